@@ -1,0 +1,442 @@
+"""The compiled ontology: frozen values that every other layer reads.
+
+The loader (``app.ontology.loader``) turns Turtle into these objects; nothing else builds them
+except tests. Every identifier is a full IRI string; ``name`` is the IRI's local name, used in
+JSON (structured input, schemas, outcomes). Turtle terms are given next to each field as
+``horis:term`` so this module doubles as the vocabulary reference (docs/vocabulary.md expands it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Literal, TypeAlias
+
+HORIS = "https://horismos.dev/ns#"
+XSD = "http://www.w3.org/2001/XMLSchema#"
+
+#: A literal or an IRI (object values and enumeration individuals are IRI strings).
+Value: TypeAlias = Decimal | int | str | bool
+
+Datatype = Literal[
+    "xsd:decimal", "xsd:integer", "xsd:string", "xsd:boolean", "xsd:dateTime", "xsd:date"
+]
+Cardinality = Literal["0..1", "1..1", "0..*", "1..*"]
+Resolution = Literal["Reject", "FirstListed"]
+Operator = Literal[
+    "is",
+    "isNot",
+    "in",
+    "notIn",
+    "greaterThan",
+    "atLeast",
+    "lessThan",
+    "atMost",
+    "isAssigned",
+    "matches",
+    "isA",
+]
+OPERATORS: tuple[Operator, ...] = (
+    "is",
+    "isNot",
+    "in",
+    "notIn",
+    "greaterThan",
+    "atLeast",
+    "lessThan",
+    "atMost",
+    "isAssigned",
+    "matches",
+    "isA",
+)
+StepKind = Literal[
+    "Step",  # a plain terminal step (horis:Step ; horis:terminal true)
+    "PerceptionStep",
+    "ReasoningStep",
+    "ActionStep",
+    "NarrationStep",
+    "ProposalStep",
+    "WaitStep",
+    "ChoiceStep",
+    "SubflowStep",
+]
+Pick = Literal["Latest", "All"]
+Indicator = Literal["info", "warning", "critical"]
+
+
+def local_name(iri: str) -> str:
+    """The part of an IRI after its last ``#`` or ``/``."""
+    for sep in ("#", "/"):
+        if sep in iri:
+            iri = iri.rsplit(sep, 1)[1]
+    return iri
+
+
+# --- classes and properties ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClassDef:
+    """``X a horis:Class`` (a root) or ``X rdfs:subClassOf Y`` (a subclass)."""
+
+    iri: str
+    name: str
+    parents: tuple[str, ...] = ()  # rdfs:subClassOf
+    codes: tuple[str, ...] = ()  # horis:code "system|code"
+    one_of: tuple[str, ...] = ()  # horis:oneOf (individuals): an enumeration class
+    label: str | None = None  # rdfs:label
+
+
+@dataclass(frozen=True, kw_only=True)
+class Individual:
+    """A named member of an enumeration class (``:Immediate a :AcuityLevel``)."""
+
+    iri: str
+    name: str
+    class_iri: str
+    codes: tuple[str, ...] = ()  # horis:code "system|code" (e.g. v3 ActPriority for a queue)
+    label: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FhirMapping:
+    """``P horis:fromFhir [ … ]``: how a property is read from FHIR resources.
+
+    The adapter selects resources of ``resource_type`` (from prefetch, or from the hook's
+    ``context`` key ``context_key`` such as ``draftOrders``), keeps those whose code matches one of
+    ``codings`` (for Observations also a component with that code), whose ``where`` FHIRPath is
+    true, evaluates ``fhir_path`` and picks ``Latest`` (by effective time) or ``All``.
+    """
+
+    resource_type: str  # horis:resourceType
+    fhir_path: str  # horis:fhirPath, relative to the resource (or the matching component)
+    codings: tuple[str, ...] = ()  # horis:coding "system|code" (any of)
+    where: str | None = None  # horis:where, a FHIRPath boolean on the resource
+    pick: Pick = "Latest"  # horis:pick horis:Latest | horis:All
+    context_key: str | None = None  # horis:fromContext "draftOrders"
+    transform: Literal["YearsSince"] | None = None  # horis:transform horis:YearsSince
+
+
+@dataclass(frozen=True, kw_only=True)
+class PropertyDef:
+    """``P a horis:Property`` with its constraints."""
+
+    iri: str
+    name: str
+    domain: str  # horis:domain (class IRI)
+    range: str  # horis:range: an xsd datatype IRI or a class IRI
+    cardinality: Cardinality = "0..*"
+    min: Decimal | None = None
+    max: Decimal | None = None
+    unit: str | None = None  # UCUM
+    pattern: str | None = None
+    one_of: tuple[str, ...] = ()  # on the property, or inherited from an enumeration range
+    rules_only: bool = False  # horis:assignedBy horis:RulesOnly
+    resolution: Resolution = "Reject"
+    from_fhir: tuple[FhirMapping, ...] = ()
+    label: str | None = None
+
+    @property
+    def is_object(self) -> bool:
+        return not self.range.startswith(XSD)
+
+    @property
+    def single_valued(self) -> bool:
+        return self.cardinality in ("0..1", "1..1")
+
+    @property
+    def required(self) -> bool:
+        return self.cardinality.startswith("1")
+
+
+# --- conditions and rules ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Condition:
+    """One pattern: ``[ horis:property P | horis:path (p1 p2) ; horis:<op> value ]``.
+
+    ``path`` is never empty: ``horis:property P`` compiles to ``path=(P,)``. ``value`` is a
+    tuple for ``in``/``notIn``, a bool for ``isAssigned``, a regex for ``matches``, a class IRI
+    for ``isA``.
+    """
+
+    path: tuple[str, ...]
+    op: Operator
+    value: Value | tuple[Value, ...]
+    node: str | None = None  # the blank node or IRI it was read from, for error messages
+
+
+@dataclass(frozen=True, kw_only=True)
+class Conclusion:
+    """``horis:then [ horis:property P ; horis:value V ]``."""
+
+    property: str
+    value: Value
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rule:
+    """``R a horis:Rule ; horis:about C ; horis:when (…) ; horis:then […]``."""
+
+    iri: str
+    name: str
+    about: str
+    when: tuple[Condition, ...]
+    then: tuple[Conclusion, ...]
+    order: int = 0  # document order among rules, for deterministic evaluation
+
+
+# --- tools ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolArg:
+    """``horis:arg [ horis:name "queue" ; horis:type :AcuityLevel ]``."""
+
+    name: str
+    type: str  # class IRI or xsd datatype IRI
+
+
+@dataclass(frozen=True, kw_only=True)
+class EffectDecl:
+    """``horis:asserts [ horis:property P ; horis:value horis:now | horis:type T ]``."""
+
+    property: str
+    type: str | None = None  # what the tool must return under the property's local name
+    now: bool = False  # horis:value horis:now: filled by the runtime, not the tool
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdapterCommit:
+    """``horis:commits [ … ]`` on a tool: an adapter-mediated write to the FHIR server.
+
+    The target is the hydrated resource of ``resource_type`` (its version comes from the run's
+    source-version vector); ``element`` is set from argument ``value_arg`` translated through the
+    argument value's ``horis:code`` in ``code_system``; the call is made only when
+    ``fhirAuthorization.scope`` grants ``scope``.
+    """
+
+    resource_type: str  # horis:resourceType "Encounter"
+    element: str  # horis:element "priority"
+    value_arg: str  # horis:valueArg "queue"
+    code_system: str | None = None  # horis:codeSystem "http://terminology.hl7.org/…"
+    operation: Literal["update"] = "update"  # horis:operation horis:Update
+    scope: str = ""  # horis:scope "user/Encounter.write"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolDef:
+    """``T a horis:Tool`` (seeds/07)."""
+
+    iri: str
+    name: str
+    args: tuple[ToolArg, ...]
+    effects: tuple[EffectDecl, ...]
+    binding: str  # python:… | rust:… | http(s)://… | mcp://server/tool | fhir:commit
+    timeout: float = 5.0  # horis:timeout "5s" in seconds
+    idempotent: bool = False
+    retries: int | None = None  # horis:retries; None = the default (0 when non-idempotent)
+    commits: AdapterCommit | None = None
+
+
+# --- workflows -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArgBinding:
+    """``horis:bind [ horis:arg "queue" ; horis:property :acuity ]`` or ``… horis:focus true``."""
+
+    arg: str
+    property: str | None = None
+    focus: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Branch:
+    """One ChoiceStep branch: ``[ horis:when [ … ] ; horis:next S ]``."""
+
+    when: tuple[Condition, ...]
+    next: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class CandidateQuery:
+    """``horis:candidates [ horis:path (:hasOption) ; horis:where ( … ) ]``.
+
+    Candidates are the values reached from the focus along ``path`` (or, with ``class_iri``,
+    every instance of that class) for which every ``where`` condition holds on the candidate.
+    """
+
+    path: tuple[str, ...] = ()
+    class_iri: str | None = None  # horis:class
+    where: tuple[Condition, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class SubflowOutcome:
+    """``horis:outcome [ horis:terminal :SubDone ; horis:next :ParentStep ]``."""
+
+    terminal: str
+    next: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepDef:
+    """One workflow step. Fields not used by ``kind`` keep their defaults."""
+
+    iri: str
+    name: str
+    kind: StepKind
+    terminal: bool = False
+    next: str | None = None
+    requires: tuple[Condition, ...] = ()
+    on_unsatisfied: str | None = None
+    # PerceptionStep
+    extracts: tuple[str, ...] = ()
+    model: str | None = None
+    confidence: float | None = None
+    fallback: str | None = None  # PerceptionStep, ProposalStep
+    retries: int | None = None  # PerceptionStep (default 2), ActionStep (tool's default)
+    # ReasoningStep
+    goal: tuple[Condition, ...] = ()
+    on_unreachable: str | None = None
+    # ActionStep
+    tool: str | None = None
+    bindings: tuple[ArgBinding, ...] = ()
+    on_error: str | None = None
+    # NarrationStep
+    narrates: str | None = None  # horis:narrates [ horis:property P ]
+    audience: str | None = None
+    style: str | None = None
+    required: bool = False
+    # ProposalStep
+    candidates: CandidateQuery | None = None
+    rank_by: str | None = None
+    selects: str | None = None  # horis:selects P: the focus property that receives the choice
+    # WaitStep
+    awaits: tuple[str, ...] = ()  # horis:awaits P (properties the resume must bring)
+    timeout: float | None = None  # seconds (horis:timeout "PT4H" or "30s")
+    on_timeout: str | None = None
+    # ChoiceStep
+    branches: tuple[Branch, ...] = ()
+    otherwise: str | None = None  # also SubflowStep: when no outcome matches
+    # SubflowStep
+    workflow: str | None = None
+    outcomes: tuple[SubflowOutcome, ...] = ()
+
+    def edges(self) -> tuple[str, ...]:
+        """Every step this one can move to, in a stable order."""
+        out = [
+            self.next,
+            self.on_unsatisfied,
+            self.fallback,
+            self.on_unreachable,
+            self.on_error,
+            self.on_timeout,
+            *(b.next for b in self.branches),
+            self.otherwise,
+            *(o.next for o in self.outcomes),
+        ]
+        return tuple(dict.fromkeys(e for e in out if e is not None))
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkflowDef:
+    """``W a horis:Workflow``."""
+
+    iri: str
+    name: str
+    starts_at: str
+    steps: dict[str, StepDef] = field(default_factory=dict)  # every step reachable from start
+    decides: str | None = None
+    focus: str | None = None
+    version: str = "0"
+
+
+# --- CDS services --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrefetchTemplate:
+    """``horis:prefetch [ horis:key "vitals" ; horis:query "Observation?patient={{…}}" ]``."""
+
+    key: str
+    query: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class TextSource:
+    """``horis:text [ horis:resourceType "Encounter" ; horis:fhirPath "reasonCode.text" ]``:
+    where the run's free text (PerceptionStep input) comes from."""
+
+    resource_type: str
+    fhir_path: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class SuggestionDecl:
+    """``horis:suggest [ horis:label "…" ; horis:actionType "delete" ; horis:cites P ]``.
+
+    The action's resource is the FHIR source of the instance that the decision's proof reaches
+    through property ``cites`` (e.g. the draft order a contraindication rule used).
+    """
+
+    label: str
+    action_type: Literal["create", "update", "delete"]
+    cites: str | None = None
+    description: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CardDecl:
+    """``horis:card [ horis:when [ … ] | horis:terminal S ; horis:indicator "critical" ;
+    horis:summary "…" ; horis:suggest […] ; horis:selectionBehavior "at-most-one" ]``.
+
+    Cards are tried in document order; every matching one is emitted. ``when`` is evaluated on
+    the run's focus after the run ends; ``terminal`` matches the terminal step that ended it.
+    """
+
+    indicator: Indicator
+    summary: str
+    when: tuple[Condition, ...] = ()
+    terminal: str | None = None
+    suggestions: tuple[SuggestionDecl, ...] = ()
+    selection_behavior: Literal["at-most-one", "any"] | None = None
+    order: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class CdsServiceDef:
+    """``S a horis:CdsService``."""
+
+    iri: str
+    id: str
+    hook: str
+    title: str
+    description: str
+    workflow: str
+    prefetch: tuple[PrefetchTemplate, ...] = ()
+    usage_requirements: str | None = None
+    text: tuple[TextSource, ...] = ()
+    cards: tuple[CardDecl, ...] = ()
+
+
+# --- the whole ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ontology:
+    """Everything loaded from one or more Turtle files, checked and indexed."""
+
+    namespace: str  # the deployment namespace local names resolve against (first file's base)
+    version: str  # owl:versionInfo of the ontology, else a content digest
+    digest: str  # sha256 of the canonical Turtle: identifies exactly what a run ran against
+    classes: dict[str, ClassDef]
+    individuals: dict[str, Individual]
+    properties: dict[str, PropertyDef]
+    rules: tuple[Rule, ...]
+    tools: dict[str, ToolDef]
+    workflows: dict[str, WorkflowDef]
+    services: dict[str, CdsServiceDef]
+    sources: tuple[str, ...] = ()  # the files it was loaded from
