@@ -1,0 +1,3 @@
+from tests.support.fhir_server import fhir_server
+
+__all__ = ["fhir_server"]

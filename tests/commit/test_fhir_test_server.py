@@ -1,0 +1,87 @@
+"""The Node FHIR test server behaves like the EHR servers the commit adapter talks to."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.support.fhir_server import FhirServer
+
+pytestmark = pytest.mark.fhirserver
+
+
+def _encounter(fhir_server: FhirServer) -> dict[str, object]:
+    return {
+        "resourceType": "Encounter",
+        "id": fhir_server.new_id(),
+        "status": "in-progress",
+        "class": {"system": "http://terminology.hl7.org/CodeSystem/v3-ActCode", "code": "EMER"},
+        "subject": {"reference": "Patient/p1"},
+    }
+
+
+def test_update_with_current_version_creates_exactly_one_new_version(
+    fhir_server: FhirServer,
+) -> None:
+    stored = fhir_server.create(_encounter(fhir_server))
+    first = stored["meta"]["versionId"]
+
+    changed = {**stored, "priority": {"coding": [{"code": "UR"}]}}
+    response = fhir_server.update(changed, if_match=first)
+
+    assert response.status_code == 200
+    assert response.headers["etag"] == f'W/"{response.json()["meta"]["versionId"]}"'
+    history = fhir_server.history("Encounter", stored["id"])
+    assert history[0]["meta"]["versionId"] == first
+    assert len(history) == 2
+    assert history[-1]["priority"]["coding"][0]["code"] == "UR"
+
+
+def test_stale_if_match_is_refused_with_412_and_changes_nothing(fhir_server: FhirServer) -> None:
+    stored = fhir_server.create(_encounter(fhir_server))
+    stale = stored["meta"]["versionId"]
+    assert fhir_server.update({**stored, "status": "finished"}, if_match=stale).status_code == 200
+
+    response = fhir_server.update({**stored, "status": "cancelled"}, if_match=stale)
+
+    assert response.status_code == 412
+    assert fhir_server.read("Encounter", stored["id"])["status"] == "finished"
+    assert len(fhir_server.history("Encounter", stored["id"])) == 2
+
+
+def test_request_log_records_every_request_with_its_if_match(fhir_server: FhirServer) -> None:
+    stored = fhir_server.create(_encounter(fhir_server))
+    mark = fhir_server.mark()
+
+    fhir_server.update(stored, if_match=stored["meta"]["versionId"])
+    fhir_server.read("Encounter", stored["id"])
+
+    logged = fhir_server.requests(since=mark)
+    assert [(r["method"], r["url"], r["status"]) for r in logged] == [
+        ("PUT", f"/fhir/Encounter/{stored['id']}", 200),
+        ("GET", f"/fhir/Encounter/{stored['id']}", 200),
+    ]
+    assert logged[0]["ifMatch"] == f'W/"{stored["meta"]["versionId"]}"'
+
+
+def test_search_by_bare_patient_id_finds_the_patients_observations(
+    fhir_server: FhirServer,
+) -> None:
+    patient = fhir_server.create({"resourceType": "Patient", "id": fhir_server.new_id()})
+    fhir_server.create(
+        {
+            "resourceType": "Observation",
+            "status": "final",
+            "category": [{"coding": [{"code": "vital-signs"}]}],
+            "code": {"coding": [{"system": "http://loinc.org", "code": "8867-4"}]},
+            "subject": {"reference": f"Patient/{patient['id']}"},
+            "valueQuantity": {"value": 130, "unit": "/min"},
+        }
+    )
+
+    bundle = httpx.get(
+        f"{fhir_server.base_url}/Observation",
+        params={"patient": patient["id"], "category": "vital-signs"},
+    ).json()
+
+    assert [e["resource"]["valueQuantity"]["value"] for e in bundle["entry"]] == [130]
