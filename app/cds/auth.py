@@ -1,0 +1,216 @@
+"""Client authentication for CDS Hooks: the EHR's signed JWT in ``Authorization: Bearer``.
+
+CDS Hooks 2.0 §"Trusting CDS Clients": the client signs a short-lived JWT with an asymmetric key
+it publishes as a JWKS. The service trusts a configured list of issuers; per issuer the keys come
+inline, from a JWKS URL, or from the token's ``jku`` header when that URL is on the issuer's
+allow-list. ``aud`` must equal the URL that was called, ``exp``/``iat`` are checked with a small
+leeway, and every ``jti`` is remembered (through the store, so the refusal holds across workers)
+so a replayed token is refused. With no trusted issuer configured the service runs in open mode.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from joserfc import jwt
+from joserfc.errors import JoseError
+from joserfc.jwk import KeySet
+
+from app.cds.errors import Issue, Unauthorized
+
+log = logging.getLogger(__name__)
+
+#: Asymmetric JWS algorithms only: ``none`` and the shared-secret ``HS*`` family are refused.
+ALLOWED_ALGORITHMS = (
+    "ES256",
+    "ES384",
+    "ES512",
+    "RS256",
+    "RS384",
+    "RS512",
+    "PS256",
+    "PS384",
+    "PS512",
+    "EdDSA",
+)
+LEEWAY_SECONDS = 30
+JWKS_CACHE_SECONDS = 300
+
+#: ``remember(iss, jti, exp) -> True`` when first seen, ``False`` for a replay.
+JtiLedger = Callable[[str, str, int], Awaitable[bool]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrustedIssuer:
+    """One entry of ``settings.trusted_issuers``."""
+
+    iss: str
+    jwks_url: str | None = None
+    jwks: Mapping[str, Any] | None = None
+    allowed_jku: tuple[str, ...] = ()
+
+    @classmethod
+    def from_config(cls, entry: Mapping[str, Any]) -> TrustedIssuer:
+        return cls(
+            iss=str(entry["iss"]),
+            jwks_url=entry.get("jwks_url"),
+            jwks=entry.get("jwks"),
+            allowed_jku=tuple(entry.get("allowed_jku") or ()),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientIdentity:
+    """Who called: the verified issuer and the token's claims."""
+
+    iss: str
+    claims: dict[str, Any]
+
+
+def _refuse(message: str) -> Unauthorized:
+    return Unauthorized(
+        issues=[Issue(code="login", diagnostics=message, expression="Authorization")]
+    )
+
+
+def _b64json(part: str) -> dict[str, Any]:
+    raw = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+    value = json.loads(raw)
+    if not isinstance(value, dict):
+        raise ValueError("not a JSON object")
+    return value
+
+
+@dataclass(kw_only=True)
+class ClientAuthenticator:
+    """Verifies client JWTs against trusted issuers; ``open_mode`` when there are none."""
+
+    issuers: Sequence[TrustedIssuer]
+    remember_jti: JtiLedger
+    http: httpx.AsyncClient | None = None
+    leeway: int = LEEWAY_SECONDS
+    clock: Callable[[], float] = time.time
+    _jwks_cache: dict[str, tuple[float, KeySet]] = field(default_factory=dict)
+
+    @property
+    def open_mode(self) -> bool:
+        return not self.issuers
+
+    def warn_if_open(self) -> None:
+        if self.open_mode:
+            log.warning(
+                "CDS client authentication is OFF (open mode): no trusted issuers configured; "
+                "set HORISMOS_TRUSTED_ISSUERS to require signed client JWTs"
+            )
+
+    async def verify(self, authorization: str | None, audience: str) -> ClientIdentity | None:
+        """The caller's identity, ``None`` in open mode; raises ``Unauthorized`` otherwise."""
+        if self.open_mode:
+            return None
+        if not authorization or not authorization.lower().startswith("bearer "):
+            raise _refuse("a Bearer JWT signed by a trusted CDS client is required")
+        token = authorization[7:].strip()
+        parts = token.split(".")
+        if len(parts) != 3:
+            raise _refuse("the bearer token is not a compact JWS")
+        try:
+            header, payload = _b64json(parts[0]), _b64json(parts[1])
+        except ValueError:
+            raise _refuse("the bearer token's header or payload is not base64url JSON") from None
+        alg = header.get("alg")
+        if alg not in ALLOWED_ALGORITHMS:
+            raise _refuse(f"JWT alg {alg!r} refused: only asymmetric algorithms are accepted")
+        issuer = next((i for i in self.issuers if i.iss == payload.get("iss")), None)
+        if issuer is None:
+            raise _refuse(f"JWT issuer {payload.get('iss')!r} is not trusted")
+        kid = header.get("kid")
+        if not isinstance(kid, str) or not kid:
+            raise _refuse("JWT header must name its key with 'kid'")
+        keys = await self._keys(issuer, header.get("jku"), kid)
+        try:
+            key = keys.get_by_kid(kid)
+        except (ValueError, KeyError, JoseError):
+            raise _refuse(f"no key with kid {kid!r} for issuer {issuer.iss!r}") from None
+        try:
+            decoded = jwt.decode(token, key, algorithms=[alg])
+        except JoseError as exc:
+            raise _refuse(f"JWT signature does not verify: {exc.description}") from None
+        claims = dict(decoded.claims)
+        self._check_claims(claims, audience)
+        exp = int(claims["exp"])
+        if not await self.remember_jti(issuer.iss, str(claims["jti"]), exp):
+            raise _refuse(f"JWT jti {claims['jti']!r} was already used (replay)")
+        return ClientIdentity(iss=issuer.iss, claims=claims)
+
+    def _check_claims(self, claims: dict[str, Any], audience: str) -> None:
+        now = self.clock()
+        for name in ("iss", "aud", "exp", "iat", "jti"):
+            if name not in claims:
+                raise _refuse(f"JWT claim {name!r} is required")
+        aud = claims["aud"]
+        auds = aud if isinstance(aud, list) else [aud]
+        if audience.rstrip("/") not in [str(a).rstrip("/") for a in auds]:
+            raise _refuse(f"JWT aud {aud!r} is not this service's URL {audience!r}")
+        try:
+            exp, iat = float(claims["exp"]), float(claims["iat"])
+        except (TypeError, ValueError):
+            raise _refuse("JWT exp and iat must be numeric dates") from None
+        if exp + self.leeway < now:
+            raise _refuse("JWT has expired")
+        if iat - self.leeway > now:
+            raise _refuse("JWT iat is in the future")
+
+    async def _keys(self, issuer: TrustedIssuer, jku: Any, kid: str) -> KeySet:
+        if jku is not None:
+            if jku not in issuer.allowed_jku:
+                raise _refuse(f"JWT jku {jku!r} is not allowed for issuer {issuer.iss!r}")
+            return await self._fetch(str(jku), kid)
+        if issuer.jwks is not None:
+            return KeySet.import_key_set(dict(issuer.jwks))  # type: ignore[arg-type]
+        if issuer.jwks_url is not None:
+            return await self._fetch(issuer.jwks_url, kid)
+        raise _refuse(f"issuer {issuer.iss!r} has no keys configured")
+
+    async def _fetch(self, url: str, kid: str) -> KeySet:
+        cached = self._jwks_cache.get(url)
+        now = self.clock()
+        if cached and now - cached[0] < JWKS_CACHE_SECONDS and _has_kid(cached[1], kid):
+            return cached[1]
+        if self.http is None:
+            raise _refuse(f"cannot fetch JWKS {url}: no HTTP client")
+        try:
+            resp = await self.http.get(url, timeout=5.0)
+            resp.raise_for_status()
+            keys = KeySet.import_key_set(resp.json())
+        except (httpx.HTTPError, ValueError, JoseError) as exc:
+            raise _refuse(f"cannot fetch the issuer's JWKS from {url}: {exc}") from None
+        self._jwks_cache[url] = (now, keys)
+        return keys
+
+
+def _has_kid(keys: KeySet, kid: str) -> bool:
+    try:
+        keys.get_by_kid(kid)
+    except (ValueError, KeyError, JoseError):
+        return False
+    return True
+
+
+class MemoryJtiLedger:
+    """A process-local jti ledger for tests and one-process tools (the service uses the store)."""
+
+    def __init__(self) -> None:
+        self._seen: set[tuple[str, str]] = set()
+
+    async def __call__(self, iss: str, jti: str, exp: int) -> bool:
+        if (iss, jti) in self._seen:
+            return False
+        self._seen.add((iss, jti))
+        return True

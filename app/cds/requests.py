@@ -1,0 +1,348 @@
+"""CDS Hooks 2.0 request bodies: the envelope, ``fhirAuthorization`` and each hook's context.
+
+``parse_hook_request`` turns a decoded JSON body into a ``HookRequest`` or raises
+``RequestInvalid`` listing every problem with the field it concerns. The pydantic models double
+as the OpenAPI description of the request body.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from app.cds.errors import Issue, RequestInvalid
+
+
+class FhirAuthorization(BaseModel):
+    """The OAuth 2.0 access token the CDS client grants for reads against ``fhirServer``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    access_token: str
+    token_type: str
+    expires_in: int
+    scope: str
+    subject: str
+    patient: str | None = None
+
+
+class HookRequestBody(BaseModel):
+    """The body of ``POST /cds-services/{id}`` (CDS Hooks 2.0 §"HTTP Request")."""
+
+    model_config = ConfigDict(extra="allow")
+
+    hook: str
+    hookInstance: str
+    fhirServer: str | None = None
+    fhirAuthorization: FhirAuthorization | None = None
+    context: dict[str, Any]
+    prefetch: dict[str, dict[str, Any] | None] | None = None
+    extension: dict[str, Any] | None = None
+
+
+class FeedbackItem(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    card: str
+    outcome: str
+    outcomeTimestamp: str
+    acceptedSuggestions: list[dict[str, Any]] | None = None
+    overrideReason: dict[str, Any] | None = None
+
+
+class FeedbackBody(BaseModel):
+    """The body of ``POST /cds-services/{id}/feedback``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    feedback: list[FeedbackItem] = Field(min_length=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HookRequest:
+    """A validated hook call."""
+
+    hook: str
+    hook_instance: str
+    fhir_server: str | None
+    authorization: FhirAuthorization | None
+    context: dict[str, Any]
+    prefetch: dict[str, dict[str, Any] | None]
+    extension: dict[str, Any] | None
+
+
+# --- per-hook context ---------------------------------------------------------------------
+
+_CLINICIAN = ("Practitioner", "PractitionerRole")
+_ANY_USER = ("Practitioner", "PractitionerRole", "Patient", "RelatedPerson")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Field:
+    name: str
+    kind: str  # "id" | "user" | "ref" | "bundle" | "refs"
+    required: bool = True
+    types: tuple[str, ...] = ()
+
+
+#: Context fields per hook (CDS Hooks hook library, versions current with CDS Hooks 2.0).
+HOOK_CONTEXTS: dict[str, tuple[_Field, ...]] = {
+    "patient-view": (
+        _Field(name="userId", kind="user", types=_ANY_USER),
+        _Field(name="patientId", kind="id"),
+        _Field(name="encounterId", kind="id", required=False),
+    ),
+    "order-select": (
+        _Field(name="userId", kind="user", types=_CLINICIAN),
+        _Field(name="patientId", kind="id"),
+        _Field(name="encounterId", kind="id", required=False),
+        _Field(name="selections", kind="refs"),
+        _Field(name="draftOrders", kind="bundle"),
+    ),
+    "order-sign": (
+        _Field(name="userId", kind="user", types=_CLINICIAN),
+        _Field(name="patientId", kind="id"),
+        _Field(name="encounterId", kind="id", required=False),
+        _Field(name="draftOrders", kind="bundle"),
+    ),
+    "order-dispatch": (
+        _Field(name="patientId", kind="id"),
+        _Field(name="dispatchedOrders", kind="refs"),
+        _Field(name="performer", kind="ref"),
+        _Field(name="fulfillmentTasks", kind="bundle-list", required=False),
+    ),
+    "encounter-start": (
+        _Field(name="userId", kind="user", types=_CLINICIAN),
+        _Field(name="patientId", kind="id"),
+        _Field(name="encounterId", kind="id"),
+    ),
+    "encounter-discharge": (
+        _Field(name="userId", kind="user", types=_CLINICIAN),
+        _Field(name="patientId", kind="id"),
+        _Field(name="encounterId", kind="id"),
+    ),
+    "appointment-book": (
+        _Field(name="userId", kind="user", types=_ANY_USER),
+        _Field(name="patientId", kind="id"),
+        _Field(name="encounterId", kind="id", required=False),
+        _Field(name="appointments", kind="bundle"),
+    ),
+}
+
+_ID = re.compile(r"^[A-Za-z0-9\-.]{1,64}$")
+_REF = re.compile(r"^([A-Z][A-Za-z]+)/([A-Za-z0-9\-.]{1,64})$")
+
+
+def _check_context(hook: str, context: dict[str, Any]) -> list[Issue]:
+    fields = HOOK_CONTEXTS.get(hook)
+    if fields is None:
+        return []  # a hook this validator does not know: the service decides whether it serves it
+    issues: list[Issue] = []
+    for f in fields:
+        where = f"context.{f.name}"
+        if f.name not in context or context[f.name] is None:
+            if f.required:
+                issues.append(
+                    Issue(
+                        code="required",
+                        diagnostics=f"{hook} requires context.{f.name}",
+                        expression=where,
+                    )
+                )
+            continue
+        issues.extend(_check_field(f, context[f.name], where))
+    if hook == "order-select" and not issues:
+        issues.extend(_check_selections(context))
+    return issues
+
+
+def _check_field(f: _Field, value: Any, where: str) -> list[Issue]:
+    def bad(msg: str) -> list[Issue]:
+        return [Issue(code="invalid", diagnostics=msg, expression=where)]
+
+    if f.kind == "id":
+        if not isinstance(value, str) or not _ID.match(value):
+            return bad(f"{where} must be a bare FHIR id (no resource type, no '/'), got {value!r}")
+    elif f.kind in ("user", "ref"):
+        m = _REF.match(value) if isinstance(value, str) else None
+        if m is None:
+            return bad(f"{where} must be a relative reference 'Type/id', got {value!r}")
+        if f.types and m.group(1) not in f.types:
+            return bad(f"{where} must reference one of {', '.join(f.types)}, got {m.group(1)}")
+    elif f.kind == "refs":
+        if not isinstance(value, list) or not value:
+            return bad(f"{where} must be a non-empty array of 'Type/id' references")
+        for i, item in enumerate(value):
+            if not isinstance(item, str) or not _REF.match(item):
+                return [
+                    Issue(
+                        code="invalid",
+                        diagnostics=f"{where}[{i}] must be 'Type/id', got {item!r}",
+                        expression=f"{where}[{i}]",
+                    )
+                ]
+    elif f.kind == "bundle":
+        return _check_bundle(value, where)
+    elif f.kind == "bundle-list" and not isinstance(value, list | dict):
+        return bad(f"{where} must be a Bundle or an array of resources")
+    return []
+
+
+def _check_bundle(value: Any, where: str) -> list[Issue]:
+    if not isinstance(value, dict) or value.get("resourceType") != "Bundle":
+        return [
+            Issue(code="invalid", diagnostics=f"{where} must be a FHIR Bundle", expression=where)
+        ]
+    entries = value.get("entry", [])
+    if not isinstance(entries, list):
+        return [
+            Issue(
+                code="structure",
+                diagnostics=f"{where}.entry must be an array",
+                expression=f"{where}.entry",
+            )
+        ]
+    issues: list[Issue] = []
+    for i, entry in enumerate(entries):
+        res = entry.get("resource") if isinstance(entry, dict) else None
+        at = f"{where}.entry[{i}].resource"
+        if not isinstance(res, dict) or not isinstance(res.get("resourceType"), str):
+            issues.append(
+                Issue(code="structure", diagnostics=f"{at} must be a FHIR resource", expression=at)
+            )
+        elif not isinstance(res.get("id"), str) or not _ID.match(res["id"]):
+            issues.append(
+                Issue(
+                    code="required",
+                    diagnostics=f"{at}.id is required so the order can be referenced",
+                    expression=f"{at}.id",
+                )
+            )
+    return issues
+
+
+def _check_selections(context: dict[str, Any]) -> list[Issue]:
+    present = {
+        f"{e['resource']['resourceType']}/{e['resource']['id']}"
+        for e in context["draftOrders"].get("entry", [])
+    }
+    return [
+        Issue(
+            code="invalid",
+            diagnostics=f"context.selections[{i}] {ref!r} is not one of the draftOrders",
+            expression=f"context.selections[{i}]",
+        )
+        for i, ref in enumerate(context["selections"])
+        if ref not in present
+    ]
+
+
+# --- the envelope -------------------------------------------------------------------------
+
+
+def _expression(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def pydantic_issues(exc: ValidationError) -> list[Issue]:
+    """One issue per pydantic error, keeping only the first union branch's complaint per field."""
+    issues: list[Issue] = []
+    seen: set[str] = set()
+    for err in exc.errors():
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and "[" in p))
+        where = _expression(loc)
+        if where in seen:
+            continue
+        seen.add(where)
+        missing = err["type"] == "missing"
+        issues.append(
+            Issue(
+                code="required" if missing else "invalid",
+                diagnostics=f"{where}: {'is required' if missing else err['msg']}",
+                expression=where or None,
+            )
+        )
+    return issues
+
+
+def parse_hook_request(body: Any) -> HookRequest:
+    """Validate a decoded hook call against CDS Hooks 2.0; raise ``RequestInvalid`` otherwise."""
+    if not isinstance(body, dict):
+        raise RequestInvalid.one("structure", "the request body must be a JSON object")
+    try:
+        model = HookRequestBody.model_validate(body)
+    except ValidationError as exc:
+        raise RequestInvalid(issues=pydantic_issues(exc)) from None
+    issues: list[Issue] = []
+    try:
+        uuid.UUID(model.hookInstance)
+    except ValueError:
+        issues.append(
+            Issue(
+                code="invalid",
+                diagnostics=f"hookInstance must be a UUID, got {model.hookInstance!r}",
+                expression="hookInstance",
+            )
+        )
+    if model.fhirAuthorization is not None and not model.fhirServer:
+        issues.append(
+            Issue(
+                code="required",
+                diagnostics="fhirServer is required when fhirAuthorization is given",
+                expression="fhirServer",
+            )
+        )
+    if model.fhirServer is not None and not re.match(r"^https?://[^\s/]+", model.fhirServer):
+        issues.append(
+            Issue(
+                code="invalid",
+                diagnostics=f"fhirServer must be an http(s) base URL, got {model.fhirServer!r}",
+                expression="fhirServer",
+            )
+        )
+    if model.fhirAuthorization is not None:
+        auth = model.fhirAuthorization
+        if auth.token_type.lower() != "bearer":
+            issues.append(
+                Issue(
+                    code="invalid",
+                    diagnostics="fhirAuthorization.token_type must be 'Bearer'",
+                    expression="fhirAuthorization.token_type",
+                )
+            )
+        if not auth.access_token:
+            issues.append(
+                Issue(
+                    code="required",
+                    diagnostics="fhirAuthorization.access_token must not be empty",
+                    expression="fhirAuthorization.access_token",
+                )
+            )
+    issues.extend(_check_context(model.hook, model.context))
+    if issues:
+        raise RequestInvalid(issues=issues)
+    return HookRequest(
+        hook=model.hook,
+        hook_instance=model.hookInstance,
+        fhir_server=model.fhirServer.rstrip("/") if model.fhirServer else None,
+        authorization=model.fhirAuthorization,
+        context=model.context,
+        prefetch=dict(model.prefetch or {}),
+        extension=model.extension,
+    )
+
+
+def parse_feedback(body: Any) -> FeedbackBody:
+    if not isinstance(body, dict):
+        raise RequestInvalid.one("structure", "the feedback body must be a JSON object")
+    try:
+        return FeedbackBody.model_validate(body)
+    except ValidationError as exc:
+        raise RequestInvalid(issues=pydantic_issues(exc)) from None
