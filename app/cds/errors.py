@@ -1,6 +1,6 @@
-"""Errors of the CDS Hooks layer, classified by who must act next.
+"""Errors of the CDS Hooks layer, classified by who must act next (under ``HorismosError``).
 
-Every error carries the HTTP status the route answers with and renders as a FHIR
+Every error carries the HTTP status the route answers with and renders (``to_body``) as a FHIR
 ``OperationOutcome`` whose issues name the offending field (``expression``)::
 
     CdsError
@@ -14,8 +14,10 @@ Every error carries the HTTP status the route answers with and renders as a FHIR
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from dataclasses import dataclass
+from typing import Any, Literal, Self
+
+from app.errors import HorismosError
 
 IssueCode = Literal[
     "invalid",
@@ -60,61 +62,69 @@ def operation_outcome(issues: list[Issue]) -> dict[str, Any]:
     return {"resourceType": "OperationOutcome", "issue": [i.to_json() for i in issues]}
 
 
-@dataclass(kw_only=True)
-class CdsError(Exception):
+class CdsError(HorismosError):
     """Base of the hierarchy; ``issues`` explain the failure field by field."""
 
-    issues: list[Issue] = field(default_factory=list)
-    status_code: ClassVar[int] = 500
+    status = 500
+    code = "cds"
 
-    def __post_init__(self) -> None:
-        Exception.__init__(self, "; ".join(i.diagnostics for i in self.issues))
+    def __init__(self, *, issues: list[Issue]) -> None:
+        first = issues[0].expression if issues else None
+        super().__init__("; ".join(i.diagnostics for i in issues), where=first)
+        self.issues = issues
+
+    @property
+    def status_code(self) -> int:
+        return self.status
 
     def outcome(self) -> dict[str, Any]:
         return operation_outcome(self.issues)
 
+    def to_body(self) -> dict[str, Any]:
+        return self.outcome()
+
     @classmethod
-    def one(cls, code: IssueCode, diagnostics: str, expression: str | None = None) -> CdsError:
+    def one(cls, code: IssueCode, diagnostics: str, expression: str | None = None) -> Self:
         return cls(issues=[Issue(code=code, diagnostics=diagnostics, expression=expression)])
 
 
-@dataclass(kw_only=True)
 class RequestInvalid(CdsError):
     """Raised when a hook request or feedback body breaks CDS Hooks 2.0 or carries bad FHIR."""
 
-    status_code: ClassVar[int] = 400
+    status = 400
 
 
-@dataclass(kw_only=True)
 class Unauthorized(CdsError):
     """Raised when trusted issuers are configured and the bearer JWT is absent or invalid."""
 
-    status_code: ClassVar[int] = 401
+    status = 401
+
+    def headers(self) -> dict[str, str] | None:
+        return {"WWW-Authenticate": 'Bearer realm="cds-services"'}
 
 
-@dataclass(kw_only=True)
 class ServiceNotFound(CdsError):
     """Raised when the path names a service the ontology does not declare."""
 
-    status_code: ClassVar[int] = 404
+    status = 404
 
 
-@dataclass(kw_only=True)
 class HookInstanceConflict(CdsError):
     """Raised when a hookInstance already answered is sent again with a different body."""
 
-    status_code: ClassVar[int] = 409
+    status = 409
 
 
-@dataclass(kw_only=True)
 class PrefetchUnavailable(CdsError):
     """Raised when a prefetch key cannot be obtained (no FHIR server, fetch failed, bad data)."""
 
-    status_code: ClassVar[int] = 412
+    status = 412
 
 
-@dataclass(kw_only=True)
 class StoreUnavailable(CdsError):
     """Raised when the run cannot be persisted; the decision is withheld."""
 
-    status_code: ClassVar[int] = 503
+    status = 503
+
+    def headers(self) -> dict[str, str] | None:
+        return {"Retry-After": "5"}

@@ -1,0 +1,71 @@
+"""FHIR payload checks with the ``fhir.resources`` R4B models.
+
+A resource the service is about to read is validated first, so malformed data is a clear client
+error naming the element (``prefetch.vitals.entry[0].resource.status``), never a crash deep in
+hydration.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fhir.resources.R4B import get_fhir_model_class
+from pydantic import ValidationError
+
+from app.cds.errors import Issue
+
+
+def _join(where: str, loc: tuple[int | str, ...]) -> str:
+    out = where
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def resource_issues(resource: Any, where: str) -> list[Issue]:
+    """Problems with one FHIR R4 resource (a Bundle is checked with its entries)."""
+    if not isinstance(resource, dict) or not isinstance(resource.get("resourceType"), str):
+        return [
+            Issue(code="structure", diagnostics=f"{where} is not a FHIR resource", expression=where)
+        ]
+    rtype = resource["resourceType"]
+    try:
+        model = get_fhir_model_class(rtype)
+    except KeyError:
+        return [
+            Issue(
+                code="not-supported",
+                diagnostics=f"{where}: unknown FHIR R4 resource type {rtype!r}",
+                expression=f"{where}.resourceType",
+            )
+        ]
+    try:
+        model.model_validate(resource)
+    except ValidationError as exc:
+        issues = []
+        for err in exc.errors()[:5]:
+            at = _join(where, tuple(err["loc"]))
+            issues.append(
+                Issue(
+                    code="structure",
+                    diagnostics=f"{at}: {err['msg']} (invalid FHIR R4 {rtype})",
+                    expression=at,
+                )
+            )
+        return issues
+    except (ValueError, TypeError) as exc:
+        return [Issue(code="structure", diagnostics=f"{where}: {exc}", expression=where)]
+    return []
+
+
+def bundle_resources(value: Any) -> list[dict[str, Any]]:
+    """The resources of a Bundle, or the single resource itself."""
+    if not isinstance(value, dict):
+        return []
+    if value.get("resourceType") == "Bundle":
+        return [
+            e["resource"]
+            for e in value.get("entry") or []
+            if isinstance(e, dict) and isinstance(e.get("resource"), dict)
+        ]
+    return [value]

@@ -1,0 +1,159 @@
+"""Prefetch: render the service's templates and gather every key's data for one hook call.
+
+Keys the client sent are used as sent (``null`` = the client has no such data). Keys it did not
+send, or sent as an ``OperationOutcome`` (its own fetch failed), are read from ``fhirServer``
+with the client's Bearer token, concurrently and under one deadline for the whole hook. A key
+whose data cannot be obtained stops the call with 412 naming the key and the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx
+
+from adapters.fhir.client import FhirClient, FhirError
+from app.cds.errors import Issue, PrefetchUnavailable, RequestInvalid
+from app.cds.fhir_data import resource_issues
+from app.cds.requests import HookRequest
+from app.ontology.model import PrefetchTemplate
+
+_TOKEN = re.compile(r"\{\{\s*([A-Za-z0-9_.]+)\s*\}\}")
+_USER_TOKENS = {
+    "userPractitionerId": "Practitioner",
+    "userPractitionerRoleId": "PractitionerRole",
+    "userPatientId": "Patient",
+    "userRelatedPersonId": "RelatedPerson",
+}
+
+
+class Unrenderable(Exception):
+    """A template names a context field or user token this call does not carry."""
+
+
+def render(template: str, context: dict[str, Any]) -> str:
+    """Fill ``{{context.x}}`` and the CDS Hooks 2.0 user tokens (``Unrenderable`` if absent)."""
+
+    def fill(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name.startswith("context."):
+            value: Any = context
+            for part in name.split(".")[1:]:
+                value = value.get(part) if isinstance(value, dict) else None
+            if not isinstance(value, str | int) or value == "":
+                raise Unrenderable(name)
+            return str(value)
+        if name in _USER_TOKENS:
+            user = context.get("userId")
+            rtype, _, rid = str(user or "").partition("/")
+            if rtype != _USER_TOKENS[name] or not rid:
+                raise Unrenderable(name)
+            return rid
+        raise Unrenderable(name)
+
+    return _TOKEN.sub(fill, template)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gathered:
+    """Every prefetch key's data (``None`` = no data) and where it came from."""
+
+    data: dict[str, dict[str, Any] | None]
+    fetched: tuple[str, ...]  # keys read from fhirServer by the service
+
+
+def _is_outcome(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("resourceType") == "OperationOutcome"
+
+
+async def gather(
+    templates: Sequence[PrefetchTemplate],
+    request: HookRequest,
+    http: httpx.AsyncClient,
+    *,
+    deadline: float,
+) -> Gathered:
+    data: dict[str, dict[str, Any] | None] = {}
+    to_fetch: dict[str, str] = {}
+    reasons: dict[str, str] = {}
+    client_issues: list[Issue] = []
+    for t in templates:
+        if t.key in request.prefetch and not _is_outcome(request.prefetch[t.key]):
+            value = request.prefetch[t.key]
+            if value is not None:
+                client_issues.extend(resource_issues(value, f"prefetch.{t.key}"))
+            data[t.key] = value
+            continue
+        if _is_outcome(request.prefetch.get(t.key)):
+            reasons[t.key] = "the client's prefetch for it is an OperationOutcome"
+        try:
+            to_fetch[t.key] = render(t.query, request.context)
+        except Unrenderable:
+            data[t.key] = None  # the template does not apply to this call: no such data
+            reasons.pop(t.key, None)
+    if client_issues:
+        raise RequestInvalid(issues=client_issues)
+    if not to_fetch:
+        return Gathered(data=data, fetched=())
+    if request.fhir_server is None:
+        raise PrefetchUnavailable(
+            issues=[
+                Issue(
+                    code="incomplete",
+                    diagnostics=(
+                        f"prefetch key {key!r} was not provided"
+                        + (f" ({reasons[key]})" if key in reasons else "")
+                        + " and the request has no fhirServer to read it from"
+                    ),
+                    expression=f"prefetch.{key}",
+                )
+                for key in to_fetch
+            ]
+        )
+    token = request.authorization.access_token if request.authorization else None
+    client = FhirClient(http, request.fhir_server, token)
+    results: dict[str, dict[str, Any]] = {}
+    failures: dict[str, FhirError] = {}
+
+    async def fetch(key: str, query: str) -> None:
+        try:
+            results[key] = await client.read(query)
+        except FhirError as exc:
+            failures[key] = exc
+
+    with anyio.move_on_after(deadline) as scope:
+        async with anyio.create_task_group() as tg:
+            for key, query in to_fetch.items():
+                tg.start_soon(fetch, key, query)
+    issues: list[Issue] = []
+    for key, query in to_fetch.items():
+        if key in failures:
+            exc = failures[key]
+            issues.append(
+                Issue(
+                    code="transient" if exc.retryable else "not-found",
+                    diagnostics=f"prefetch key {key!r} ({query}) could not be read: {exc.message}",
+                    expression=f"prefetch.{key}",
+                )
+            )
+        elif key not in results:
+            issues.append(
+                Issue(
+                    code="timeout",
+                    diagnostics=(
+                        f"prefetch key {key!r} ({query}) was not read within the hook's "
+                        f"{deadline:g} s deadline"
+                    ),
+                    expression=f"prefetch.{key}",
+                )
+            )
+        else:
+            issues.extend(resource_issues(results[key], f"prefetch.{key}"))
+    if issues or scope.cancelled_caught:
+        raise PrefetchUnavailable(issues=issues)
+    data.update(results)
+    return Gathered(data=data, fetched=tuple(to_fetch))

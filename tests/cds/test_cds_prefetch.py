@@ -1,0 +1,153 @@
+"""Prefetch templating and gathering, with the FHIR server faked at the httpx transport seam."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from app.cds.errors import PrefetchUnavailable, RequestInvalid
+from app.cds.prefetch import Gathered, Unrenderable, gather, render
+from app.cds.requests import parse_hook_request
+from app.ontology.model import PrefetchTemplate
+
+CTX = {"userId": "PractitionerRole/r9", "patientId": "p1", "encounterId": "e1"}
+TEMPLATES = (
+    PrefetchTemplate(key="patient", query="Patient/{{context.patientId}}"),
+    PrefetchTemplate(key="vitals", query="Observation?patient={{context.patientId}}"),
+)
+PATIENT = {"resourceType": "Patient", "id": "p1", "birthDate": "1950-01-01"}
+EMPTY = {"resourceType": "Bundle", "type": "searchset", "entry": []}
+
+
+def test_render_fills_context_and_user_tokens() -> None:
+    assert render("Patient/{{context.patientId}}", CTX) == "Patient/p1"
+    assert render("PractitionerRole?_id={{userPractitionerRoleId}}", CTX) == (
+        "PractitionerRole?_id=r9"
+    )
+    with pytest.raises(Unrenderable):
+        render("Practitioner/{{userPractitionerId}}", CTX)
+    with pytest.raises(Unrenderable):
+        render("Observation?subject={{context.missing}}", CTX)
+
+
+def _request(prefetch: dict[str, Any] | None = None, server: bool = True) -> Any:
+    body: dict[str, Any] = {
+        "hook": "encounter-start",
+        "hookInstance": "d1577c69-dfbe-44ad-ba6d-3e05e953b2ea",
+        "context": CTX,
+    }
+    if server:
+        body["fhirServer"] = "http://fhir.test/r4"
+        body["fhirAuthorization"] = {
+            "access_token": "tok",
+            "token_type": "Bearer",
+            "expires_in": 300,
+            "scope": "user/*.read",
+            "subject": "cds",
+        }
+    if prefetch is not None:
+        body["prefetch"] = prefetch
+    return parse_hook_request(body)
+
+
+def _gather(request: Any, handler: Any, deadline: float = 5.0) -> Gathered:
+    async def go() -> Gathered:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
+            return await gather(TEMPLATES, request, http, deadline=deadline)
+
+    return anyio.run(go)
+
+
+def test_sent_keys_are_used_and_null_means_no_data() -> None:
+    def never(request: httpx.Request) -> httpx.Response:
+        raise AssertionError(f"unexpected read {request.url}")
+
+    got = _gather(_request({"patient": PATIENT, "vitals": None}), never)
+    assert got.data == {"patient": PATIENT, "vitals": None}
+    assert got.fetched == ()
+
+
+def test_missing_keys_are_read_with_the_bearer_token() -> None:
+    seen: list[tuple[str, str | None]] = []
+
+    def fhir(request: httpx.Request) -> httpx.Response:
+        seen.append((str(request.url), request.headers.get("authorization")))
+        body = PATIENT if request.url.path.endswith("/Patient/p1") else EMPTY
+        return httpx.Response(200, json=body)
+
+    got = _gather(_request({"patient": PATIENT}), fhir)
+    assert got.data["vitals"] == {"resourceType": "Bundle", "type": "searchset", "entry": []}
+    assert seen == [("http://fhir.test/r4/Observation?patient=p1", "Bearer tok")]
+    assert got.fetched == ("vitals",)
+
+
+def test_an_operation_outcome_in_a_key_is_refetched() -> None:
+    outcome = {"resourceType": "OperationOutcome", "issue": [{"severity": "error", "code": "x"}]}
+
+    def fhir(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=PATIENT if "Patient" in str(request.url) else EMPTY)
+
+    got = _gather(_request({"patient": outcome, "vitals": EMPTY}), fhir)
+    assert got.data["patient"] == PATIENT
+
+
+def test_unobtainable_key_is_412_naming_the_key_and_reason() -> None:
+    def fhir(request: httpx.Request) -> httpx.Response:
+        if "Patient" in str(request.url):
+            return httpx.Response(
+                404,
+                json={
+                    "resourceType": "OperationOutcome",
+                    "issue": [{"severity": "error", "code": "not-found", "diagnostics": "gone"}],
+                },
+            )
+        return httpx.Response(200, json=EMPTY)
+
+    with pytest.raises(PrefetchUnavailable) as info:
+        _gather(_request(), fhir)
+    issue = info.value.outcome()["issue"][0]
+    assert info.value.status_code == 412
+    assert issue["expression"] == ["prefetch.patient"]
+    assert "404" in issue["diagnostics"] and "gone" in issue["diagnostics"]
+
+
+def test_no_fhir_server_and_missing_key_is_412() -> None:
+    with pytest.raises(PrefetchUnavailable) as info:
+        _gather(_request({"patient": PATIENT}, server=False), lambda r: httpx.Response(500))
+    assert info.value.outcome()["issue"][0]["expression"] == ["prefetch.vitals"]
+
+
+def test_server_error_is_retryable_and_still_412() -> None:
+    with pytest.raises(PrefetchUnavailable) as info:
+        _gather(_request({"patient": PATIENT}), lambda r: httpx.Response(503, text="down"))
+    assert info.value.outcome()["issue"][0]["code"] == "transient"
+
+
+def test_the_whole_hook_shares_one_deadline() -> None:
+    async def slow(request: httpx.Request) -> httpx.Response:
+        await anyio.sleep(10)
+        return httpx.Response(200, json=EMPTY)
+
+    async def go() -> None:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(slow)) as http:
+            await gather(TEMPLATES, _request(), http, deadline=0.05)
+
+    with pytest.raises(PrefetchUnavailable) as info:
+        anyio.run(go)
+    assert {i["code"] for i in info.value.outcome()["issue"]} == {"timeout"}
+    assert len(info.value.outcome()["issue"]) == 2
+
+
+def test_malformed_fetched_resource_is_412_and_malformed_sent_one_is_400() -> None:
+    bad = {"resourceType": "Patient", "id": "p1", "birthDate": "not a date"}
+    with pytest.raises(PrefetchUnavailable) as fetched:
+        _gather(_request({"vitals": EMPTY}), lambda r: httpx.Response(200, json=bad))
+    assert fetched.value.outcome()["issue"][0]["expression"] == ["prefetch.patient.birthDate"]
+    with pytest.raises(RequestInvalid) as sent:
+        _gather(_request({"patient": bad, "vitals": EMPTY}), lambda r: httpx.Response(500))
+    assert sent.value.outcome()["issue"][0]["expression"] == ["prefetch.patient.birthDate"]
+    assert json.dumps(sent.value.outcome())
