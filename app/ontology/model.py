@@ -440,3 +440,161 @@ class Ontology:
     workflows: dict[str, WorkflowDef]
     services: dict[str, CdsServiceDef]
     sources: tuple[str, ...] = ()  # the files it was loaded from
+    namespaces: tuple[str, ...] = ()  # every deployment file's default namespace, in load order
+    _index: _Index = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_index", _Index.build(self))
+
+    # --- lookups ---------------------------------------------------------------------------
+
+    def resolve(self, name: str, *, namespace: str | None = None) -> str:
+        """A local name or IRI → the IRI of a declared node.
+
+        A full IRI must be declared. A local name resolves to ``namespace + name`` when that is
+        declared, else to the one declared node with that local name; a local name declared in
+        several namespaces is ambiguous (``KeyError``) unless ``namespace`` picks one.
+        """
+        known = self._index.names
+        if name in self._index.all_iris:
+            return name
+        if namespace is not None and namespace + name in self._index.all_iris:
+            return namespace + name
+        candidates = known.get(name, ())
+        if len(candidates) == 1:
+            return candidates[0]
+        if not candidates:
+            raise KeyError(f"{name!r} is not declared in the ontology")
+        raise KeyError(f"{name!r} is ambiguous: {', '.join(candidates)}; use the full IRI")
+
+    def namespace_of(self, iri: str) -> str:
+        """The namespace part of an IRI (everything up to the local name)."""
+        return iri[: len(iri) - len(local_name(iri))]
+
+    def is_subclass(self, c: str, ancestor: str) -> bool:
+        """Whether ``c`` is ``ancestor`` or below it (reflexive, transitive)."""
+        return ancestor in self._index.ancestors.get(c, (c,))
+
+    def ancestors(self, c: str) -> tuple[str, ...]:
+        """``c`` and every class above it, nearest first."""
+        return self._index.ancestors.get(c, (c,))
+
+    def subclasses(self, c: str) -> tuple[str, ...]:
+        """The closed tree under ``c``, ``c`` included, in a stable (pre-order) order."""
+        return self._index.subtree.get(c, (c,))
+
+    def class_for_code(self, coding: str) -> str | None:
+        """The class whose ``horis:code`` is ``"system|code"``, if any."""
+        return self._index.class_codes.get(coding)
+
+    def individual_for_code(self, coding: str) -> str | None:
+        """The enumeration individual whose ``horis:code`` is ``"system|code"``, if any."""
+        return self._index.individual_codes.get(coding)
+
+    def class_of(self, iri: str) -> str | None:
+        """The class of a named individual."""
+        ind = self.individuals.get(iri)
+        return ind.class_iri if ind else None
+
+    def workflow(self, name_or_iri: str) -> WorkflowDef:
+        """A workflow by IRI or local name (``KeyError`` if unknown or ambiguous)."""
+        if name_or_iri in self.workflows:
+            return self.workflows[name_or_iri]
+        matches = [w for w in self.workflows.values() if w.name == name_or_iri]
+        if len(matches) == 1:
+            return matches[0]
+        raise KeyError(f"workflow {name_or_iri!r} is {'ambiguous' if matches else 'not declared'}")
+
+    def step(self, iri: str) -> StepDef:
+        """A step of any workflow by IRI."""
+        return self._index.steps[iri]
+
+    def service(self, id: str) -> CdsServiceDef:
+        """A CDS service by its ``horis:id`` (or IRI)."""
+        for s in self.services.values():
+            if s.id == id or s.iri == id:
+                return s
+        raise KeyError(f"CDS service {id!r} is not declared")
+
+    def rules_for(self, property_iri: str) -> tuple[Rule, ...]:
+        """The rules concluding ``property_iri``, in document order."""
+        return self._index.rules_by_property.get(property_iri, ())
+
+    def properties_of(self, class_iri: str) -> tuple[PropertyDef, ...]:
+        """Properties an instance of ``class_iri`` may carry (domain is the class or above)."""
+        ancestors = set(self.ancestors(class_iri))
+        return tuple(p for p in self.properties.values() if p.domain in ancestors)
+
+
+@dataclass(frozen=True)
+class _Index:
+    """Lookup tables computed once from an Ontology's fields."""
+
+    names: dict[str, tuple[str, ...]]
+    all_iris: frozenset[str]
+    ancestors: dict[str, tuple[str, ...]]
+    subtree: dict[str, tuple[str, ...]]
+    class_codes: dict[str, str]
+    individual_codes: dict[str, str]
+    steps: dict[str, StepDef]
+    rules_by_property: dict[str, tuple[Rule, ...]]
+
+    @staticmethod
+    def build(o: Ontology) -> _Index:
+        steps = {iri: s for w in o.workflows.values() for iri, s in w.steps.items()}
+        iris: list[str] = [
+            *o.classes,
+            *o.individuals,
+            *o.properties,
+            *(r.iri for r in o.rules),
+            *o.tools,
+            *o.workflows,
+            *steps,
+            *o.services,
+        ]
+        names: dict[str, list[str]] = {}
+        for iri in dict.fromkeys(iris):
+            names.setdefault(local_name(iri), []).append(iri)
+        ancestors: dict[str, tuple[str, ...]] = {}
+
+        def up(c: str, trail: tuple[str, ...]) -> tuple[str, ...]:
+            if c in ancestors:
+                return ancestors[c]
+            out = [c]
+            cls = o.classes.get(c)
+            for parent in cls.parents if cls else ():
+                if parent not in trail:
+                    out.extend(a for a in up(parent, (*trail, c)) if a not in out)
+            ancestors[c] = tuple(out)
+            return ancestors[c]
+
+        children: dict[str, list[str]] = {}
+        for c in o.classes.values():
+            up(c.iri, ())
+            for parent in c.parents:
+                children.setdefault(parent, []).append(c.iri)
+        subtree: dict[str, tuple[str, ...]] = {}
+        for root in o.classes:
+            order: list[str] = []
+            stack = [root]
+            while stack:
+                n = stack.pop()
+                if n in order:
+                    continue
+                order.append(n)
+                stack.extend(reversed(children.get(n, [])))
+            subtree[root] = tuple(order)
+        by_prop: dict[str, list[Rule]] = {}
+        for r in o.rules:
+            for prop in dict.fromkeys(t.property for t in r.then):
+                by_prop.setdefault(prop, []).append(r)
+        return _Index(
+            names={k: tuple(v) for k, v in names.items()},
+            all_iris=frozenset(iris),
+            ancestors=ancestors,
+            subtree=subtree,
+            class_codes={code: c.iri for c in o.classes.values() for code in c.codes},
+            individual_codes={code: i.iri for i in o.individuals.values() for code in i.codes},
+            steps=steps,
+            rules_by_property={k: tuple(v) for k, v in by_prop.items()},
+        )

@@ -1,0 +1,176 @@
+"""Turtle → compiled ``Ontology``.
+
+``load_ontology`` parses every file with rdflib, merges them into one graph and compiles the
+whole vocabulary of ``app.ontology.model``. Every problem found is collected (not just the first)
+and raised together as an ``OntologyError``: unknown ``horis:`` terms (the known ones are the
+subjects of ``ontologies/horis.ttl``), wrong literal types, dangling references, and any triple
+the compiler did not read (a misspelt predicate, a term on the wrong kind of node).
+
+Order: rules, cards, branches, prefetch entries and mappings keep document order (file order,
+then position in the file), which rdflib does not keep by itself — see ``_rdf.OrderedGraph``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from rdflib import BNode, Graph, Literal, URIRef
+from rdflib.compare import to_canonical_graph
+from rdflib.namespace import OWL, RDF
+from rdflib.term import Node
+
+from app.ontology._compile import Compiler
+from app.ontology._rdf import OrderedGraph, Reader, short
+from app.ontology.errors import OntologyError, Problem
+from app.ontology.model import HORIS, Ontology
+
+Registry = Mapping[str, Callable[..., Any]]
+
+_ROOT = Path(__file__).resolve().parents[2] / "ontologies"
+VOCABULARY_FILE = "horis.ttl"
+
+
+def vocabulary_path() -> Path:
+    """The Turtle file declaring every ``horis:`` term."""
+    return _ROOT / VOCABULARY_FILE
+
+
+def default_ontology_paths() -> list[Path]:
+    """The bundled deployments: every ``ontologies/*.ttl`` except the vocabulary, sorted."""
+    return sorted(p for p in _ROOT.glob("*.ttl") if p.name != VOCABULARY_FILE)
+
+
+@cache
+def vocabulary_terms() -> frozenset[str]:
+    """Every IRI declared in ``horis.ttl`` under the ``horis:`` namespace."""
+    graph = Graph(bind_namespaces="none")
+    graph.parse(vocabulary_path(), format="turtle")
+    return frozenset(str(s) for s in graph.subjects() if str(s).startswith(HORIS))
+
+
+def load_ontology(paths: Sequence[str | Path], *, registry: Registry | None = None) -> Ontology:
+    """Parse, merge and compile the files; raise ``OntologyError`` listing every problem."""
+    graphs: list[OrderedGraph] = []
+    sources: list[str] = []
+    namespaces: list[str] = []
+    problems: list[Problem] = []
+    vocab = vocabulary_path().resolve()
+    for raw in paths:
+        path = Path(raw)
+        if path.resolve() == vocab:
+            continue  # the vocabulary is always loaded; naming it is harmless
+        graph = OrderedGraph()
+        try:
+            graph.parse(path, format="turtle")
+        except FileNotFoundError:
+            problems.append(Problem(code="syntax", node=str(path), message="file not found"))
+            continue
+        except Exception as exc:  # rdflib raises many kinds of parse error
+            problems.append(
+                Problem(code="syntax", node=str(path), message=f"not valid Turtle: {exc}")
+            )
+            continue
+        graphs.append(graph)
+        sources.append(str(path))
+        namespaces.append(_default_namespace(graph))
+    if problems:
+        raise OntologyError(problems)
+    if not graphs:
+        raise OntologyError(
+            [Problem(code="missing", node="(none)", message="no ontology files to load")]
+        )
+    reader = Reader(graphs)
+    _check_terms(reader)
+    compiler = Compiler(reader, registry or {})
+    parts = compiler.compile()
+    if reader.problems:
+        raise OntologyError(_dedupe(reader.problems))
+    digest = _digest(graphs)
+    return Ontology(
+        namespace=namespaces[0],
+        version=_version(reader, digest),
+        digest=digest,
+        sources=tuple(sources),
+        namespaces=tuple(dict.fromkeys(namespaces)),
+        **parts,
+    )
+
+
+def _default_namespace(graph: OrderedGraph) -> str:
+    for prefix, ns in graph.namespaces():
+        if prefix == "":
+            return str(ns)
+    for s in graph.subjects():
+        if isinstance(s, URIRef) and not str(s).startswith(HORIS):
+            text = str(s)
+            for sep in ("#", "/"):
+                if sep in text:
+                    return text.rsplit(sep, 1)[0] + sep
+    return ""
+
+
+def _check_terms(reader: Reader) -> None:
+    known = vocabulary_terms()
+    reported: set[tuple[Node, str]] = set()
+    for s, p, o in reader.triples():
+        for term in (s, p, o):
+            text = str(term)
+            if not isinstance(term, URIRef) or not text.startswith(HORIS) or text in known:
+                continue
+            if (s, text) in reported:
+                continue
+            reported.add((s, text))
+            close = difflib.get_close_matches(text, sorted(known), n=1)
+            hint = f"; did you mean {short(URIRef(close[0]))}?" if close else ""
+            reader.problem(
+                "unknown-term",
+                s,
+                f"{short(term)} is not a Horismos term (see ontologies/horis.ttl){hint}",
+            )
+            # Mark it read so it is not reported a second time as not understood.
+            reader.consumed.add((s, p, o))
+
+
+def _version(reader: Reader, digest: str) -> str:
+    versions: list[str] = []
+    for s in reader.subjects():
+        if OWL.Ontology in reader.peek(s, RDF.type):
+            for v in reader.peek(s, OWL.versionInfo):
+                versions.append(str(v))
+    return "+".join(versions) if versions else f"sha256:{digest[:12]}"
+
+
+def _digest(graphs: list[OrderedGraph]) -> str:
+    merged = Graph(bind_namespaces="none")
+    for g in graphs:
+        for triple in g:
+            merged.add(triple)
+    canonical = to_canonical_graph(merged)
+    lines = sorted(
+        " ".join(_nt(term) for term in triple) for triple in canonical.triples((None, None, None))
+    )
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def _nt(term: Node) -> str:
+    if isinstance(term, (URIRef, BNode, Literal)):
+        return str(term.n3())
+    return str(term)
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    return list(dict.fromkeys(problems))
+
+
+__all__ = [
+    "Registry",
+    "default_ontology_paths",
+    "load_ontology",
+    "vocabulary_path",
+    "vocabulary_terms",
+]
