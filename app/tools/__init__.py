@@ -1,0 +1,29 @@
+"""Typed tools (seeds/07): bindings, invocation under timeouts, adapter schemes.
+
+Importing this package does no network I/O and imports neither httpx nor the MCP SDK; those
+load when an ``http(s):`` or ``mcp://`` tool is first called.
+"""
+
+from __future__ import annotations
+
+from app.tools.errors import AdapterUnavailable, ToolError, ToolLoadError
+from app.tools.invoker import (
+    SchemeHandler,
+    ToolCall,
+    ToolInvoker,
+    ToolRegistry,
+    scheme_of,
+    tool_aware,
+)
+
+__all__ = [
+    "AdapterUnavailable",
+    "SchemeHandler",
+    "ToolCall",
+    "ToolError",
+    "ToolInvoker",
+    "ToolLoadError",
+    "ToolRegistry",
+    "scheme_of",
+    "tool_aware",
+]

@@ -1,0 +1,215 @@
+"""``ToolInvoker``: resolves a tool's binding and calls it under its timeout.
+
+Bindings (seeds/07):
+
+- ``python:pkg.module.func`` or ``python:NAME`` — a dotted path, or a callable registered as
+  ``tools={"NAME": fn}``; ``rust:NAME`` resolves to the same registry (this host has no Rust
+  tools; the ontology loader rejects an unregistered ``rust:`` name at load).
+  A callable receives the arguments as keyword arguments and returns a dict; one marked with
+  :func:`tool_aware` receives a :class:`ToolCall` instead (for generic tools such as ``notify``
+  that need the contract).
+- ``http://…`` / ``https://…`` — a JSON POST of the arguments; a 2xx JSON object is the result.
+- ``mcp://server/tool`` — the MCP SDK's client over streamable HTTP; ``server`` is looked up in the
+  ``mcp_servers`` mapping the host passes (settings), the server's schema is narrowed to the
+  declared contract before the call.
+- Adapter schemes (``fhir:…``, or any tool with ``horis:commits``) go to a handler the service
+  layer registers with :meth:`ToolInvoker.register_scheme`; with none registered the call raises
+  :class:`AdapterUnavailable` and the interpreter records the effect as ``proposed``.
+
+The invoker returns the tool's raw result; validating it against ``horis:effect`` is the
+interpreter's job (it is pure and replayable; this module does I/O).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import threading
+from collections.abc import Callable, Coroutine, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from app.ontology.model import ToolDef
+from app.tools.errors import AdapterUnavailable, ToolError, ToolLoadError
+
+if TYPE_CHECKING:
+    import httpx
+
+T = TypeVar("T")
+
+#: Names resolvable by ``python:NAME`` and ``rust:NAME`` bindings (shared with the loader).
+ToolRegistry = Mapping[str, Callable[..., Any]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCall:
+    """One invocation, as a tool-aware callable or a scheme handler sees it."""
+
+    tool: ToolDef
+    args: dict[str, Any]
+    timeout: float
+    now: datetime | None = None
+    run_id: str | None = None
+
+
+SchemeHandler = Callable[[ToolCall], Mapping[str, Any]]
+
+
+def tool_aware(fn: Callable[[ToolCall], Mapping[str, Any]]) -> Callable[[ToolCall], Any]:
+    """Mark a callable that takes the whole :class:`ToolCall` rather than keyword arguments."""
+    fn.__horismos_tool_call__ = True  # type: ignore[attr-defined]
+    return fn
+
+
+def scheme_of(tool: ToolDef) -> str:
+    """The binding's scheme: ``python``, ``rust``, ``http``, ``https``, ``mcp``, ``fhir``…"""
+    if tool.commits is not None:
+        return "fhir"
+    return tool.binding.split(":", 1)[0]
+
+
+@dataclass
+class ToolInvoker:
+    """Calls tools for the interpreter. One per host (or per request, for scheme handlers that
+    close over a request's context)."""
+
+    tools: ToolRegistry = field(default_factory=dict)
+    mcp_servers: Mapping[str, str] = field(default_factory=dict)
+    http_client: httpx.Client | None = None
+    _schemes: dict[str, SchemeHandler] = field(default_factory=dict)
+
+    def register_scheme(self, scheme: str, handler: SchemeHandler) -> None:
+        """Route adapter-mediated tools of ``scheme`` (e.g. ``fhir``) to ``handler``."""
+        self._schemes[scheme] = handler
+
+    def has_scheme(self, scheme: str) -> bool:
+        return scheme in self._schemes
+
+    def invoke(
+        self,
+        tool: ToolDef,
+        args: dict[str, Any],
+        *,
+        timeout: float,
+        now: datetime | None = None,
+        run_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Call ``tool`` with ``args`` (already read from the graph and contract-checked)."""
+        call = ToolCall(tool=tool, args=dict(args), timeout=timeout, now=now, run_id=run_id)
+        scheme = scheme_of(tool)
+        if scheme in self._schemes:
+            result: Any = _with_timeout(lambda: self._schemes[scheme](call), timeout)
+        elif scheme == "fhir":
+            raise AdapterUnavailable(scheme)
+        elif scheme in ("python", "rust"):
+            fn = self.resolve(tool.binding)
+            if getattr(fn, "__horismos_tool_call__", False):
+                result = _with_timeout(lambda: fn(call), timeout)
+            else:
+                result = _with_timeout(lambda: fn(**call.args), timeout)
+        elif scheme in ("http", "https"):
+            result = self._http(call)
+        elif scheme == "mcp":
+            from app.tools.mcp import call_mcp_tool
+
+            result = _run_async(lambda: call_mcp_tool(call, self.mcp_servers), timeout)
+        else:
+            raise ToolLoadError(f"{tool.iri}: unknown binding scheme in {tool.binding!r}")
+        if not isinstance(result, Mapping):
+            raise ToolError(
+                f"{tool.name} returned {type(result).__name__}, not an object", kind="contract"
+            )
+        return dict(result)
+
+    def resolve(self, binding: str) -> Callable[..., Any]:
+        """The callable behind a ``python:``/``rust:`` binding."""
+        scheme, _, name = binding.partition(":")
+        if name in self.tools:
+            return self.tools[name]
+        if scheme == "rust":
+            raise ToolLoadError(f"rust:{name} is not registered")
+        module_name, _, attr = name.rpartition(".")
+        if not module_name:
+            raise ToolLoadError(f"python:{name} is neither registered nor a dotted path")
+        try:
+            fn = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ToolLoadError(f"python:{name} does not resolve: {exc}") from exc
+        if not callable(fn):
+            raise ToolLoadError(f"python:{name} is not callable")
+        return fn  # type: ignore[no-any-return]
+
+    def _http(self, call: ToolCall) -> Any:
+        import httpx
+
+        client = self.http_client or httpx.Client()
+        try:
+            response = client.post(call.tool.binding, json=call.args, timeout=call.timeout)
+        except httpx.TimeoutException as exc:
+            raise ToolError(
+                f"{call.tool.binding} timed out", retryable=True, kind="timeout"
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise ToolError(f"{call.tool.binding}: {exc}", retryable=True) from exc
+        finally:
+            if self.http_client is None:
+                client.close()
+        if response.status_code >= 500:
+            raise ToolError(f"{call.tool.binding} answered {response.status_code}", retryable=True)
+        if response.status_code >= 400:
+            raise ToolError(f"{call.tool.binding} refused the call ({response.status_code})")
+        try:
+            return response.json()
+        except json.JSONDecodeError as exc:
+            raise ToolError(f"{call.tool.binding} did not answer JSON", kind="contract") from exc
+
+
+def _with_timeout(fn: Callable[[], T], timeout: float) -> T:
+    """Run ``fn`` in a worker thread and give up after ``timeout`` seconds.
+
+    A Python thread cannot be killed: a tool that ignores its deadline keeps running in the
+    background, but its late result is discarded and the step has already taken ``onError``.
+    """
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="horismos-tool")
+    future = pool.submit(fn)
+    try:
+        return future.result(timeout=timeout)
+    except FutureTimeout as exc:
+        raise ToolError(f"no answer within {timeout}s", retryable=True, kind="timeout") from exc
+    except ToolError:
+        raise
+    except (TimeoutError, ConnectionError) as exc:
+        raise ToolError(str(exc) or type(exc).__name__, retryable=True) from exc
+    except Exception as exc:  # a tool's own failure, whatever its type, is a tool error
+        raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        pool.shutdown(wait=False)
+
+
+def _run_async(factory: Callable[[], Coroutine[Any, Any, T]], timeout: float) -> T:
+    """Run a coroutine on a fresh event loop in its own thread, whatever loop the caller has."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(asyncio.wait_for(factory(), timeout))
+        except BaseException as exc:  # handed back to the caller's thread below
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="horismos-tool-async", daemon=True)
+    thread.start()
+    thread.join(timeout + 5)
+    if thread.is_alive() or isinstance(box.get("error"), TimeoutError):
+        raise ToolError(f"no answer within {timeout}s", retryable=True, kind="timeout")
+    if "error" in box:
+        error = box["error"]
+        while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+            error = error.exceptions[0]  # a task group's wrapping says nothing about the tool
+        if isinstance(error, ToolError):
+            raise error
+        raise ToolError(f"{type(error).__name__}: {error}", retryable=True) from error
+    return box["value"]  # type: ignore[no-any-return]

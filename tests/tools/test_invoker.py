@@ -1,0 +1,161 @@
+"""ToolInvoker: every binding scheme, against real servers where there is a server."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+from typing import Any
+
+import pytest
+
+from app.ontology.model import XSD, EffectDecl, ToolArg, ToolDef
+from app.tools import AdapterUnavailable, ToolCall, ToolError, ToolInvoker, ToolLoadError
+from app.tools.builtin import OUTBOX
+
+NS = "http://example.org/t#"
+
+
+def make_tool(binding: str, **kw: Any) -> ToolDef:
+    return ToolDef(
+        iri=NS + "assign",
+        name="assign",
+        args=(ToolArg(name="patient", type=NS + "Patient"), ToolArg(name="queue", type=NS + "Q")),
+        effects=(
+            EffectDecl(property=NS + "queuedAt", now=True),
+            EffectDecl(property=NS + "queueRef", type=XSD + "string"),
+        ),
+        binding=binding,
+        **kw,
+    )
+
+
+ARGS = {"patient": "p1", "queue": "Urgent"}
+
+
+def assign(patient: str, queue: str) -> dict[str, Any]:
+    return {"queueRef": f"{patient}:{queue}"}
+
+
+def test_python_dotted_path_and_registered_callable() -> None:
+    invoker = ToolInvoker(tools={"assign": assign})
+    dotted = make_tool("python:tests.tools.test_invoker.assign")
+    assert invoker.invoke(dotted, ARGS, timeout=5) == {"queueRef": "p1:Urgent"}
+    assert invoker.invoke(make_tool("python:assign"), ARGS, timeout=5) == {"queueRef": "p1:Urgent"}
+    assert invoker.invoke(make_tool("rust:assign"), ARGS, timeout=5) == {"queueRef": "p1:Urgent"}
+
+
+def test_unresolvable_bindings_are_load_errors() -> None:
+    invoker = ToolInvoker()
+    with pytest.raises(ToolLoadError):
+        invoker.invoke(make_tool("rust:assign"), ARGS, timeout=5)
+    with pytest.raises(ToolLoadError):
+        invoker.invoke(make_tool("python:no.such.module.fn"), ARGS, timeout=5)
+    with pytest.raises(ToolLoadError):
+        invoker.invoke(make_tool("ftp://x"), ARGS, timeout=5)
+
+
+def test_python_timeout_is_a_retryable_timeout() -> None:
+    release = threading.Event()
+
+    def slow(patient: str, queue: str) -> dict[str, Any]:
+        release.wait(10)
+        return {"queueRef": "late"}
+
+    invoker = ToolInvoker(tools={"slow": slow})
+    with pytest.raises(ToolError) as info:
+        invoker.invoke(make_tool("python:slow"), ARGS, timeout=0.2)
+    release.set()
+    assert info.value.kind == "timeout" and info.value.retryable
+
+
+def test_a_non_object_result_is_out_of_contract() -> None:
+    invoker = ToolInvoker(tools={"bad": lambda **_: ["not", "an", "object"]})
+    with pytest.raises(ToolError) as info:
+        invoker.invoke(make_tool("python:bad"), ARGS, timeout=5)
+    assert info.value.kind == "contract"
+
+
+def test_fhir_without_a_handler_is_proposed_and_with_one_is_called() -> None:
+    tool = make_tool("fhir:commit")
+    invoker = ToolInvoker()
+    with pytest.raises(AdapterUnavailable):
+        invoker.invoke(tool, ARGS, timeout=5)
+    seen: list[ToolCall] = []
+
+    def handler(call: ToolCall) -> dict[str, Any]:
+        seen.append(call)
+        return {"queueRef": "Encounter/e1/_history/2"}
+
+    invoker.register_scheme("fhir", handler)
+    assert invoker.invoke(tool, ARGS, timeout=5, run_id="r1") == {
+        "queueRef": "Encounter/e1/_history/2"
+    }
+    assert seen[0].args == ARGS and seen[0].run_id == "r1"
+
+
+def test_builtin_notify_answers_the_declared_keys() -> None:
+    invoker = ToolInvoker()
+    tool = make_tool("python:app.tools.builtin.notify")
+    out = invoker.invoke(tool, ARGS, timeout=5, run_id="r9")
+    assert set(out) == {"queueRef"}
+    assert OUTBOX[-1]["args"] == ARGS and OUTBOX[-1]["run"] == "r9"
+
+
+def _calls(base: str) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(base + "/calls") as response:
+        return json.loads(response.read())  # type: ignore[no-any-return]
+
+
+def test_http_binding_posts_json_to_a_real_server(http_tool_server: str) -> None:
+    invoker = ToolInvoker()
+    out = invoker.invoke(make_tool(http_tool_server + "/assign"), ARGS, timeout=5)
+    assert out == {"queueRef": "Q-Urgent"}
+    assert _calls(http_tool_server)[-1] == {"path": "/assign", "body": ARGS}
+
+
+def test_http_failures_are_classified(http_tool_server: str) -> None:
+    invoker = ToolInvoker()
+    with pytest.raises(ToolError) as info:
+        invoker.invoke(make_tool(http_tool_server + "/broken"), ARGS, timeout=5)
+    assert info.value.retryable
+    with pytest.raises(ToolError) as info:
+        invoker.invoke(make_tool(http_tool_server + "/refuse"), ARGS, timeout=5)
+    assert not info.value.retryable
+    with pytest.raises(ToolError) as info:
+        invoker.invoke(make_tool(http_tool_server + "/text"), ARGS, timeout=5)
+    assert info.value.kind == "contract"
+
+
+def test_mcp_binding_sends_only_declared_arguments(mcp_server_url: str) -> None:
+    invoker = ToolInvoker(mcp_servers={"queues": mcp_server_url})
+    out = invoker.invoke(make_tool("mcp://queues/assign_queue"), ARGS, timeout=20)
+    # The server would echo a note if one were sent: the contract has none, so none was.
+    assert out == {"queueRef": "Q-p1-Urgent", "echoNote": ""}
+
+
+def test_mcp_tool_requiring_undeclared_arguments_cannot_be_called(mcp_server_url: str) -> None:
+    invoker = ToolInvoker(mcp_servers={"queues": mcp_server_url})
+    with pytest.raises(ToolError) as info:
+        invoker.invoke(make_tool("mcp://queues/needs_secret"), ARGS, timeout=20)
+    assert info.value.kind == "contract" and "secret" in info.value.message
+
+
+def test_mcp_errors(mcp_server_url: str) -> None:
+    invoker = ToolInvoker(mcp_servers={"queues": mcp_server_url})
+    with pytest.raises(ToolError) as info:
+        invoker.invoke(make_tool("mcp://queues/no_such_tool"), ARGS, timeout=20)
+    assert "no tool" in info.value.message
+    with pytest.raises(ToolError) as info:
+        invoker.invoke(make_tool("mcp://elsewhere/assign_queue"), ARGS, timeout=20)
+    assert "no URL" in info.value.message
+    tool = ToolDef(
+        iri=NS + "f",
+        name="f",
+        args=(ToolArg(name="patient", type=NS + "Patient"),),
+        effects=(),
+        binding="mcp://queues/fails",
+    )
+    with pytest.raises(ToolError) as info:
+        invoker.invoke(tool, {"patient": "p1"}, timeout=20)
+    assert "failed" in info.value.message and info.value.retryable
