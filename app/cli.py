@@ -1,0 +1,82 @@
+"""The ``horismos`` command.
+
+Each subcommand is one small function that imports its implementation when it runs, so a
+command stays fast to start and a broken layer only breaks its own subcommand. Add a command
+as a function decorated with ``@app.command()`` (or ``@db.command()`` for database tasks).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    name="horismos",
+    help="Horismos: a neuro-symbolic decision runtime served as a CDS Hooks service.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+db = typer.Typer(help="Database schema tasks (Alembic migrations).", no_args_is_help=True)
+app.add_typer(db, name="db")
+
+DEFAULT_OPENAPI_PATH = Path(__file__).resolve().parents[1] / "openapi" / "openapi.json"
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port to listen on.")] = 8000,
+) -> None:
+    """Serve the CDS Hooks service (configuration from HORISMOS_* environment variables)."""
+    import uvicorn
+
+    uvicorn.run("app.main:create_app", factory=True, host=host, port=port, proxy_headers=True)
+
+
+@db.command("upgrade")
+def db_upgrade(
+    revision: Annotated[str, typer.Argument(help="Target revision.")] = "head",
+    url: Annotated[
+        str | None, typer.Option(help="Database URL (default: HORISMOS_DATABASE_URL).")
+    ] = None,
+) -> None:
+    """Migrate the database schema to the latest revision."""
+    from app.settings import get_settings
+    from app.store import make_engine
+    from app.store.migrate import current_revision, upgrade
+
+    target = url or get_settings().database_url
+    upgrade(target, revision)
+    engine = make_engine(target)
+    try:
+        typer.echo(f"database at revision {current_revision(engine)}")
+    finally:
+        engine.dispose()
+
+
+@app.command()
+def openapi(
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write it.")] = (
+        DEFAULT_OPENAPI_PATH
+    ),
+) -> None:
+    """Write the service's OpenAPI document (sorted keys, trailing newline)."""
+    from app.main import create_app
+    from app.settings import Settings
+
+    document = create_app(Settings()).openapi()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(render_openapi(document), encoding="utf-8")
+    typer.echo(f"wrote {output}")
+
+
+def render_openapi(document: dict[str, object]) -> str:
+    """The committed form of the OpenAPI document, byte for byte."""
+    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def main() -> None:
+    app()

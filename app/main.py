@@ -1,0 +1,175 @@
+"""The FastAPI app factory: settings in, a service whose resources live in the lifespan.
+
+The engine, the shared httpx client and the compiled, verified ontology are built when the
+app starts and closed when it stops (``app.state``). The server refuses to start with an
+ontology that does not verify: it would answer with decisions it cannot justify.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import httpx
+from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+from sqlalchemy import Engine, text
+from starlette.concurrency import run_in_threadpool
+
+from app import metrics
+from app.errors import Unavailable, install_error_handlers
+from app.ontology.model import Ontology
+from app.settings import Settings, get_settings
+from app.store import make_engine
+from app.store.migrate import current_revision, head_revision
+
+log = logging.getLogger("horismos")
+
+try:
+    __version__ = version("horismos")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0.0.0"
+
+
+class OntologyRefused(Unavailable):
+    """Raised at startup when the configured ontology fails verification."""
+
+    def __init__(self, problems: list[Any]) -> None:
+        lines = "\n".join(
+            f"  {getattr(p, 'node', '?')}: {getattr(p, 'message', p)}" for p in problems
+        )
+        super().__init__(
+            f"the ontology does not verify ({len(problems)} problem(s)); refusing to serve:\n"
+            f"{lines}",
+            where="ontology",
+        )
+        self.problems = problems
+
+
+def load_verified_ontology(settings: Settings) -> Ontology:
+    """Load the configured (or bundled) ontology and verify it; raise when it is unsound."""
+    from app.ontology import default_ontology_paths, load_ontology
+    from app.ontology.verify import verify
+
+    paths = list(settings.ontology_paths) or default_ontology_paths()
+    ontology = load_ontology(paths)
+    problems = verify(ontology)
+    if problems:
+        raise OntologyRefused(list(problems))
+    return ontology
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    settings: Settings = app.state.settings
+    ontology: Ontology | None
+    try:
+        ontology = await run_in_threadpool(load_verified_ontology, settings)
+    except ImportError as exc:
+        # Only a source tree without the ontology loader gets here; /readyz reports it.
+        log.error("no ontology loader available: %s", exc)
+        ontology = None
+        app.state.ontology_error = f"ontology loader unavailable: {exc}"
+    engine = make_engine(settings.database_url)
+    http = httpx.AsyncClient(timeout=settings.fhir_timeout_seconds, follow_redirects=False)
+    app.state.engine = engine
+    app.state.http = http
+    app.state.ontology = ontology
+    if ontology is not None:
+        log.info(
+            "serving ontology %s (%s) on %s",
+            ontology.version,
+            ontology.digest[:12],
+            engine.url.render_as_string(hide_password=True),
+        )
+    try:
+        yield
+    finally:
+        await http.aclose()
+        engine.dispose()
+
+
+def _database_state(engine: Engine) -> str:
+    """``ok``, or what is wrong with the database in a few words."""
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+        current = current_revision(engine)
+    except Exception as exc:  # any driver failure means "not ready"; say which
+        return f"unreachable: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    head = head_revision()
+    if current != head:
+        return f"not migrated: at {current or 'no revision'}, needs {head} (horismos db upgrade)"
+    return "ok"
+
+
+def _include_routers(app: FastAPI) -> None:
+    """Every HTTP surface of the service. Add one ``app.include_router(...)`` line per router,
+    importing the router module here (inside the function) so a broken layer fails loudly."""
+    app.include_router(_ops_router())
+    app.include_router(metrics.router)
+    # CDS Hooks: discovery, hook calls, feedback        -> app.include_router(cds.router)
+    # Runs: POST /workflows/{id}/runs, GET /runs/{id}   -> app.include_router(runs.router)
+    # Replay, resume of a WaitStep, the run page        -> add their routers below
+
+
+def _ops_router() -> Any:
+    from fastapi import APIRouter
+
+    router = APIRouter(tags=["operations"])
+
+    @router.get("/healthz", summary="The process is alive")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @router.get(
+        "/readyz",
+        summary="The database is reachable and migrated, the ontology loaded and verified",
+        responses={503: {"description": "Something the service needs is not ready"}},
+    )
+    async def readyz(request: Request) -> JSONResponse:
+        database = await run_in_threadpool(_database_state, request.app.state.engine)
+        ontology: Ontology | None = getattr(request.app.state, "ontology", None)
+        body: dict[str, Any] = {
+            "database": database,
+            "ontology": {
+                "loaded": ontology is not None,
+                "version": ontology.version if ontology else None,
+                "digest": ontology.digest if ontology else None,
+                "problems": 0,
+            },
+        }
+        if ontology is None:
+            body["ontology"]["error"] = getattr(request.app.state, "ontology_error", "not loaded")
+        ready = database == "ok" and ontology is not None
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    return router
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the service; resources are created when its lifespan starts."""
+    settings = settings or get_settings()
+    app = FastAPI(
+        title="Horismos",
+        summary="A neuro-symbolic decision runtime served as a CDS Hooks service",
+        version=__version__,
+        lifespan=_lifespan,
+    )
+    app.state.settings = settings
+    app.state.metrics = metrics.make_metrics()
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "OPTIONS"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
+    app.add_middleware(metrics.MetricsMiddleware, metrics=app.state.metrics)
+    install_error_handlers(app)
+    _include_routers(app)
+    return app

@@ -1,0 +1,77 @@
+"""Service configuration: one ``Settings`` read once from ``HORISMOS_*`` environment variables.
+
+Tests and embedders build ``Settings(...)`` directly and pass it to ``create_app``; only the
+process entry points call ``get_settings()``. docs/configuration.md documents every field.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+DEFAULT_DATABASE_URL = "sqlite:///./horismos.db"
+
+
+class TrustedIssuer(BaseModel):
+    """A CDS client allowed to call the service: its JWT ``iss`` and where its keys come from.
+
+    ``jwks`` is an inline JWK Set; ``jwks_url`` is fetched; ``allowed_jku`` lists the ``jku``
+    header values this issuer may point at (anything else is rejected).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    iss: str
+    jwks_url: str | None = None
+    jwks: dict[str, Any] | None = None
+    allowed_jku: list[str] = Field(default_factory=list)
+
+
+def _split_list(value: object) -> object:
+    """Accept a JSON list or a comma-separated string for list settings given as text."""
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return []
+        if text.startswith("["):
+            return json.loads(text)
+        return [part.strip() for part in text.split(",") if part.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    """Everything the service reads from its environment."""
+
+    model_config = SettingsConfigDict(env_prefix="HORISMOS_", extra="ignore", frozen=True)
+
+    database_url: str = DEFAULT_DATABASE_URL
+    #: Turtle files loaded as one ontology; empty means the bundled ``ontologies/*.ttl``.
+    ontology_paths: Annotated[list[Path], NoDecode] = Field(default_factory=list)
+    #: ``mock:FILE.json`` or ``claude:MODEL``; unset means no LLM Bridge (fallbacks apply).
+    bridge_model: str | None = None
+    anthropic_api_key: SecretStr | None = None
+    anthropic_base_url: str | None = None
+    trusted_issuers: list[TrustedIssuer] = Field(default_factory=list)
+    cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    #: The externally visible base URL (behind a proxy), used in links the service hands out.
+    public_base_url: str | None = None
+    #: Deadline for all FHIR traffic of one hook call, in seconds.
+    fhir_timeout_seconds: float = Field(default=5.0, gt=0)
+    #: How often pending commit effects are reconciled; 0 disables the background loop.
+    reconcile_interval_seconds: float = Field(default=60.0, ge=0)
+
+    @field_validator("ontology_paths", "cors_origins", mode="before")
+    @classmethod
+    def _lists_from_text(cls, value: object) -> object:
+        return _split_list(value)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read from the environment once."""
+    return Settings()

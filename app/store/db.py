@@ -1,0 +1,79 @@
+"""Engines and sessions: plain database URLs in, a configured SQLAlchemy engine out.
+
+Users type ``sqlite:///./horismos.db`` or ``postgresql://user@host:5432/db``; the driver is
+chosen here (psycopg 3 for PostgreSQL, the stdlib ``sqlite3`` for SQLite).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+#: How long a SQLite writer waits for another writer before failing, in milliseconds.
+SQLITE_BUSY_TIMEOUT_MS = 15_000
+
+
+def normalize_url(url: str | URL) -> URL:
+    """Pick the driver for a user-typed URL (``postgres://`` and ``postgresql://`` → psycopg 3)."""
+    parsed = make_url(url) if isinstance(url, str) else url
+    backend = parsed.get_backend_name()
+    if backend in ("postgres", "postgresql"):
+        return parsed.set(drivername="postgresql+psycopg")
+    if backend == "sqlite":
+        return parsed.set(drivername="sqlite+pysqlite")
+    raise ValueError(
+        f"unsupported database URL scheme {parsed.drivername!r}: use sqlite:///FILE "
+        "or postgresql://USER@HOST:PORT/DB"
+    )
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    """Foreign keys on, a busy timeout, and real BEGIN/SAVEPOINT semantics for pysqlite."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy, not the sqlite3 module, decide when transactions begin.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("PRAGMA foreign_keys = ON")
+            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute("PRAGMA journal_mode = WAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN")
+
+
+def make_engine(url: str | URL, **kwargs: Any) -> Engine:
+    """An engine for ``url`` with the right driver and per-backend settings."""
+    normalized = normalize_url(url)
+    if normalized.get_backend_name() == "sqlite":
+        engine = create_engine(
+            normalized,
+            connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+            **kwargs,
+        )
+        _configure_sqlite(engine)
+        return engine
+    kwargs.setdefault("pool_pre_ping", True)
+    return create_engine(normalized, **kwargs)
+
+
+def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
+    """Sessions whose loaded rows stay readable after commit (routes map them afterwards)."""
+    return sessionmaker(bind=engine, expire_on_commit=False)
+
+
+@contextmanager
+def session_scope(engine: Engine) -> Iterator[Session]:
+    """One transaction: commit when the block succeeds, roll back when it raises."""
+    with Session(engine, expire_on_commit=False) as session, session.begin():
+        yield session

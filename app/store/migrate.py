@@ -1,0 +1,56 @@
+"""Alembic, driven from code: the schema changes only through ``migrations/versions``.
+
+The migration scripts live next to the package in the source tree (``<root>/migrations``), so
+``horismos db upgrade`` works from any working directory of a checkout or an editable install.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine
+
+from app.store.db import normalize_url
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+MIGRATIONS_DIR = PROJECT_ROOT / "migrations"
+
+
+def alembic_config(url: str | None = None) -> Config:
+    """An Alembic configuration for ``url`` (or the settings' database when omitted)."""
+    if not (MIGRATIONS_DIR / "env.py").is_file():
+        raise FileNotFoundError(
+            f"Alembic migrations not found at {MIGRATIONS_DIR}; install Horismos from its "
+            "source tree (pip install -e .) so the migrations ship with it"
+        )
+    ini = PROJECT_ROOT / "alembic.ini"
+    config = Config(str(ini)) if ini.is_file() else Config()
+    # Called from code (CLI, tests, the app): leave the host's logging configuration alone.
+    config.attributes["configure_logging"] = False
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if url is not None:
+        # ``%`` is ConfigParser interpolation syntax; URLs may contain it (escaped passwords).
+        rendered = normalize_url(url).render_as_string(hide_password=False)
+        config.set_main_option("sqlalchemy.url", rendered.replace("%", "%%"))
+    return config
+
+
+def upgrade(url: str | None = None, revision: str = "head") -> None:
+    command.upgrade(alembic_config(url), revision)
+
+
+def downgrade(url: str | None = None, revision: str = "base") -> None:
+    command.downgrade(alembic_config(url), revision)
+
+
+def head_revision() -> str | None:
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()

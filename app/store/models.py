@@ -1,0 +1,213 @@
+"""The tables, defined once for both backends (JSONB on PostgreSQL, JSON on SQLite).
+
+The schema changes only through Alembic migrations (``migrations/versions``); a test runs
+``alembic check`` so these models and the migrations cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any, Literal, get_args
+
+from sqlalchemy import (
+    JSON,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+RunStatus = Literal["running", "completed", "suspended", "failed"]
+EffectState = Literal["proposed", "attempted", "accepted", "conflicted", "failed", "unknown"]
+RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
+EFFECT_STATES: tuple[str, ...] = get_args(EffectState)
+
+#: JSON documents: JSONB on PostgreSQL (indexable, compact), JSON text elsewhere. A Python
+#: ``None`` is stored as SQL NULL, never as the JSON literal ``null``.
+JsonDoc = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Timezone-aware timestamps on every backend (SQLite stores them as UTC, returns aware)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value.isoformat()} given; pass a timezone")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(
+        naming_convention={
+            "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+            "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+            "ck": "ck_%(table_name)s_%(constraint_name)s",
+            "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+            "pk": "pk_%(table_name)s",
+        }
+    )
+
+
+class Run(Base):
+    """One workflow run: a hook call, an API call, or a CLI run (those have no service)."""
+
+    __tablename__ = "runs"
+    __table_args__ = (
+        UniqueConstraint("service_id", "hook_instance"),
+        CheckConstraint(_in("status", RUN_STATUSES), name="status"),
+        Index(None, "status", "wait_deadline"),
+        Index(None, "created_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    service_id: Mapped[str | None] = mapped_column(String(200))
+    hook: Mapped[str | None] = mapped_column(String(200))
+    hook_instance: Mapped[str | None] = mapped_column(String(200))
+    workflow_iri: Mapped[str] = mapped_column(String(1000))
+    workflow_version: Mapped[str | None] = mapped_column(String(100))
+    ontology_digest: Mapped[str | None] = mapped_column(String(100))
+    status: Mapped[str] = mapped_column(String(20), default="running")
+    terminal: Mapped[str | None] = mapped_column(String(1000))
+    decision: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
+    request_digest: Mapped[str | None] = mapped_column(String(100))
+    #: The CDS response as returned, handed back verbatim when the EHR retries the hookInstance.
+    response: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
+    #: The full outcome (DESIGN §9 shape) including the proof.
+    outcome: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
+    #: A suspended run's World (``World.to_json()``) and the WaitStep it waits in.
+    world_state: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
+    position: Mapped[str | None] = mapped_column(String(1000))
+    wait_deadline: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
+
+    trace_events: Mapped[list[TraceEvent]] = relationship(
+        back_populates="run", order_by="TraceEvent.seq", cascade="all, delete-orphan"
+    )
+    sources: Mapped[list[SourceVersion]] = relationship(
+        back_populates="run", order_by="SourceVersion.id", cascade="all, delete-orphan"
+    )
+    effects: Mapped[list[Effect]] = relationship(
+        back_populates="run", order_by="Effect.id", cascade="all, delete-orphan"
+    )
+
+
+class TraceEvent(Base):
+    """One entry of a run's trace, in order (``seq`` counts from 0)."""
+
+    __tablename__ = "trace_events"
+    __table_args__ = (UniqueConstraint("run_id", "seq"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)
+    step: Mapped[str | None] = mapped_column(String(1000))
+    kind: Mapped[str] = mapped_column(String(100))
+    payload: Mapped[dict[str, Any]] = mapped_column(JsonDoc)
+
+    run: Mapped[Run] = relationship(back_populates="trace_events")
+
+
+class SourceVersion(Base):
+    """A FHIR resource version a run read: the vector a conditional commit and an audit check."""
+
+    __tablename__ = "source_versions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    resource_type: Mapped[str] = mapped_column(String(100))
+    resource_id: Mapped[str] = mapped_column(String(200))
+    version_id: Mapped[str | None] = mapped_column(String(100))
+    last_updated: Mapped[str | None] = mapped_column(String(64))  # the FHIR instant, verbatim
+    content_hash: Mapped[str | None] = mapped_column(String(100))
+
+    run: Mapped[Run] = relationship(back_populates="sources")
+
+
+class Effect(Base):
+    """A write a run proposed through the commit adapter, and how far it got."""
+
+    __tablename__ = "effects"
+    __table_args__ = (
+        UniqueConstraint("run_id", "effect_id"),
+        CheckConstraint(_in("state", EFFECT_STATES), name="state"),
+        Index(None, "state"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    effect_id: Mapped[str] = mapped_column(String(200))
+    tool: Mapped[str] = mapped_column(String(1000))
+    target_reference: Mapped[str | None] = mapped_column(String(500))
+    expected_version: Mapped[str | None] = mapped_column(String(100))
+    state: Mapped[str] = mapped_column(String(20), default="proposed")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    remote_response: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
+
+    run: Mapped[Run] = relationship(back_populates="effects")
+
+
+class Feedback(Base):
+    """CDS Hooks feedback on a card; an identical re-POST hits the unique key and is a no-op."""
+
+    __tablename__ = "feedback"
+    __table_args__ = (
+        UniqueConstraint("service_id", "card_uuid", "outcome", "outcome_timestamp"),
+        Index(None, "run_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    service_id: Mapped[str] = mapped_column(String(200))
+    card_uuid: Mapped[str] = mapped_column(String(200))
+    run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    outcome: Mapped[str] = mapped_column(String(20))
+    accepted_suggestions: Mapped[list[Any] | None] = mapped_column(JsonDoc)
+    override_reason: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
+    outcome_timestamp: Mapped[datetime] = mapped_column(UtcDateTime)
+    received_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class SeenJti(Base):
+    """A client JWT ``jti`` already accepted, kept until the token expires (replay defence)."""
+
+    __tablename__ = "seen_jtis"
+    __table_args__ = (UniqueConstraint("iss", "jti"), Index(None, "expires_at"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    iss: Mapped[str] = mapped_column(String(500))
+    jti: Mapped[str] = mapped_column(String(500))
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime)

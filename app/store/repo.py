@@ -1,0 +1,390 @@
+"""Repository functions: the only code that reads and writes the tables.
+
+Every function takes a ``Session`` and leaves committing to the caller (``session_scope``), so a
+route decides what one transaction covers. Rows come back as ORM objects whose attributes stay
+readable after commit; routes map them to response models, never return them as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from app.errors import NotFound
+from app.store.models import (
+    EFFECT_STATES,
+    RUN_STATUSES,
+    Effect,
+    EffectState,
+    Feedback,
+    Run,
+    RunStatus,
+    SeenJti,
+    SourceVersion,
+    TraceEvent,
+    new_id,
+    utcnow,
+)
+
+__all__ = [
+    "add_feedback",
+    "claim_run",
+    "get_effect",
+    "get_run",
+    "list_effects",
+    "list_feedback",
+    "list_runs",
+    "list_sources",
+    "list_trace",
+    "purge_expired_jtis",
+    "record_effect",
+    "remember_jti",
+    "save_outcome",
+    "set_effect_state",
+]
+
+
+def _insert(session: Session, table: Any) -> Any:
+    """An INSERT that supports ``on_conflict_do_*`` on the session's backend."""
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        return postgresql.insert(table)
+    if dialect == "sqlite":
+        return sqlite.insert(table)
+    raise NotImplementedError(f"unsupported database backend {dialect!r}")
+
+
+# --- runs ---------------------------------------------------------------------------------
+
+
+def claim_run(
+    session: Session,
+    *,
+    workflow_iri: str,
+    workflow_version: str | None = None,
+    ontology_digest: str | None = None,
+    service_id: str | None = None,
+    hook: str | None = None,
+    hook_instance: str | None = None,
+    request_digest: str | None = None,
+    run_id: str | None = None,
+) -> tuple[Run, bool]:
+    """Create the run for a hook call, or return the one that already exists for it.
+
+    Returns ``(run, created)``. Two identical concurrent calls (same service and hookInstance)
+    yield exactly one ``created=True``; the other caller gets the winner's row once the winner
+    commits. Call it first in its transaction (SQLite cannot upgrade a reading transaction
+    to a writing one while another writer is active) and commit soon after, so a retry by the
+    EHR finds the claim. The caller compares ``request_digest`` to detect a reused
+    hookInstance with a different body. Runs without a hookInstance are always created.
+    """
+    values = {
+        "id": run_id or new_id(),
+        "service_id": service_id,
+        "hook": hook,
+        "hook_instance": hook_instance,
+        "workflow_iri": workflow_iri,
+        "workflow_version": workflow_version,
+        "ontology_digest": ontology_digest,
+        "status": "running",
+        "request_digest": request_digest,
+        "created_at": utcnow(),
+        "updated_at": utcnow(),
+    }
+    if service_id is None or hook_instance is None:
+        run = Run(**values)
+        session.add(run)
+        session.flush()
+        return run, True
+    stmt = (
+        _insert(session, Run)
+        .values(**values)
+        .on_conflict_do_nothing(index_elements=["service_id", "hook_instance"])
+        .returning(Run.id)
+    )
+    inserted = session.execute(stmt).scalar_one_or_none()
+    if inserted is not None:
+        return session.get_one(Run, inserted), True
+    existing = session.execute(
+        select(Run).where(Run.service_id == service_id, Run.hook_instance == hook_instance)
+    ).scalar_one()
+    return existing, False
+
+
+def _source_row(run_id: str, source: Mapping[str, Any]) -> SourceVersion:
+    return SourceVersion(
+        run_id=run_id,
+        resource_type=source["resource_type"],
+        resource_id=source["resource_id"] if "resource_id" in source else source["id"],
+        version_id=source.get("version_id"),
+        last_updated=source.get("last_updated"),
+        content_hash=source.get("content_hash"),
+    )
+
+
+def save_outcome(
+    session: Session,
+    run_id: str,
+    *,
+    status: RunStatus,
+    terminal: str | None,
+    decision: dict[str, Any] | None,
+    outcome: dict[str, Any] | None,
+    response: dict[str, Any] | None = None,
+    trace: Sequence[Mapping[str, Any]] = (),
+    sources: Iterable[Mapping[str, Any]] = (),
+    world_state: dict[str, Any] | None = None,
+    position: str | None = None,
+    wait_deadline: datetime | None = None,
+) -> Run:
+    """Record how a run ended (or where it suspended) with its trace and source versions.
+
+    ``trace`` entries are stored in order after any already recorded (a resumed run appends);
+    each entry's ``step`` and ``kind`` keys are indexed, the whole entry is the payload.
+    ``sources`` are mappings with ``resource_type``, ``resource_id`` (or ``id``),
+    ``version_id``, ``last_updated`` and ``content_hash``. Everything lands in the caller's
+    transaction: either all of it is persisted or none.
+    """
+    if status not in RUN_STATUSES:
+        raise ValueError(f"unknown run status {status!r}")
+    run = session.get(Run, run_id, with_for_update=True)
+    if run is None:
+        raise NotFound(where="run", message=f"no run {run_id}")
+    run.status = status
+    run.terminal = terminal
+    run.decision = decision
+    run.outcome = outcome
+    run.response = response
+    run.world_state = world_state
+    run.position = position
+    run.wait_deadline = wait_deadline
+    run.updated_at = utcnow()
+    last = session.execute(
+        select(func.max(TraceEvent.seq)).where(TraceEvent.run_id == run_id)
+    ).scalar_one()
+    start = 0 if last is None else last + 1
+    session.add_all(
+        TraceEvent(
+            run_id=run_id,
+            seq=start + offset,
+            step=entry.get("step"),
+            kind=str(entry.get("kind") or "event"),
+            payload=dict(entry),
+        )
+        for offset, entry in enumerate(trace)
+    )
+    session.add_all(_source_row(run_id, source) for source in sources)
+    session.flush()
+    return run
+
+
+def get_run(session: Session, run_id: str) -> Run | None:
+    return session.get(Run, run_id)
+
+
+def list_runs(
+    session: Session,
+    *,
+    status: RunStatus | None = None,
+    service_id: str | None = None,
+    due_before: datetime | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> list[Run]:
+    """Runs, newest first; ``due_before`` selects runs whose wait deadline has passed."""
+    stmt = select(Run).order_by(Run.created_at.desc(), Run.id).limit(limit).offset(offset)
+    if status is not None:
+        stmt = stmt.where(Run.status == status)
+    if service_id is not None:
+        stmt = stmt.where(Run.service_id == service_id)
+    if due_before is not None:
+        stmt = stmt.where(Run.wait_deadline.is_not(None), Run.wait_deadline <= due_before)
+    return list(session.execute(stmt).scalars())
+
+
+def list_trace(session: Session, run_id: str) -> list[TraceEvent]:
+    stmt = select(TraceEvent).where(TraceEvent.run_id == run_id).order_by(TraceEvent.seq)
+    return list(session.execute(stmt).scalars())
+
+
+def list_sources(session: Session, run_id: str) -> list[SourceVersion]:
+    stmt = select(SourceVersion).where(SourceVersion.run_id == run_id).order_by(SourceVersion.id)
+    return list(session.execute(stmt).scalars())
+
+
+# --- effects ------------------------------------------------------------------------------
+
+
+def record_effect(
+    session: Session,
+    *,
+    run_id: str,
+    effect_id: str,
+    tool: str,
+    target_reference: str | None = None,
+    expected_version: str | None = None,
+    state: EffectState = "proposed",
+) -> Effect:
+    """Record a proposed write; recording the same ``(run_id, effect_id)`` again is a no-op."""
+    if state not in EFFECT_STATES:
+        raise ValueError(f"unknown effect state {state!r}")
+    now = utcnow()
+    stmt = (
+        _insert(session, Effect)
+        .values(
+            run_id=run_id,
+            effect_id=effect_id,
+            tool=tool,
+            target_reference=target_reference,
+            expected_version=expected_version,
+            state=state,
+            attempts=0,
+            created_at=now,
+            updated_at=now,
+        )
+        .on_conflict_do_nothing(index_elements=["run_id", "effect_id"])
+    )
+    session.execute(stmt)
+    return get_effect(session, run_id, effect_id)
+
+
+def get_effect(session: Session, run_id: str, effect_id: str) -> Effect:
+    effect = session.execute(
+        select(Effect).where(Effect.run_id == run_id, Effect.effect_id == effect_id)
+    ).scalar_one_or_none()
+    if effect is None:
+        raise NotFound(where="effect", message=f"no effect {effect_id} in run {run_id}")
+    return effect
+
+
+def set_effect_state(
+    session: Session,
+    run_id: str,
+    effect_id: str,
+    state: EffectState,
+    *,
+    remote_response: dict[str, Any] | None = None,
+    attempted: bool = False,
+) -> Effect:
+    """Move an effect to ``state``; ``attempted=True`` counts one more call to the server."""
+    if state not in EFFECT_STATES:
+        raise ValueError(f"unknown effect state {state!r}")
+    values: dict[str, Any] = {"state": state, "updated_at": utcnow()}
+    if remote_response is not None:
+        values["remote_response"] = remote_response
+    if attempted:
+        values["attempts"] = Effect.attempts + 1
+    result = session.execute(
+        update(Effect)
+        .where(Effect.run_id == run_id, Effect.effect_id == effect_id)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    if getattr(result, "rowcount", 0) != 1:
+        raise NotFound(where="effect", message=f"no effect {effect_id} in run {run_id}")
+    effect = get_effect(session, run_id, effect_id)
+    session.refresh(effect)
+    return effect
+
+
+def list_effects(
+    session: Session,
+    *,
+    state: EffectState | Sequence[EffectState] | None = None,
+    run_id: str | None = None,
+) -> list[Effect]:
+    """Effects in creation order, optionally only those in the given state(s) or run."""
+    stmt = select(Effect).order_by(Effect.id)
+    if isinstance(state, str):
+        stmt = stmt.where(Effect.state == state)
+    elif state is not None:
+        stmt = stmt.where(Effect.state.in_(list(state)))
+    if run_id is not None:
+        stmt = stmt.where(Effect.run_id == run_id)
+    return list(session.execute(stmt).scalars())
+
+
+# --- feedback -----------------------------------------------------------------------------
+
+
+def add_feedback(
+    session: Session,
+    *,
+    service_id: str,
+    card_uuid: str,
+    outcome: str,
+    outcome_timestamp: datetime,
+    accepted_suggestions: list[Any] | None = None,
+    override_reason: dict[str, Any] | None = None,
+    run_id: str | None = None,
+) -> tuple[Feedback, bool]:
+    """Store feedback on a card; an identical re-POST returns the stored row and ``False``."""
+    stmt = (
+        _insert(session, Feedback)
+        .values(
+            service_id=service_id,
+            card_uuid=card_uuid,
+            run_id=run_id,
+            outcome=outcome,
+            accepted_suggestions=accepted_suggestions,
+            override_reason=override_reason,
+            outcome_timestamp=outcome_timestamp,
+            received_at=utcnow(),
+        )
+        .on_conflict_do_nothing(
+            index_elements=["service_id", "card_uuid", "outcome", "outcome_timestamp"]
+        )
+        .returning(Feedback.id)
+    )
+    inserted = session.execute(stmt).scalar_one_or_none()
+    if inserted is not None:
+        return session.get_one(Feedback, inserted), True
+    existing = session.execute(
+        select(Feedback).where(
+            Feedback.service_id == service_id,
+            Feedback.card_uuid == card_uuid,
+            Feedback.outcome == outcome,
+            Feedback.outcome_timestamp == outcome_timestamp,
+        )
+    ).scalar_one()
+    return existing, False
+
+
+def list_feedback(session: Session, *, service_id: str | None = None) -> list[Feedback]:
+    stmt = select(Feedback).order_by(Feedback.id)
+    if service_id is not None:
+        stmt = stmt.where(Feedback.service_id == service_id)
+    return list(session.execute(stmt).scalars())
+
+
+# --- client JWT replay defence ------------------------------------------------------------
+
+
+def remember_jti(session: Session, iss: str, jti: str, expires_at: datetime) -> bool:
+    """Record a token id; ``False`` when the same issuer's ``jti`` is still remembered.
+
+    A remembered entry whose token has expired no longer blocks: it is renewed in place.
+    """
+    stmt = _insert(session, SeenJti).values(iss=iss, jti=jti, expires_at=expires_at)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["iss", "jti"],
+        set_={"expires_at": stmt.excluded.expires_at},
+        where=SeenJti.expires_at <= utcnow(),
+    ).returning(SeenJti.id)
+    return session.execute(stmt).scalar_one_or_none() is not None
+
+
+def purge_expired_jtis(session: Session, now: datetime | None = None) -> int:
+    """Forget token ids whose tokens have expired; returns how many were removed."""
+    cutoff = now or utcnow()
+    result = session.execute(
+        delete(SeenJti)
+        .where(SeenJti.expires_at <= cutoff)
+        .execution_options(synchronize_session=False)
+    )
+    return int(getattr(result, "rowcount", 0))

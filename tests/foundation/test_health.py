@@ -1,0 +1,61 @@
+"""Liveness, readiness and metrics as an operator or orchestrator sees them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
+
+
+def test_healthz_answers_while_the_process_lives(app_client: TestClient) -> None:
+    response = app_client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+def test_readyz_reports_database_and_ontology(app_client: TestClient) -> None:
+    body = app_client.get("/readyz").json()
+    assert body["database"] == "ok"
+    assert set(body["ontology"]) >= {"loaded", "version", "problems"}
+
+
+def test_readyz_names_an_unmigrated_database(tmp_path: Path) -> None:
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'empty.db'}")
+    with TestClient(create_app(settings)) as client:
+        response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json()["database"].startswith("not migrated")
+    assert "horismos db upgrade" in response.json()["database"]
+
+
+def test_readyz_names_an_unreachable_database() -> None:
+    settings = Settings(database_url="postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
+    with TestClient(create_app(settings)) as client:
+        assert client.get("/healthz").status_code == 200
+        response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json()["database"].startswith("unreachable")
+
+
+def test_metrics_count_requests_by_route_template(app_client: TestClient) -> None:
+    app_client.get("/healthz")
+    app_client.get("/no/such/page")
+    text = app_client.get("/metrics").text
+    assert 'horismos_http_requests_total{method="GET",route="/healthz",status="200"} 1.0' in text
+    assert 'route="<unmatched>",status="404"' in text
+    assert "/no/such/page" not in text
+
+
+def test_cors_preflight_allows_configured_origin(
+    make_app_client: object,
+) -> None:
+    with make_app_client(cors_origins=["https://ehr.example"]) as client:  # type: ignore[operator]
+        response = client.options(
+            "/healthz",
+            headers={"Origin": "https://ehr.example", "Access-Control-Request-Method": "GET"},
+        )
+    assert response.status_code == 200
+    assert response.headers["access-control-allow-origin"] == "https://ehr.example"
