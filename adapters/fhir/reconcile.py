@@ -1,0 +1,211 @@
+"""Settling effects whose fate is not known, by re-reading their target.
+
+An effect is left ``unknown`` when the PUT was sent but no answer came back (timeout, connection
+lost, 5xx), and stays ``attempted`` when the process died mid-call. Reconciliation re-reads the
+target resource and decides:
+
+- the write landed (``accepted``) when the version that followed the expected one — from
+  ``_history`` when the server serves it, else the current resource — differs from the expected
+  version and carries the value we wrote;
+- it did not (``failed``) when the server still holds the expected version, or a later version
+  without our value, or the resource is gone (404/410);
+- it stays as it is when the server cannot be reached or will not say (5xx, 401/403).
+
+The same check settles the effects of a run whose card suggestion the clinician accepted (CDS
+feedback, :func:`reconcile_run`): a ``proposed`` or ``refused`` write that the EHR then made
+itself is ``accepted``. ``horismos reconcile`` and the service's periodic task call
+:func:`reconcile_pending`. Reads carry no Authorization header unless a token is given: the hook's
+access token is not stored.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+from sqlalchemy import Engine
+
+from adapters.fhir.commit import FHIR_JSON, EffectLog, EffectState, effect_json, same_value
+from app.store import repo, session_scope
+
+log = logging.getLogger("horismos.reconcile")
+
+#: An ``attempted`` effect older than this is treated as ``unknown`` (its process died).
+STALE_ATTEMPT = timedelta(minutes=5)
+#: States :func:`reconcile_run` settles after accepted CDS feedback.
+FEEDBACK_STATES: tuple[EffectState, ...] = ("proposed", "attempted", "unknown", "refused")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settlement:
+    """What reconciliation concluded for one effect."""
+
+    run_id: str
+    effect_id: str
+    target: str
+    before: str
+    after: str
+    detail: str
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "runId": self.run_id,
+            "effectId": self.effect_id,
+            "target": self.target,
+            "before": self.before,
+            "after": self.after,
+            "detail": self.detail,
+        }
+
+
+def _versions_oldest_first(bundle: Any) -> list[dict[str, Any]]:
+    entries = bundle.get("entry", []) if isinstance(bundle, dict) else []
+    versions = [e["resource"] for e in entries if isinstance(e, dict) and "resource" in e]
+    return sorted(versions, key=lambda r: str((r.get("meta") or {}).get("lastUpdated", "")))
+
+
+def _version(resource: dict[str, Any]) -> str | None:
+    version = (resource.get("meta") or {}).get("versionId")
+    return str(version) if version else None
+
+
+def judge(
+    client: httpx.Client, effect: dict[str, Any], *, token: str | None = None, timeout: float = 5.0
+) -> tuple[EffectState | None, str, dict[str, Any]]:
+    """Decide one effect from the server's current record.
+
+    Returns ``(state, why, evidence)``; ``state`` is None when the server could not tell.
+    """
+    url = str(effect["target"])
+    expected = effect.get("expectedVersion")
+    element, value = effect.get("element"), effect.get("value")
+    headers = {"accept": FHIR_JSON}
+    if token:
+        headers["authorization"] = f"Bearer {token}"
+    try:
+        response = client.get(url, headers=headers, timeout=timeout)
+    except httpx.HTTPError as exc:
+        return None, f"{url} unreachable: {type(exc).__name__}", {}
+    if response.status_code in (404, 410):
+        return "failed", f"{url} no longer exists", {"status": response.status_code}
+    if response.status_code != 200:
+        return None, f"{url} answered {response.status_code}", {"status": response.status_code}
+    current = response.json()
+    evidence: dict[str, Any] = {"currentVersion": _version(current)}
+    if element is None:
+        return None, "the effect does not record what it changed", evidence
+    successor = _successor(client, url, expected, headers, timeout)
+    candidate = successor if successor is not None else current
+    version = _version(candidate)
+    if version == expected:
+        return "failed", f"the server still holds version {expected}", evidence
+    if same_value(candidate.get(element), value):
+        evidence["newVersion"] = version
+        return "accepted", f"version {version} carries the change", evidence
+    return "failed", f"version {version} does not carry the change", evidence
+
+
+def _successor(
+    client: httpx.Client, url: str, expected: Any, headers: dict[str, str], timeout: float
+) -> dict[str, Any] | None:
+    """The version right after ``expected`` from ``_history``, when the server can tell."""
+    if not expected:
+        return None
+    try:
+        response = client.get(f"{url}/_history", headers=headers, timeout=timeout)
+    except httpx.HTTPError:
+        return None
+    if response.status_code != 200:
+        return None
+    versions = _versions_oldest_first(response.json())
+    ids = [_version(v) for v in versions]
+    if expected not in ids:
+        return None
+    index = ids.index(expected)
+    return versions[index + 1] if index + 1 < len(versions) else versions[index]
+
+
+def _settle(
+    engine: Engine,
+    rows: Iterable[tuple[str, dict[str, Any]]],
+    *,
+    http: httpx.Client | None,
+    token: str | None,
+) -> list[Settlement]:
+    client = http or httpx.Client(follow_redirects=False)
+    effects = EffectLog(engine)
+    settled: list[Settlement] = []
+    try:
+        for run_id, effect in rows:
+            state, why, evidence = judge(client, effect, token=token)
+            after = state or effect["state"]
+            if state is not None:
+                response = {
+                    "reconciled": why,
+                    "change": {"element": effect["element"], "value": effect["value"]},
+                    **evidence,
+                }
+                effects.set(run_id, effect["effectId"], state, response)
+            log.info(
+                "reconciled %s of run %s: %s -> %s (%s)",
+                effect["effectId"],
+                run_id,
+                effect["state"],
+                after,
+                why,
+            )
+            settled.append(
+                Settlement(
+                    run_id=run_id,
+                    effect_id=effect["effectId"],
+                    target=str(effect["target"]),
+                    before=effect["state"],
+                    after=after,
+                    detail=why,
+                )
+            )
+    finally:
+        if http is None:
+            client.close()
+    return settled
+
+
+def reconcile_pending(
+    engine: Engine,
+    *,
+    http: httpx.Client | None = None,
+    token: str | None = None,
+    now: datetime | None = None,
+    stale_attempt: timedelta = STALE_ATTEMPT,
+) -> list[Settlement]:
+    """Settle every ``unknown`` effect, and every ``attempted`` one older than ``stale_attempt``."""
+    cutoff = (now or datetime.now(UTC)) - stale_attempt
+    with session_scope(engine) as session:
+        rows = [
+            (row.run_id, effect_json(row))
+            for row in repo.list_effects(session, state=("unknown", "attempted"))
+            if row.state == "unknown" or row.updated_at <= cutoff
+        ]
+    return _settle(engine, rows, http=http, token=token)
+
+
+def reconcile_run(
+    engine: Engine,
+    run_id: str,
+    *,
+    http: httpx.Client | None = None,
+    token: str | None = None,
+    states: Sequence[EffectState] = FEEDBACK_STATES,
+) -> list[Settlement]:
+    """Settle a run's unsettled effects — what CDS feedback accepting a suggestion calls."""
+    with session_scope(engine) as session:
+        rows = [
+            (row.run_id, effect)
+            for row in repo.list_effects(session, run_id=run_id)
+            if (effect := effect_json(row))["state"] in states
+        ]
+    return _settle(engine, rows, http=http, token=token)
