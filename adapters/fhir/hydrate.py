@@ -1,0 +1,353 @@
+"""FHIR resources → World changes, driven only by the ontology's ``horis:fromFhir`` mappings.
+
+For every property of the focus class that has mappings, the resources of the mapping's type
+(from prefetch, or from the hook context key it names, e.g. ``draftOrders``) are filtered by
+code (an Observation also matches through a component with that code, as a blood-pressure
+panel carries its systolic value) and by the ``horis:where`` FHIRPath, the ``horis:fhirPath``
+is evaluated, and ``Latest`` (by effective time) or ``All`` values are kept:
+
+- Quantities are converted with UCUM to the property's unit. A unit that is not UCUM or cannot
+  be converted yields a ``unit`` violation and no fact (never a silent misread; an older reading
+  is not used in its place).
+- ``horis:transform horis:YearsSince`` turns a date into whole years at the hook's time.
+- CodeableConcepts of object properties map to classes (``horis:code``, through the range's
+  subclass tree) and become instances linked from the focus; each instance is the resource
+  it came from. A resource the clinician is acting on (from the hook context) becomes an
+  instance of the range class even when its code maps to no subclass; a resource from prefetch
+  whose code maps to nothing in the range tree is not a fact.
+
+Every change carries its ``Source`` (type, id, ``meta.versionId``, ``meta.lastUpdated``); the
+source-version vector lists every resource the call read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from decimal import Decimal, InvalidOperation
+from functools import lru_cache
+from typing import Any
+
+from fhirpathpy import compile as fhirpath_compile
+
+from adapters.fhir.units import UnitError, convert
+from app.ontology.model import XSD, FhirMapping, Ontology, PropertyDef, TextSource
+from app.world.facts import AddInstance, Assert, Change, Source, Violation
+
+UCUM = "http://unitsofmeasure.org"
+_TIME_PATHS = (
+    ("effectiveDateTime",),
+    ("effectiveInstant",),
+    ("effectivePeriod", "end"),
+    ("effectivePeriod", "start"),
+    ("issued",),
+    ("recordedDate",),
+    ("onsetDateTime",),
+    ("authoredOn",),
+    ("meta", "lastUpdated"),
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceVersion:
+    """One entry of the source-version vector."""
+
+    source: Source
+    content_hash: str
+
+    def to_row(self) -> dict[str, Any]:
+        return {
+            "resource_type": self.source.resource_type,
+            "resource_id": self.source.id,
+            "version_id": self.source.version_id,
+            "last_updated": self.source.last_updated,
+            "content_hash": self.content_hash,
+        }
+
+
+@dataclass(kw_only=True)
+class Hydration:
+    """What the adapter read: changes for one transaction, problems found before the gate, the
+    source-version vector, and the free text for PerceptionSteps."""
+
+    changes: list[Change] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    sources: list[SourceVersion] = field(default_factory=list)
+    text: str | None = None
+
+
+@lru_cache(maxsize=256)
+def _path(expression: str) -> Any:
+    return fhirpath_compile(expression, None)
+
+
+def evaluate(node: Mapping[str, Any], expression: str) -> list[Any]:
+    result = _path(expression)(dict(node))
+    return list(result) if isinstance(result, list) else [result]
+
+
+def source_of(resource: Mapping[str, Any]) -> Source:
+    meta = resource.get("meta") or {}
+    return Source(
+        str(resource.get("resourceType")),
+        str(resource.get("id")),
+        meta.get("versionId"),
+        meta.get("lastUpdated"),
+    )
+
+
+def _digest(resource: Mapping[str, Any]) -> str:
+    canonical = json.dumps(resource, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def resources_of(value: Any) -> list[dict[str, Any]]:
+    """The resources in a prefetch/context value: a Bundle's entries, a list, or one resource."""
+    if isinstance(value, list):
+        return [r for v in value for r in resources_of(v)]
+    if not isinstance(value, dict) or "resourceType" not in value:
+        return []
+    if value["resourceType"] == "Bundle":
+        return [
+            e["resource"]
+            for e in value.get("entry") or []
+            if isinstance(e, dict) and isinstance(e.get("resource"), dict)
+        ]
+    return [value]
+
+
+def _codings(concept: Any) -> list[str]:
+    if not isinstance(concept, dict):
+        return []
+    return [
+        f"{c.get('system', '')}|{c.get('code', '')}"
+        for c in concept.get("coding") or []
+        if isinstance(c, dict)
+    ]
+
+
+def _effective(resource: Mapping[str, Any]) -> str:
+    for path in _TIME_PATHS:
+        node: Any = resource
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, str):
+            return node
+    return ""
+
+
+def _when_key(text: str) -> datetime:
+    """Effective times compare as instants; a date-only value counts as its midnight UTC."""
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.min.replace(tzinfo=UTC)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed
+
+
+def years_since(born: str, now: datetime) -> int:
+    d = date.fromisoformat(born[:10]) if len(born) >= 10 else date(int(born[:4]), 1, 1)
+    today = now.date()
+    return today.year - d.year - ((today.month, today.day) < (d.month, d.day))
+
+
+class _Hydrator:
+    def __init__(
+        self,
+        ontology: Ontology,
+        *,
+        focus_id: str,
+        focus_class: str,
+        data: Mapping[str, Any],
+        context: Mapping[str, Any],
+        now: datetime,
+    ) -> None:
+        self.o = ontology
+        self.focus_id = focus_id
+        self.focus_class = focus_class
+        self.context = context
+        self.now = now
+        self.out = Hydration()
+        self.pool: list[dict[str, Any]] = []
+        self._seen: dict[tuple[str, str], dict[str, Any]] = {}
+        for value in data.values():
+            for r in resources_of(value):
+                self._remember(r)
+        self.instances: dict[str, tuple[str, str]] = {}  # instance id -> (type/id, class)
+
+    def _remember(self, resource: dict[str, Any]) -> None:
+        key = (str(resource.get("resourceType")), str(resource.get("id")))
+        if key in self._seen:
+            return
+        self._seen[key] = resource
+        self.pool.append(resource)
+        self.out.sources.append(
+            SourceVersion(source=source_of(resource), content_hash=_digest(resource))
+        )
+
+    def _candidates(self, m: FhirMapping) -> list[dict[str, Any]]:
+        if m.context_key is not None:
+            found = resources_of(self.context.get(m.context_key))
+            for r in found:
+                if r.get("resourceType") == m.resource_type:
+                    self._remember(r)
+        else:
+            found = self.pool
+        return [r for r in found if r.get("resourceType") == m.resource_type]
+
+    def _targets(self, m: FhirMapping, r: dict[str, Any]) -> list[Mapping[str, Any]]:
+        if m.where is not None and evaluate(r, m.where) != [True]:
+            return []
+        if not m.codings:
+            return [r]
+        wanted = set(m.codings)
+        if wanted & set(_codings(r.get("code"))):
+            return [r]
+        return [
+            comp
+            for comp in r.get("component") or []
+            if isinstance(comp, dict) and wanted & set(_codings(comp.get("code")))
+        ]
+
+    def run(self, texts: Iterable[TextSource]) -> Hydration:
+        focus_source = self._seen.get(("Patient", self.focus_id))
+        self.out.changes.append(
+            AddInstance(
+                self.focus_id,
+                self.focus_class,
+                source_of(focus_source) if focus_source else None,
+            )
+        )
+        for prop in self.o.properties_of(self.focus_class):
+            for m in prop.from_fhir:
+                if prop.is_object:
+                    self._object(prop, m)
+                else:
+                    self._datum(prop, m)
+        pieces = [
+            str(v)
+            for t in texts
+            for r in self.pool
+            if r.get("resourceType") == t.resource_type
+            for v in evaluate(r, t.fhir_path)
+            if isinstance(v, str) and v.strip()
+        ]
+        self.out.text = "\n".join(dict.fromkeys(pieces)) or None
+        return self.out
+
+    # --- literal-valued properties ---------------------------------------------------------
+
+    def _datum(self, prop: PropertyDef, m: FhirMapping) -> None:
+        found: list[tuple[datetime, dict[str, Any], Any]] = []
+        for r in self._candidates(m):
+            for target in self._targets(m, r):
+                for v in evaluate(target, m.fhir_path):
+                    if v is not None:
+                        found.append((_when_key(_effective(r)), r, v))
+        if not found:
+            return
+        if m.pick == "Latest":
+            found.sort(key=lambda item: item[0], reverse=True)
+            found = found[:1]
+        for _when, r, raw in found:
+            self._assert_literal(prop, m, r, raw)
+
+    def _assert_literal(
+        self, prop: PropertyDef, m: FhirMapping, r: dict[str, Any], raw: Any
+    ) -> None:
+        src = source_of(r)
+        value: Any = raw
+        unit: str | None = None
+        if m.transform == "YearsSince":
+            try:
+                value = years_since(str(raw), self.now)
+            except ValueError:
+                self._problem("range", prop, raw, f"{src.reference}: {raw!r} is not a date")
+                return
+        elif isinstance(raw, dict) and "value" in raw:
+            try:
+                value = Decimal(str(raw["value"]))
+            except InvalidOperation:
+                self._problem("range", prop, raw, f"{src.reference}: not a number")
+                return
+            code = raw.get("code") if raw.get("system") in (None, UCUM) else None
+            unit = code or raw.get("unit")
+            if prop.unit is not None:
+                if unit is None:
+                    self._problem("unit", prop, raw, f"{src.reference}: a quantity without a unit")
+                    return
+                try:
+                    value, unit = convert(value, str(unit), prop.unit), prop.unit
+                except UnitError as exc:
+                    self._problem("unit", prop, raw.get("value"), f"{src.reference}: {exc}")
+                    return
+        elif isinstance(raw, float):
+            value = Decimal(repr(raw))
+        if prop.range == XSD + "integer" and isinstance(value, Decimal):
+            value = int(value) if value == value.to_integral_value() else value
+        self.out.changes.append(Assert(self.focus_id, prop.iri, value, src, None, unit))
+
+    # --- object properties: coded resources become instances -------------------------------
+
+    def _object(self, prop: PropertyDef, m: FhirMapping) -> None:
+        tree = set(self.o.subclasses(prop.range))
+        for r in self._candidates(m):
+            if not self._targets(m, r):
+                continue
+            classes = [
+                c
+                for concept in evaluate(r, m.fhir_path)
+                for coding in _codings(concept)
+                if (c := self.o.class_for_code(coding)) is not None and c in tree
+            ]
+            if classes:
+                # the most specific class among the codes (deepest in the tree)
+                cls = max(classes, key=lambda c: len(self.o.ancestors(c)))
+            elif m.context_key is not None:
+                cls = prop.range
+            else:
+                continue
+            src = source_of(r)
+            instance_id = self._instance_id(src, cls)
+            self.out.changes.append(Assert(self.focus_id, prop.iri, instance_id, src))
+
+    def _instance_id(self, src: Source, cls: str) -> str:
+        ref = src.reference
+        for iid, (known, _cls) in self.instances.items():
+            if known == ref:
+                return iid
+        iid = src.id if src.id not in self.instances and src.id != self.focus_id else ref
+        self.instances[iid] = (ref, cls)
+        self.out.changes.insert(len(self.instances), AddInstance(iid, cls, src))
+        return iid
+
+    def _problem(self, code: str, prop: PropertyDef, value: Any, message: str) -> None:
+        self.out.violations.append(
+            Violation(code, self.focus_id, prop.iri, value, message)  # type: ignore[arg-type]
+        )
+
+
+def hydrate(
+    ontology: Ontology,
+    *,
+    focus_id: str,
+    focus_class: str,
+    data: Mapping[str, Any],
+    context: Mapping[str, Any],
+    now: datetime,
+    texts: Iterable[TextSource] = (),
+) -> Hydration:
+    """Read ``data`` (prefetch keys → resources) and ``context`` into changes for the focus."""
+    return _Hydrator(
+        ontology,
+        focus_id=focus_id,
+        focus_class=focus_class,
+        data=data,
+        context=context,
+        now=now,
+    ).run(texts)
