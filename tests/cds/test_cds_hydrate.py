@@ -16,6 +16,7 @@ from app.world.facts import AddInstance, Assert
 TRI = "https://horismos.dev/example/triage#"
 MED = "https://horismos.dev/example/med-safety#"
 LOINC = "http://loinc.org"
+UCUM = "http://unitsofmeasure.org"
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 
 
