@@ -28,6 +28,8 @@ from app.settings import Settings
 from app.store import Base, make_engine
 from app.store.migrate import upgrade
 
+pytest_plugins = ["tests.support.fhir_server"]
+
 CI = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
 PG_BASE_URL = os.environ.get(
     "HORISMOS_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
