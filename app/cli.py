@@ -73,6 +73,37 @@ def openapi(
     typer.echo(f"wrote {output}")
 
 
+@app.command("verify")
+def verify_ontology(
+    files: Annotated[
+        list[Path] | None, typer.Argument(help="Turtle files (default: the bundled ontologies).")
+    ] = None,
+) -> None:
+    """Load and verify ontology files: exit 0 when sound, else 1 with one line per problem."""
+    from app.ontology.cli_commands import verify_files
+
+    raise typer.Exit(verify_files(files or [], out=typer.echo, err=_echo_err))
+
+
+@app.command("schema")
+def schema(
+    files: Annotated[
+        list[Path] | None, typer.Argument(help="Turtle files (default: the bundled ontologies).")
+    ] = None,
+    extracts: Annotated[
+        list[str] | None, typer.Option(help="Classes to extract (local names or IRIs).")
+    ] = None,
+) -> None:
+    """Print the JSON Schema a PerceptionStep extracting these classes uses."""
+    from app.ontology.cli_commands import schema_for_files
+
+    raise typer.Exit(schema_for_files(files or [], extracts or [], out=typer.echo, err=_echo_err))
+
+
+def _echo_err(message: str) -> None:
+    typer.echo(message, err=True)
+
+
 def render_openapi(document: dict[str, object]) -> str:
     """The committed form of the OpenAPI document, byte for byte."""
     return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

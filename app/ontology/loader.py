@@ -28,6 +28,7 @@ from app.ontology._compile import Compiler
 from app.ontology._rdf import OrderedGraph, Reader, short
 from app.ontology.errors import OntologyError, Problem
 from app.ontology.model import HORIS, Ontology
+from app.ontology.schema import derive_schema
 
 Registry = Mapping[str, Callable[..., Any]]
 
@@ -91,7 +92,7 @@ def load_ontology(paths: Sequence[str | Path], *, registry: Registry | None = No
     if reader.problems:
         raise OntologyError(_dedupe(reader.problems))
     digest = _digest(graphs)
-    return Ontology(
+    ontology = Ontology(
         namespace=namespaces[0],
         version=_version(reader, digest),
         digest=digest,
@@ -99,6 +100,12 @@ def load_ontology(paths: Sequence[str | Path], *, registry: Registry | None = No
         namespaces=tuple(dict.fromkeys(namespaces)),
         **parts,
     )
+    # Every PerceptionStep's schema is derived once here, so a run never derives one.
+    for workflow in ontology.workflows.values():
+        for step in workflow.steps.values():
+            if step.kind == "PerceptionStep" and step.extracts:
+                derive_schema(ontology, step.extracts)
+    return ontology
 
 
 def _default_namespace(graph: OrderedGraph) -> str:

@@ -538,6 +538,8 @@ class _Index:
     individual_codes: dict[str, str]
     steps: dict[str, StepDef]
     rules_by_property: dict[str, tuple[Rule, ...]]
+    #: derived JSON Schemas by extracted classes (filled by ``app.ontology.schema``)
+    schemas: dict[tuple[str, ...], dict[str, object]] = field(default_factory=dict)
 
     @staticmethod
     def build(o: Ontology) -> _Index:

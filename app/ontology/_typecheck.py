@@ -1,0 +1,333 @@
+"""Type checks shared by verification: properties, conditions, values, rules, tools.
+
+See ``app.ontology.verify`` for the whole list of checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from app.ontology.errors import Problem, ProblemCode
+from app.ontology.model import (
+    XSD,
+    Condition,
+    Ontology,
+    PropertyDef,
+    StepDef,
+    Value,
+    local_name,
+)
+
+_NUMERIC = (XSD + "decimal", XSD + "integer")
+_TIME = (XSD + "dateTime", XSD + "date")
+_ORDERED = ("greaterThan", "atLeast", "lessThan", "atMost")
+
+
+class TypeChecker:
+    """Checks that do not depend on workflow structure; ``run_types`` runs them all."""
+
+    def __init__(self, o: Ontology) -> None:
+        self.o = o
+        self.problems: list[Problem] = []
+        self.steps: dict[str, StepDef] = {
+            iri: s for w in o.workflows.values() for iri, s in w.steps.items()
+        }
+
+    def add(self, code: ProblemCode, node: str, message: str, path: str | None = None) -> None:
+        self.problems.append(Problem(code=code, node=node, message=message, path=path))
+
+    def run_types(self) -> None:
+        for p in self.o.properties.values():
+            self._property(p)
+        for r in self.o.rules:
+            for c in r.when:
+                self._condition(c, r.about, r.iri)
+            for t in r.then:
+                prop = self.o.properties.get(t.property)
+                if prop is None:
+                    self.add("type-check", r.iri, f"concludes undeclared {t.property}")
+                    continue
+                self.check_domain(prop, r.about, r.iri, "horis:then")
+                self._value_fits(prop, t.value, r.iri, "horis:then", "horis:value")
+        self._stratification()
+        for tool in self.o.tools.values():
+            self._tool(tool.iri)
+
+    # --- properties and conditions -------------------------------------------------------
+
+    def _property(self, p: PropertyDef) -> None:
+        numeric = p.range in _NUMERIC
+        if (p.min is not None or p.max is not None) and not numeric:
+            self.add(
+                "type-check", p.iri, "horis:min/horis:max need an xsd:decimal or xsd:integer range"
+            )
+        if p.min is not None and p.max is not None and p.min > p.max:
+            self.add("type-check", p.iri, f"horis:min {p.min} is above horis:max {p.max}")
+        if p.unit is not None and not numeric:
+            self.add("type-check", p.iri, "horis:unit needs a numeric range")
+        if p.pattern is not None and p.range != XSD + "string":
+            self.add("type-check", p.iri, "horis:pattern needs an xsd:string range")
+        if p.is_object:
+            rng = self.o.classes.get(p.range)
+            if rng is not None and rng.one_of:
+                extra = [v for v in p.one_of if v not in rng.one_of]
+                if extra:
+                    names = ", ".join(local_name(e) for e in extra)
+                    self.add(
+                        "type-check",
+                        p.iri,
+                        f"horis:oneOf lists {names}, which the range class's horis:oneOf does not",
+                    )
+            for v in p.one_of:
+                cls = self.o.class_of(v)
+                if cls is None or not self.o.is_subclass(cls, p.range):
+                    self.add(
+                        "type-check",
+                        p.iri,
+                        f"horis:oneOf member {local_name(v)} is not an individual of the range "
+                        f"{local_name(p.range)}",
+                    )
+        if p.resolution == "FirstListed" and not p.one_of:
+            self.add(
+                "type-check",
+                p.iri,
+                "horis:resolution horis:FirstListed needs a horis:oneOf list (on the property or "
+                "its range class) to say which value comes first",
+            )
+        if p.rules_only and p.from_fhir:
+            self.add(
+                "type-check",
+                p.iri,
+                "is horis:assignedBy horis:RulesOnly yet has horis:fromFhir; remove one",
+            )
+
+    def check_domain(
+        self, p: PropertyDef, subject: str | None, node: str, path: str | None
+    ) -> None:
+        if subject is None or not p.domain:
+            return
+        if not (self.o.is_subclass(subject, p.domain) or self.o.is_subclass(p.domain, subject)):
+            self.add(
+                "type-check",
+                node,
+                f"{p.name} belongs to {local_name(p.domain)}, not to {local_name(subject)}",
+                path,
+            )
+
+    def condition_on(self, c: Condition, subject: str | None, node: str, fallback: str) -> None:
+        """Type-check a condition read on ``subject``; ``fallback`` is its path if unknown."""
+        self._condition(c, subject, node, where_of(c, node) or fallback)
+
+    def _condition(
+        self, c: Condition, subject: str | None, node: str, where: str | None = None
+    ) -> None:
+        where = where or where_of(c, node)
+        current = subject
+        last: PropertyDef | None = None
+        for i, iri in enumerate(c.path):
+            prop = self.o.properties.get(iri)
+            if prop is None:
+                self.add("type-check", node, f"{iri} is not a declared property", where)
+                return
+            self.check_domain(prop, current, node, where)
+            if i < len(c.path) - 1 and not prop.is_object:
+                self.add(
+                    "type-check",
+                    node,
+                    f"the path continues after {prop.name}, whose values are literals",
+                    where,
+                )
+                return
+            current, last = prop.range, prop
+        if last is None:
+            return
+        self._operator(c, last, node, where)
+
+    def _operator(self, c: Condition, p: PropertyDef, node: str, where: str | None) -> None:
+        op = f"horis:{c.op}"
+        if c.op in _ORDERED:
+            if p.range in _NUMERIC and isinstance(c.value, str):
+                self.add(
+                    "type-check", node, f"{op} compares {p.name} (a number) with a date", where
+                )
+            elif p.range in _TIME and not isinstance(c.value, str):
+                self.add(
+                    "type-check", node, f"{op} compares {p.name} (a date) with a number", where
+                )
+            elif p.range not in _NUMERIC + _TIME:
+                self.add(
+                    "type-check",
+                    node,
+                    f"{op} needs a numeric or date property; {p.name} ranges over "
+                    f"{local_name(p.range)}",
+                    where,
+                )
+        elif c.op == "matches":
+            if p.range != XSD + "string":
+                self.add(
+                    "type-check", node, f"{op} needs an xsd:string property, not {p.name}", where
+                )
+        elif c.op == "isA":
+            target = str(c.value)
+            if target not in self.o.classes:
+                self.add(
+                    "type-check",
+                    node,
+                    f"{op} names {local_name(target)}, which is not a class",
+                    where,
+                )
+            elif not p.is_object:
+                self.add(
+                    "type-check", node, f"{op} needs an object property; {p.name} is literal", where
+                )
+            elif not (self.o.is_subclass(target, p.range) or self.o.is_subclass(p.range, target)):
+                self.add(
+                    "type-check",
+                    node,
+                    f"{op} {local_name(target)} can never hold: {p.name} ranges over "
+                    f"{local_name(p.range)}",
+                    where,
+                )
+        elif c.op in ("is", "isNot"):
+            self._value_fits(p, _scalar(c.value), node, where, op)
+        elif c.op in ("in", "notIn"):
+            values = c.value if isinstance(c.value, tuple) else (c.value,)
+            for v in values:
+                self._value_fits(p, v, node, where, op)
+
+    def _value_fits(
+        self, p: PropertyDef, value: Value, node: str, where: str | None, what: str
+    ) -> None:
+        if p.one_of and value not in p.one_of:
+            allowed = ", ".join(local_name(str(v)) for v in p.one_of)
+            self.add(
+                "type-check",
+                node,
+                f"{what} {local_name(str(value))} is not in the horis:oneOf of {p.name} "
+                f"({allowed})",
+                where,
+            )
+            return
+        if p.is_object:
+            cls = self.o.class_of(str(value)) if isinstance(value, str) else None
+            if cls is None or not self.o.is_subclass(cls, p.range):
+                self.add(
+                    "type-check",
+                    node,
+                    f"{what} {value!r} is not an individual of {local_name(p.range)}",
+                    where,
+                )
+            return
+        ok = {
+            XSD + "boolean": isinstance(value, bool),
+            XSD + "string": isinstance(value, str),
+            XSD + "dateTime": isinstance(value, str),
+            XSD + "date": isinstance(value, str),
+            XSD + "integer": isinstance(value, int) and not isinstance(value, bool),
+        }.get(p.range, not isinstance(value, (bool, str)))
+        if not ok:
+            self.add(
+                "type-check",
+                node,
+                f"{what} {value!r} does not fit {p.name} ({local_name(p.range)})",
+                where,
+            )
+
+    # --- rules ---------------------------------------------------------------------------
+
+    def _stratification(self) -> None:
+        edges: dict[str, set[str]] = {}
+        negative: list[tuple[str, str, str]] = []  # (premise, conclusion, rule)
+        for r in self.o.rules:
+            for t in r.then:
+                for c in r.when:
+                    for premise in c.path:
+                        edges.setdefault(premise, set()).add(t.property)
+                        if c.op == "isAssigned" and c.value is False:
+                            negative.append((premise, t.property, r.iri))
+        for premise, conclusion, rule in negative:
+            if premise == conclusion or _reaches(edges, conclusion, premise):
+                self.add(
+                    "stratification",
+                    rule,
+                    f"negation cycle: {local_name(conclusion)} depends on {local_name(premise)} "
+                    f"not being assigned, and {local_name(premise)} depends on "
+                    f"{local_name(conclusion)}; break the cycle (rules must be stratifiable)",
+                )
+
+    # --- tools ---------------------------------------------------------------------------
+
+    def _tool(self, iri: str) -> None:
+        t = self.o.tools[iri]
+        names = [a.name for a in t.args]
+        for dup in {n for n in names if names.count(n) > 1}:
+            self.add("type-check", iri, f'argument "{dup}" is declared twice')
+        for e in t.effects:
+            prop = self.o.properties.get(e.property)
+            if prop is None:
+                continue
+            if prop.rules_only:
+                self.add(
+                    "type-check",
+                    iri,
+                    f"an effect asserts {prop.name}, which is horis:assignedBy horis:RulesOnly",
+                )
+            if e.now and prop.range not in _TIME:
+                self.add(
+                    "type-check",
+                    iri,
+                    f"horis:value horis:now needs a dateTime property, not {prop.name}",
+                )
+            if (
+                e.type is not None
+                and e.type != prop.range
+                and not (e.type in self.o.classes and self.o.is_subclass(e.type, prop.range))
+            ):
+                self.add(
+                    "type-check",
+                    iri,
+                    f"effect type {local_name(e.type)} does not fit {prop.name} "
+                    f"({local_name(prop.range)})",
+                )
+        if t.commits is not None and t.commits.value_arg not in names:
+            self.add(
+                "type-check",
+                iri,
+                f'horis:commits names horis:valueArg "{t.commits.value_arg}", which is not an '
+                "argument of the tool",
+            )
+
+
+def _scalar(value: Value | tuple[Value, ...]) -> Value:
+    return value[0] if isinstance(value, tuple) and value else value  # type: ignore[return-value]
+
+
+def where_of(c: Condition, node: str) -> str | None:
+    if c.node and c.node.startswith(node + " "):
+        return c.node[len(node) + 1 :]
+    return None
+
+
+def _reaches(edges: dict[str, set[str]], start: str, goal: str) -> bool:
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        n = todo.pop()
+        if n == goal:
+            return True
+        if n in seen:
+            continue
+        seen.add(n)
+        todo.extend(edges.get(n, ()))
+    return False
+
+
+def conditions_of(step: StepDef) -> Iterable[tuple[str, Condition]]:
+    """Every condition a step carries, with the predicate it hangs from."""
+    for c in step.requires:
+        yield "horis:requires", c
+    for c in step.goal:
+        yield "horis:goal", c
+    for b in step.branches:
+        for c in b.when:
+            yield "horis:branches", c

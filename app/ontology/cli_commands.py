@@ -1,0 +1,83 @@
+"""``horismos verify`` and ``horismos schema``: plain functions the Typer app wraps.
+
+Each returns the process exit code and writes through the ``out``/``err`` callables, so tests
+call them directly and the CLI stays a thin shell.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from app.ontology.errors import OntologyError
+from app.ontology.loader import default_ontology_paths, load_ontology
+from app.ontology.schema import derive_schema
+from app.ontology.verify import verify
+
+Echo = Callable[[str], None]
+
+
+def _paths(files: Sequence[Path]) -> list[Path]:
+    return list(files) if files else default_ontology_paths()
+
+
+def verify_files(files: Sequence[Path], *, out: Echo, err: Echo) -> int:
+    """Load and verify; 0 and a summary when sound, else 1 and one line per problem."""
+    paths = _paths(files)
+    try:
+        ontology = load_ontology(paths)
+    except OntologyError as exc:
+        for problem in exc.problems:
+            out(str(problem))
+        err(f"{len(exc.problems)} problem(s): the ontology does not load")
+        return 1
+    problems = verify(ontology)
+    for problem in problems:
+        out(str(problem))
+    if problems:
+        err(f"{len(problems)} problem(s): the ontology does not verify")
+        return 1
+    out(
+        f"ok: {len(paths)} file(s), {len(ontology.classes)} classes, "
+        f"{len(ontology.properties)} properties, {len(ontology.rules)} rules, "
+        f"{len(ontology.workflows)} workflow(s), {len(ontology.services)} CDS service(s); "
+        f"version {ontology.version}, digest {ontology.digest[:12]}"
+    )
+    return 0
+
+
+def schema_for_files(
+    files: Sequence[Path], extracts: Sequence[str], *, out: Echo, err: Echo
+) -> int:
+    """Print the derived JSON Schema for ``extracts`` (local names resolve in the first file).
+
+    ``--extracts Patient Symptom`` reaches here as files ``[…, Symptom]`` (an option takes one
+    value), so positional words that are not Turtle files count as further classes.
+    """
+    if extracts:
+        extra = [f for f in files if f.suffix != ".ttl" and not f.exists()]
+        files = [f for f in files if f not in extra]
+        extracts = [*extracts, *(str(f) for f in extra)]
+    try:
+        ontology = load_ontology(_paths(files))
+    except OntologyError as exc:
+        for problem in exc.problems:
+            err(str(problem))
+        return 1
+    if not extracts:
+        err("name at least one class with --extracts")
+        return 1
+    iris: list[str] = []
+    for name in extracts:
+        try:
+            iri = ontology.resolve(name, namespace=ontology.namespace)
+        except KeyError as exc:
+            err(str(exc.args[0]))
+            return 1
+        if iri not in ontology.classes:
+            err(f"{name!r} is not a class")
+            return 1
+        iris.append(iri)
+    out(json.dumps(derive_schema(ontology, iris), indent=2, ensure_ascii=False))
+    return 0
