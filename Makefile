@@ -23,7 +23,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	touch $(STAMP)
 
 # Everything the tests and the server need. Other tool chains add a prerequisite line here.
-deps: $(STAMP)
+deps: $(STAMP) fhir-server/node_modules
+
+# The Node FHIR test server (tests/support/fhir_server.py), pinned by its package-lock.json.
+fhir-server/node_modules: fhir-server/package-lock.json
+	cd fhir-server && npm ci --no-audit --no-fund
+	touch $@
 
 migrate: deps
 	$(BIN)/horismos db upgrade
