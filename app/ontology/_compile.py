@@ -7,92 +7,42 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any, cast
 
-from rdflib import BNode, Literal, URIRef
+from rdflib import BNode, URIRef
 from rdflib.namespace import OWL, RDF, RDFS
 from rdflib.term import Node
 
 from app.ontology import _values as V
-from app.ontology._rdf import Reader, literal_kind, short
+from app.ontology._compile_base import (
+    ANNOTATION_NAMESPACES,
+    ANNOTATIONS,
+    BINDING_SCHEMES,
+    CARDINALITIES,
+    KIND_TYPES,
+    KIND_WORDS,
+    STEP_KINDS,
+    H,
+)
+from app.ontology._compile_flow import FlowCompiler
+from app.ontology._rdf import short
 from app.ontology.model import (
     HORIS,
-    OPERATORS,
     AdapterCommit,
-    ArgBinding,
-    Branch,
-    CandidateQuery,
-    CardDecl,
     Cardinality,
-    CdsServiceDef,
     ClassDef,
     Conclusion,
-    Condition,
     EffectDecl,
     FhirMapping,
     Individual,
-    Operator,
-    PrefetchTemplate,
     PropertyDef,
     Rule,
-    StepDef,
-    StepKind,
-    SubflowOutcome,
-    SuggestionDecl,
-    TextSource,
     ToolArg,
     ToolDef,
-    Value,
-    WorkflowDef,
     local_name,
 )
 
 
-def H(term: str) -> URIRef:
-    return URIRef(HORIS + term)
-
-
-STEP_KINDS: dict[Node, StepKind] = {
-    H(k): k
-    for k in (
-        "Step",
-        "PerceptionStep",
-        "ReasoningStep",
-        "ActionStep",
-        "NarrationStep",
-        "ProposalStep",
-        "WaitStep",
-        "ChoiceStep",
-        "SubflowStep",
-    )
-}
-_KIND_TYPES: dict[Node, str] = {
-    H("Class"): "class",
-    H("Property"): "property",
-    H("Rule"): "rule",
-    H("Tool"): "tool",
-    H("Workflow"): "workflow",
-    H("CdsService"): "service",
-    **{t: "step" for t in STEP_KINDS},
-}
-_ANNOTATIONS = frozenset({RDFS.label, RDFS.comment, RDFS.seeAlso, RDFS.isDefinedBy})
-_ANNOTATION_NAMESPACES = (
-    "http://www.w3.org/2004/02/skos/core#",
-    "http://purl.org/dc/terms/",
-    "http://purl.org/dc/elements/1.1/",
-)
-_CARDINALITIES = ("0..1", "1..1", "0..*", "1..*")
-_ORDERED_OPS = ("greaterThan", "atLeast", "lessThan", "atMost")
-_BINDING_SCHEMES = ("python:", "rust:", "http://", "https://", "mcp://", "fhir:")
-
-
-class Compiler:
+class Compiler(FlowCompiler):
     """Reads every kind of node; problems go to ``reader.problems``."""
-
-    def __init__(self, reader: Reader, registry: Mapping[str, Callable[..., Any]]) -> None:
-        self.r = reader
-        self.registry = registry
-        self.kinds: dict[Node, str] = {}
-        self.step_kind: dict[Node, StepKind] = {}
-        self.individual_class: dict[Node, Node] = {}
 
     # --- entry ---------------------------------------------------------------------------
 
@@ -137,8 +87,8 @@ class Compiler:
             types = r.peek(s, RDF.type)
             found: list[str] = []
             for t in types:
-                if t in _KIND_TYPES:
-                    found.append(_KIND_TYPES[t])
+                if t in KIND_TYPES:
+                    found.append(KIND_TYPES[t])
                     if t in STEP_KINDS and (s not in self.step_kind or self.step_kind[s] == "Step"):
                         self.step_kind[s] = STEP_KINDS[t]
                     r.consumed.add((s, RDF.type, t))
@@ -183,144 +133,6 @@ class Compiler:
             head = rest[0]
         return out
 
-    # --- references and literals ---------------------------------------------------------
-
-    def ref(self, owner: Node, pred: Node, node: Node | None, kinds: tuple[str, ...]) -> str | None:
-        """An IRI that must name a declared node of one of ``kinds``."""
-        if node is None:
-            return None
-        if isinstance(node, URIRef) and self.kinds.get(node) in kinds:
-            return str(node)
-        what = " or ".join(_KIND_WORDS[k] for k in kinds)
-        if isinstance(node, URIRef):
-            actual = self.kinds.get(node)
-            detail = f"it is a {_KIND_WORDS[actual]}" if actual else "it is not declared"
-            self.r.problem(
-                "dangling-reference",
-                owner,
-                f"{short(node)} must be a declared {what}, but {detail}",
-                via=pred,
-            )
-        else:
-            self.r.problem(
-                "literal-type", owner, f"expects a {what}, got {literal_kind(node)}", via=pred
-            )
-        return None
-
-    def refs(self, owner: Node, pred: Node, kinds: tuple[str, ...]) -> tuple[str, ...]:
-        out = [self.ref(owner, pred, n, kinds) for n in self.r.members(owner, pred)]
-        return tuple(o for o in out if o is not None)
-
-    def type_ref(self, owner: Node, pred: Node, node: Node | None) -> str | None:
-        """A class or one of the supported xsd datatypes."""
-        if node is None:
-            return None
-        if node in V.RANGE_DATATYPES:
-            return str(node)
-        return self.ref(owner, pred, node, ("class",))
-
-    def string(self, owner: Node, pred: Node, *, required: bool = False) -> str | None:
-        node = self.r.one(owner, pred)
-        if node is None:
-            if required:
-                self.r.problem("missing", owner, f"needs {short(pred)} (a string)")
-            return None
-        text = V.as_string(node)
-        if text is None:
-            self.r.problem(
-                "literal-type", owner, f"expects a string, got {literal_kind(node)}", via=pred
-            )
-        return text
-
-    def strings(self, owner: Node, pred: Node) -> tuple[str, ...]:
-        out: list[str] = []
-        for node in self.r.members(owner, pred):
-            text = V.as_string(node)
-            if text is None:
-                self.r.problem(
-                    "literal-type", owner, f"expects strings, got {literal_kind(node)}", via=pred
-                )
-            else:
-                out.append(text)
-        return tuple(out)
-
-    def boolean(self, owner: Node, pred: Node) -> bool | None:
-        node = self.r.one(owner, pred)
-        if node is None:
-            return None
-        value = V.as_bool(node)
-        if value is None:
-            self.r.problem(
-                "literal-type", owner, f"expects true or false, got {literal_kind(node)}", via=pred
-            )
-        return value
-
-    def number(self, owner: Node, pred: Node) -> Decimal | int | None:
-        node = self.r.one(owner, pred)
-        if node is None:
-            return None
-        value = V.as_number(node)
-        if value is None:
-            self.r.problem(
-                "literal-type", owner, f"expects a number, got {literal_kind(node)}", via=pred
-            )
-        return value
-
-    def count(self, owner: Node, pred: Node) -> int | None:
-        value = self.number(owner, pred)
-        if value is not None and (not isinstance(value, int) or value < 0):
-            self.r.problem("literal-type", owner, "expects a whole number ≥ 0", via=pred)
-            return None
-        return value if isinstance(value, int) else None
-
-    def duration(self, owner: Node, pred: Node) -> float | None:
-        node = self.r.one(owner, pred)
-        if node is None:
-            return None
-        value = V.parse_duration(node)
-        if value is None:
-            self.r.problem(
-                "literal-type",
-                owner,
-                f'expects a duration like "5s", "500ms" or "PT5S", got {literal_kind(node)}',
-                via=pred,
-            )
-        return value
-
-    def constant(self, owner: Node, pred: Node, allowed: tuple[str, ...]) -> str | None:
-        node = self.r.one(owner, pred)
-        if node is None:
-            return None
-        if isinstance(node, URIRef) and str(node).startswith(HORIS):
-            name = str(node)[len(HORIS) :]
-            if name in allowed:
-                return name
-        choices = " or ".join(f"horis:{a}" for a in allowed)
-        self.r.problem(
-            "literal-type", owner, f"expects {choices}, got {literal_kind(node)}", via=pred
-        )
-        return None
-
-    def value(self, owner: Node, pred: Node, node: Node) -> Value | None:
-        """A literal, or an IRI that must name a declared node."""
-        if isinstance(node, URIRef):
-            if node not in self.kinds:
-                self.r.problem(
-                    "dangling-reference", owner, f"{short(node)} is not declared", via=pred
-                )
-                return None
-            return str(node)
-        value = V.as_value(node)
-        if value is None:
-            self.r.problem(
-                "literal-type", owner, f"unsupported value {literal_kind(node)}", via=pred
-            )
-        return value
-
-    def label(self, node: Node) -> str | None:
-        labels = self.r.peek(node, RDFS.label)
-        return str(labels[0]) if labels else None
-
     # --- classes, individuals, properties ------------------------------------------------
 
     def _codes(self, node: Node) -> tuple[str, ...]:
@@ -363,11 +175,11 @@ class Compiler:
         if range_node is None:
             r.problem("missing", node, "needs horis:range (an xsd datatype or a class)")
         cardinality = self.string(node, H("cardinality")) or "0..*"
-        if cardinality not in _CARDINALITIES:
+        if cardinality not in CARDINALITIES:
             r.problem(
                 "literal-type",
                 node,
-                f'cardinality "{cardinality}" must be one of {", ".join(_CARDINALITIES)}',
+                f'cardinality "{cardinality}" must be one of {", ".join(CARDINALITIES)}',
                 via=H("cardinality"),
             )
             cardinality = "0..*"
@@ -424,96 +236,6 @@ class Compiler:
             context_key=self.string(node, H("fromContext")),
             transform=cast(Any, self.constant(node, H("transform"), ("YearsSince",))),
         )
-
-    # --- conditions and rules ------------------------------------------------------------
-
-    def conditions(self, owner: Node, pred: Node) -> tuple[Condition, ...]:
-        out = [self.condition(n) for n in self.r.members(owner, pred)]
-        return tuple(c for c in out if c is not None)
-
-    def condition(self, node: Node) -> Condition | None:
-        r = self.r
-        if not isinstance(node, BNode):
-            r.problem("literal-type", node, "a condition must be a blank node [ … ]")
-            return None
-        props = r.objects(node, H("property"))
-        paths = r.objects(node, H("path"))
-        path: list[str] = []
-        if len(props) + len(paths) != 1:
-            r.problem("missing", node, "a condition needs exactly one horis:property or horis:path")
-            return None
-        if props:
-            p = self.ref(node, H("property"), props[0], ("property",))
-            path = [p] if p else []
-        else:
-            items = r.items(paths[0]) if r.is_list(paths[0]) else [paths[0]]
-            path = [p for p in (self.ref(node, H("path"), i, ("property",)) for i in items) if p]
-            if not items:
-                r.problem("missing", node, "horis:path must list at least one property")
-        ops = [op for op in OPERATORS if r.peek(node, H(op))]
-        if len(ops) != 1:
-            names = ", ".join(f"horis:{o}" for o in ops) or "none"
-            r.problem("missing", node, f"a condition needs exactly one operator (found {names})")
-            return None
-        op: Operator = ops[0]
-        raw = r.one(node, H(op))
-        assert raw is not None
-        value = self._operand(node, op, raw)
-        if value is None or len(path) == 0:
-            return None
-        name, where = r.locate(node)
-        return Condition(
-            path=tuple(path), op=op, value=value, node=f"{name} {where}" if where else name
-        )
-
-    def _operand(self, node: Node, op: Operator, raw: Node) -> Value | tuple[Value, ...] | None:
-        r, pred = self.r, H(op)
-        if op in ("in", "notIn"):
-            if not r.is_list(raw):
-                r.problem("literal-type", node, "expects a list ( … )", via=pred)
-                return None
-            values = [self.value(node, pred, i) for i in r.items(raw)]
-            return tuple(v for v in values if v is not None)
-        if op == "isAssigned":
-            flag = V.as_bool(raw)
-            if flag is None:
-                r.problem(
-                    "literal-type",
-                    node,
-                    f"expects true or false, got {literal_kind(raw)}",
-                    via=pred,
-                )
-            return flag
-        if op == "matches":
-            text = V.as_string(raw)
-            if text is None or not V.valid_regex(text):
-                r.problem("literal-type", node, "expects a regular expression string", via=pred)
-                return None
-            return text
-        if op == "isA":
-            if isinstance(raw, URIRef) and raw in self.kinds:
-                return str(raw)
-            r.problem(
-                "dangling-reference",
-                node,
-                f"{literal_kind(raw)} is not a declared class",
-                via=pred,
-            )
-            return None
-        if op in _ORDERED_OPS:
-            num = V.as_number(raw)
-            if num is not None:
-                return num
-            time = V.as_time(raw)
-            if time is None:
-                r.problem(
-                    "literal-type",
-                    node,
-                    f"expects a number or dateTime, got {literal_kind(raw)}",
-                    via=pred,
-                )
-            return time
-        return self.value(node, pred, raw)
 
     def _rule(self, node: Node, order: int) -> Rule:
         r = self.r
@@ -604,207 +326,20 @@ class Compiler:
         if problem:
             self.r.problem("binding", node, problem, via=H("binding"))
 
-    # --- steps and workflows -------------------------------------------------------------
-
-    def _edge(self, node: Node, pred: str) -> str | None:
-        return self.ref(node, H(pred), self.r.one(node, H(pred)), ("step",))
-
-    def _step(self, node: Node) -> StepDef:
-        r, kind = self.r, self.step_kind[node]
-        f: dict[str, Any] = {
-            "terminal": bool(self.boolean(node, H("terminal"))),
-            "next": self._edge(node, "next"),
-            "requires": self.conditions(node, H("requires")),
-            "on_unsatisfied": self._edge(node, "onUnsatisfied"),
-        }
-        if kind in ("PerceptionStep", "NarrationStep", "ProposalStep"):
-            f["model"] = self.string(node, H("model"))
-        if kind in ("PerceptionStep", "ProposalStep"):
-            conf = self.number(node, H("confidence"))
-            if conf is not None and not 0 <= conf <= 1:
-                r.problem(
-                    "literal-type", node, "confidence must be between 0 and 1", via=H("confidence")
-                )
-            f["confidence"] = float(conf) if conf is not None else None
-            f["fallback"] = self._edge(node, "fallback")
-        if kind in ("PerceptionStep", "ActionStep"):
-            f["retries"] = self.count(node, H("retries"))
-        if kind == "PerceptionStep":
-            f["extracts"] = self.refs(node, H("extracts"), ("class",))
-        elif kind == "ReasoningStep":
-            f["goal"] = self.conditions(node, H("goal"))
-            f["on_unreachable"] = self._edge(node, "onUnreachable")
-        elif kind == "ActionStep":
-            f["tool"] = self.ref(node, H("tool"), r.one(node, H("tool")), ("tool",))
-            if not r.peek(node, H("tool")):
-                r.problem("missing", node, "an ActionStep needs horis:tool")
-            f["bindings"] = tuple(self._bind(b) for b in r.objects(node, H("bind")))
-            f["on_error"] = self._edge(node, "onError")
-        elif kind == "NarrationStep":
-            target = r.one(node, H("narrates"))
-            if target is not None:
-                f["narrates"] = self.ref(
-                    target, H("property"), r.one(target, H("property")), ("property",)
-                )
-            f["audience"] = self.string(node, H("audience"))
-            f["style"] = self.string(node, H("style"))
-            f["required"] = bool(self.boolean(node, H("required")))
-        elif kind == "ProposalStep":
-            cand = r.one(node, H("candidates"))
-            if cand is not None:
-                path_nodes = r.members(cand, H("path"))
-                f["candidates"] = CandidateQuery(
-                    path=tuple(
-                        p
-                        for p in (self.ref(cand, H("path"), i, ("property",)) for i in path_nodes)
-                        if p
-                    ),
-                    class_iri=self.ref(cand, H("class"), r.one(cand, H("class")), ("class",)),
-                    where=self.conditions(cand, H("where")),
-                )
-            f["rank_by"] = self.string(node, H("rankBy"))
-            f["selects"] = self.ref(node, H("selects"), r.one(node, H("selects")), ("property",))
-        elif kind == "WaitStep":
-            f["awaits"] = self.refs(node, H("awaits"), ("property",))
-            f["timeout"] = self.duration(node, H("timeout"))
-            f["on_timeout"] = self._edge(node, "onTimeout")
-        elif kind == "ChoiceStep":
-            branches: list[Branch] = []
-            for b in r.members(node, H("branches")):
-                nxt = self._edge(b, "next")
-                when = self.conditions(b, H("when"))
-                if not r.peek(b, H("next")):
-                    r.problem("missing", b, "a branch needs horis:next")
-                if nxt:
-                    branches.append(Branch(when=when, next=nxt))
-            f["branches"] = tuple(branches)
-            f["otherwise"] = self._edge(node, "otherwise")
-        elif kind == "SubflowStep":
-            f["workflow"] = self.ref(node, H("workflow"), r.one(node, H("workflow")), ("workflow",))
-            outcomes: list[SubflowOutcome] = []
-            for o in r.objects(node, H("outcome")):
-                term, nxt = self._edge(o, "terminal"), self._edge(o, "next")
-                if term and nxt:
-                    outcomes.append(SubflowOutcome(terminal=term, next=nxt))
-            f["outcomes"] = tuple(outcomes)
-            f["otherwise"] = self._edge(node, "otherwise")
-        return StepDef(iri=str(node), name=local_name(str(node)), kind=kind, **f)
-
-    def _bind(self, node: Node) -> ArgBinding:
-        arg = self.string(node, H("arg"), required=True) or ""
-        prop = self.ref(node, H("property"), self.r.one(node, H("property")), ("property",))
-        focus = bool(self.boolean(node, H("focus")))
-        if (prop is None) == (not focus) and not self.r.peek(node, H("property")):
-            self.r.problem("missing", node, "a binding needs horis:property P or horis:focus true")
-        return ArgBinding(arg=arg, property=prop, focus=focus)
-
-    def _workflow(self, node: Node, steps: dict[str, StepDef]) -> WorkflowDef:
-        r = self.r
-        start = self.ref(node, H("startsAt"), r.one(node, H("startsAt")), ("step",))
-        if not r.peek(node, H("startsAt")):
-            r.problem("missing", node, "needs horis:startsAt (its first step)")
-        reached: dict[str, StepDef] = {}
-        todo = [start] if start else []
-        while todo:
-            iri = todo.pop(0)
-            if iri in reached or iri not in steps:
-                continue
-            reached[iri] = steps[iri]
-            todo.extend(steps[iri].edges())
-        version = r.one(node, H("version"))
-        return WorkflowDef(
-            iri=str(node),
-            name=local_name(str(node)),
-            starts_at=start or "",
-            steps=reached,
-            decides=self.ref(node, H("decides"), r.one(node, H("decides")), ("property",)),
-            focus=self.ref(node, H("focus"), r.one(node, H("focus")), ("class",)),
-            version=str(version) if isinstance(version, Literal) else "0",
-        )
-
-    # --- CDS services --------------------------------------------------------------------
-
-    def _service(self, node: Node) -> CdsServiceDef:
-        r = self.r
-        prefetch = tuple(
-            PrefetchTemplate(
-                key=self.string(p, H("key"), required=True) or "",
-                query=self.string(p, H("query"), required=True) or "",
-            )
-            for p in r.objects(node, H("prefetch"))
-        )
-        text = tuple(
-            TextSource(
-                resource_type=self.string(t, H("resourceType"), required=True) or "",
-                fhir_path=self.string(t, H("fhirPath"), required=True) or "",
-            )
-            for t in r.objects(node, H("text"))
-        )
-        cards = tuple(self._card(c, i) for i, c in enumerate(r.objects(node, H("card"))))
-        workflow = self.ref(node, H("workflow"), r.one(node, H("workflow")), ("workflow",))
-        if not r.peek(node, H("workflow")):
-            r.problem("missing", node, "a CDS service needs horis:workflow")
-        return CdsServiceDef(
-            iri=str(node),
-            id=self.string(node, H("id"), required=True) or "",
-            hook=self.string(node, H("hook"), required=True) or "",
-            title=self.string(node, H("title")) or "",
-            description=self.string(node, H("description"), required=True) or "",
-            workflow=workflow or "",
-            prefetch=prefetch,
-            usage_requirements=self.string(node, H("usageRequirements")),
-            text=text,
-            cards=cards,
-        )
-
-    def _card(self, node: Node, order: int) -> CardDecl:
-        r = self.r
-        indicator = self.string(node, H("indicator"), required=True) or "info"
-        if indicator not in ("info", "warning", "critical"):
-            r.problem("literal-type", node, 'indicator must be "info", "warning" or "critical"')
-            indicator = "info"
-        behavior = self.string(node, H("selectionBehavior"))
-        if behavior not in (None, "at-most-one", "any"):
-            r.problem("literal-type", node, 'selectionBehavior must be "at-most-one" or "any"')
-            behavior = None
-        suggestions: list[SuggestionDecl] = []
-        for s in r.objects(node, H("suggest")):
-            action = self.string(s, H("actionType"), required=True) or "create"
-            if action not in ("create", "update", "delete"):
-                r.problem("literal-type", s, 'actionType must be "create", "update" or "delete"')
-                action = "create"
-            suggestions.append(
-                SuggestionDecl(
-                    label=self.string(s, H("label"), required=True) or "",
-                    action_type=cast(Any, action),
-                    cites=self.ref(s, H("cites"), r.one(s, H("cites")), ("property",)),
-                    description=self.string(s, H("description")),
-                )
-            )
-        return CardDecl(
-            indicator=cast(Any, indicator),
-            summary=self.string(node, H("summary"), required=True) or "",
-            when=self.conditions(node, H("when")),
-            terminal=self._edge(node, "terminal"),
-            suggestions=tuple(suggestions),
-            selection_behavior=cast(Any, behavior),
-            order=order,
-        )
-
     # --- what nothing read ---------------------------------------------------------------
 
     def _leftovers(self) -> None:
         r = self.r
         for s, p, o in r.triples():
-            if (s, p, o) in r.consumed or p in _ANNOTATIONS:
+            if (s, p, o) in r.consumed or p in ANNOTATIONS:
                 continue
-            if str(p).startswith(_ANNOTATION_NAMESPACES):
+            if str(p).startswith(ANNOTATION_NAMESPACES):
                 continue
             kind = self.kinds.get(s)
             if kind == "step":
                 what = f"a {self.step_kind[s]}"
             elif kind:
-                what = f"a {_KIND_WORDS[kind]}"
+                what = f"a {KIND_WORDS[kind]}"
             elif isinstance(s, BNode):
                 what = "this blank node"
             else:
@@ -812,24 +347,11 @@ class Compiler:
             r.problem("not-understood", s, f"{short(p)} does not apply to {what}", via=None)
 
 
-_KIND_WORDS = {
-    "class": "class",
-    "individual": "individual",
-    "property": "property",
-    "rule": "rule",
-    "tool": "tool",
-    "step": "step",
-    "workflow": "workflow",
-    "service": "CDS service",
-    "ontology": "ontology header",
-}
-
-
 def _binding_problem(
     binding: str, registry: Mapping[str, Callable[..., Any]], commits: bool
 ) -> str | None:
     """Why a tool binding cannot be used, or None."""
-    if not binding.startswith(_BINDING_SCHEMES):
+    if not binding.startswith(BINDING_SCHEMES):
         return (
             f'binding "{binding}" must start with python:, rust:, http(s)://, mcp:// '
             "or be fhir:commit"

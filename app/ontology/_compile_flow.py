@@ -1,0 +1,215 @@
+"""Compiling workflows, steps and CDS services."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from rdflib import Literal
+from rdflib.term import Node
+
+from app.ontology._compile_base import CompilerBase, H
+from app.ontology.model import (
+    ArgBinding,
+    Branch,
+    CandidateQuery,
+    CardDecl,
+    CdsServiceDef,
+    PrefetchTemplate,
+    StepDef,
+    SubflowOutcome,
+    SuggestionDecl,
+    TextSource,
+    WorkflowDef,
+    local_name,
+)
+
+
+class FlowCompiler(CompilerBase):
+    """Steps with their edges, workflows, CDS services and cards."""
+
+    # --- steps and workflows -------------------------------------------------------------
+
+    def _edge(self, node: Node, pred: str) -> str | None:
+        return self.ref(node, H(pred), self.r.one(node, H(pred)), ("step",))
+
+    def _step(self, node: Node) -> StepDef:
+        r, kind = self.r, self.step_kind[node]
+        f: dict[str, Any] = {
+            "terminal": bool(self.boolean(node, H("terminal"))),
+            "next": self._edge(node, "next"),
+            "requires": self.conditions(node, H("requires")),
+            "on_unsatisfied": self._edge(node, "onUnsatisfied"),
+        }
+        if kind in ("PerceptionStep", "NarrationStep", "ProposalStep"):
+            f["model"] = self.string(node, H("model"))
+        if kind in ("PerceptionStep", "ProposalStep"):
+            conf = self.number(node, H("confidence"))
+            if conf is not None and not 0 <= conf <= 1:
+                r.problem(
+                    "literal-type", node, "confidence must be between 0 and 1", via=H("confidence")
+                )
+            f["confidence"] = float(conf) if conf is not None else None
+            f["fallback"] = self._edge(node, "fallback")
+        if kind in ("PerceptionStep", "ActionStep"):
+            f["retries"] = self.count(node, H("retries"))
+        if kind == "PerceptionStep":
+            f["extracts"] = self.refs(node, H("extracts"), ("class",))
+        elif kind == "ReasoningStep":
+            f["goal"] = self.conditions(node, H("goal"))
+            f["on_unreachable"] = self._edge(node, "onUnreachable")
+        elif kind == "ActionStep":
+            f["tool"] = self.ref(node, H("tool"), r.one(node, H("tool")), ("tool",))
+            if not r.peek(node, H("tool")):
+                r.problem("missing", node, "an ActionStep needs horis:tool")
+            f["bindings"] = tuple(self._bind(b) for b in r.objects(node, H("bind")))
+            f["on_error"] = self._edge(node, "onError")
+        elif kind == "NarrationStep":
+            target = r.one(node, H("narrates"))
+            if target is not None:
+                f["narrates"] = self.ref(
+                    target, H("property"), r.one(target, H("property")), ("property",)
+                )
+            f["audience"] = self.string(node, H("audience"))
+            f["style"] = self.string(node, H("style"))
+            f["required"] = bool(self.boolean(node, H("required")))
+        elif kind == "ProposalStep":
+            cand = r.one(node, H("candidates"))
+            if cand is not None:
+                path_nodes = r.members(cand, H("path"))
+                f["candidates"] = CandidateQuery(
+                    path=tuple(
+                        p
+                        for p in (self.ref(cand, H("path"), i, ("property",)) for i in path_nodes)
+                        if p
+                    ),
+                    class_iri=self.ref(cand, H("class"), r.one(cand, H("class")), ("class",)),
+                    where=self.conditions(cand, H("where")),
+                )
+            f["rank_by"] = self.string(node, H("rankBy"))
+            f["selects"] = self.ref(node, H("selects"), r.one(node, H("selects")), ("property",))
+        elif kind == "WaitStep":
+            f["awaits"] = self.refs(node, H("awaits"), ("property",))
+            f["timeout"] = self.duration(node, H("timeout"))
+            f["on_timeout"] = self._edge(node, "onTimeout")
+        elif kind == "ChoiceStep":
+            branches: list[Branch] = []
+            for b in r.members(node, H("branches")):
+                nxt = self._edge(b, "next")
+                when = self.conditions(b, H("when"))
+                if not r.peek(b, H("next")):
+                    r.problem("missing", b, "a branch needs horis:next")
+                if nxt:
+                    branches.append(Branch(when=when, next=nxt))
+            f["branches"] = tuple(branches)
+            f["otherwise"] = self._edge(node, "otherwise")
+        elif kind == "SubflowStep":
+            f["workflow"] = self.ref(node, H("workflow"), r.one(node, H("workflow")), ("workflow",))
+            outcomes: list[SubflowOutcome] = []
+            for o in r.objects(node, H("outcome")):
+                term, nxt = self._edge(o, "terminal"), self._edge(o, "next")
+                if term and nxt:
+                    outcomes.append(SubflowOutcome(terminal=term, next=nxt))
+            f["outcomes"] = tuple(outcomes)
+            f["otherwise"] = self._edge(node, "otherwise")
+        return StepDef(iri=str(node), name=local_name(str(node)), kind=kind, **f)
+
+    def _bind(self, node: Node) -> ArgBinding:
+        arg = self.string(node, H("arg"), required=True) or ""
+        prop = self.ref(node, H("property"), self.r.one(node, H("property")), ("property",))
+        focus = bool(self.boolean(node, H("focus")))
+        if (prop is None) == (not focus) and not self.r.peek(node, H("property")):
+            self.r.problem("missing", node, "a binding needs horis:property P or horis:focus true")
+        return ArgBinding(arg=arg, property=prop, focus=focus)
+
+    def _workflow(self, node: Node, steps: dict[str, StepDef]) -> WorkflowDef:
+        r = self.r
+        start = self.ref(node, H("startsAt"), r.one(node, H("startsAt")), ("step",))
+        if not r.peek(node, H("startsAt")):
+            r.problem("missing", node, "needs horis:startsAt (its first step)")
+        reached: dict[str, StepDef] = {}
+        todo = [start] if start else []
+        while todo:
+            iri = todo.pop(0)
+            if iri in reached or iri not in steps:
+                continue
+            reached[iri] = steps[iri]
+            todo.extend(steps[iri].edges())
+        version = r.one(node, H("version"))
+        return WorkflowDef(
+            iri=str(node),
+            name=local_name(str(node)),
+            starts_at=start or "",
+            steps=reached,
+            decides=self.ref(node, H("decides"), r.one(node, H("decides")), ("property",)),
+            focus=self.ref(node, H("focus"), r.one(node, H("focus")), ("class",)),
+            version=str(version) if isinstance(version, Literal) else "0",
+        )
+
+    # --- CDS services --------------------------------------------------------------------
+
+    def _service(self, node: Node) -> CdsServiceDef:
+        r = self.r
+        prefetch = tuple(
+            PrefetchTemplate(
+                key=self.string(p, H("key"), required=True) or "",
+                query=self.string(p, H("query"), required=True) or "",
+            )
+            for p in r.objects(node, H("prefetch"))
+        )
+        text = tuple(
+            TextSource(
+                resource_type=self.string(t, H("resourceType"), required=True) or "",
+                fhir_path=self.string(t, H("fhirPath"), required=True) or "",
+            )
+            for t in r.objects(node, H("text"))
+        )
+        cards = tuple(self._card(c, i) for i, c in enumerate(r.objects(node, H("card"))))
+        workflow = self.ref(node, H("workflow"), r.one(node, H("workflow")), ("workflow",))
+        if not r.peek(node, H("workflow")):
+            r.problem("missing", node, "a CDS service needs horis:workflow")
+        return CdsServiceDef(
+            iri=str(node),
+            id=self.string(node, H("id"), required=True) or "",
+            hook=self.string(node, H("hook"), required=True) or "",
+            title=self.string(node, H("title")) or "",
+            description=self.string(node, H("description"), required=True) or "",
+            workflow=workflow or "",
+            prefetch=prefetch,
+            usage_requirements=self.string(node, H("usageRequirements")),
+            text=text,
+            cards=cards,
+        )
+
+    def _card(self, node: Node, order: int) -> CardDecl:
+        r = self.r
+        indicator = self.string(node, H("indicator"), required=True) or "info"
+        if indicator not in ("info", "warning", "critical"):
+            r.problem("literal-type", node, 'indicator must be "info", "warning" or "critical"')
+            indicator = "info"
+        behavior = self.string(node, H("selectionBehavior"))
+        if behavior not in (None, "at-most-one", "any"):
+            r.problem("literal-type", node, 'selectionBehavior must be "at-most-one" or "any"')
+            behavior = None
+        suggestions: list[SuggestionDecl] = []
+        for s in r.objects(node, H("suggest")):
+            action = self.string(s, H("actionType"), required=True) or "create"
+            if action not in ("create", "update", "delete"):
+                r.problem("literal-type", s, 'actionType must be "create", "update" or "delete"')
+                action = "create"
+            suggestions.append(
+                SuggestionDecl(
+                    label=self.string(s, H("label"), required=True) or "",
+                    action_type=cast(Any, action),
+                    cites=self.ref(s, H("cites"), r.one(s, H("cites")), ("property",)),
+                    description=self.string(s, H("description")),
+                )
+            )
+        return CardDecl(
+            indicator=cast(Any, indicator),
+            summary=self.string(node, H("summary"), required=True) or "",
+            when=self.conditions(node, H("when")),
+            terminal=self._edge(node, "terminal"),
+            suggestions=tuple(suggestions),
+            selection_behavior=cast(Any, behavior),
+            order=order,
+        )
