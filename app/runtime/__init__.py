@@ -1,0 +1,21 @@
+"""The workflow runtime: the interpreter, run outcomes, traces and replay.
+
+``interpreter``, ``perception``, ``effects``, ``names``, ``outcome``, ``context`` and ``replay``
+are pure (no I/O, no clock, no randomness): time, tool results and Bridge answers come through
+``RunContext``. ``host`` is the impure edge the CLI and the API use.
+"""
+
+from app.runtime.context import Recording, RunContext, ToolPort
+from app.runtime.interpreter import resume_workflow, run_workflow
+from app.runtime.outcome import Outcome, RunStatus, SuspendedRun
+
+__all__ = [
+    "Outcome",
+    "Recording",
+    "RunContext",
+    "RunStatus",
+    "SuspendedRun",
+    "ToolPort",
+    "resume_workflow",
+    "run_workflow",
+]

@@ -1,0 +1,100 @@
+"""A run's result (seeds/05 "Run outcomes", DESIGN §9) and a suspended run's position."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+RunStatus = Literal["completed", "suspended", "failed"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SuspendedRun:
+    """Where a run waits (a WaitStep) and everything needed to continue it: serializable.
+
+    ``parent`` is set when the WaitStep is inside a subflow: the parent workflow and the
+    SubflowStep that will pick its edge from the subflow's terminal.
+    """
+
+    run_id: str
+    workflow: str  # IRI of the workflow holding the WaitStep
+    step: str  # IRI of the WaitStep
+    waiting_since: str  # ISO time the run suspended (the run's clock)
+    world: dict[str, Any]
+    trace: list[dict[str, Any]]
+    goals: list[bool] = field(default_factory=list)
+    violations: list[dict[str, Any]] = field(default_factory=list)
+    parent: dict[str, str] | None = None  # {"workflow": IRI, "step": IRI}
+    root_workflow: str = ""  # the workflow the run was started with
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runId": self.run_id,
+            "workflow": self.workflow,
+            "step": self.step,
+            "waitingSince": self.waiting_since,
+            "world": self.world,
+            "trace": self.trace,
+            "goals": self.goals,
+            "violations": self.violations,
+            "parent": self.parent,
+            "rootWorkflow": self.root_workflow or self.workflow,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SuspendedRun:
+        return cls(
+            run_id=str(data["runId"]),
+            workflow=str(data["workflow"]),
+            step=str(data["step"]),
+            waiting_since=str(data["waitingSince"]),
+            world=dict(data["world"]),
+            trace=list(data["trace"]),
+            goals=list(data.get("goals", [])),
+            violations=list(data.get("violations", [])),
+            parent=data.get("parent"),
+            root_workflow=str(data.get("rootWorkflow") or data["workflow"]),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """What a run reports. ``decision`` is ``{"property", "value"}`` (local names) for the
+    workflow's ``horis:decides`` property when the run ends holding a value for it, else None.
+
+    ``facts`` (the visible facts at the end, as ``[subject, property, value]`` with local names)
+    is what replay compares; it is not part of ``to_json``.
+    """
+
+    run_id: str
+    workflow: str
+    version: str
+    terminal: str | None
+    decision: dict[str, Any] | None
+    goal_reached: bool
+    proof: dict[str, Any] | None
+    trace: list[dict[str, Any]]
+    violations: list[dict[str, Any]]
+    status: RunStatus = "completed"
+    suspended: SuspendedRun | None = None
+    facts: list[list[Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "runId": self.run_id,
+            "workflow": self.workflow,
+            "version": self.version,
+            "status": self.status,
+            "terminal": self.terminal,
+        }
+        if self.decision is not None:
+            out["decision"] = self.decision
+        out.update(
+            goal_reached=self.goal_reached,
+            proof=self.proof,
+            trace=self.trace,
+            violations=self.violations,
+        )
+        if self.suspended is not None:
+            out["waitingAt"] = self.suspended.step.rsplit("#", 1)[-1]
+        return out
