@@ -100,6 +100,22 @@ def schema(
     raise typer.Exit(schema_for_files(files or [], extracts or [], out=typer.echo, err=_echo_err))
 
 
+@app.command()
+def reconcile(
+    run: Annotated[
+        str | None, typer.Option(help="Only this run's unsettled effects (as CDS feedback does).")
+    ] = None,
+    url: Annotated[
+        str | None, typer.Option(help="Database URL (default: HORISMOS_DATABASE_URL).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per effect.")] = False,
+) -> None:
+    """Settle commit effects left unknown by re-reading their targets (exit 1: some still are)."""
+    from adapters.fhir.reconcile import reconcile_cli
+
+    raise typer.Exit(reconcile_cli(url=url, run_id=run, as_json=as_json, out=typer.echo))
+
+
 def _echo_err(message: str) -> None:
     typer.echo(message, err=True)
 

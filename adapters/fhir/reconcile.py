@@ -21,7 +21,7 @@ access token is not stored.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -209,3 +209,27 @@ def reconcile_run(
             if (effect := effect_json(row))["state"] in states
         ]
     return _settle(engine, rows, http=http, token=token)
+
+
+def reconcile_cli(
+    *, url: str | None, run_id: str | None, as_json: bool, out: Callable[[str], None]
+) -> int:
+    """``horismos reconcile``: one line per effect examined; 1 when any is still unknown."""
+    import json
+
+    from app.settings import get_settings
+    from app.store import make_engine
+
+    engine = make_engine(url or get_settings().database_url)
+    try:
+        settled = reconcile_pending(engine) if run_id is None else reconcile_run(engine, run_id)
+    finally:
+        engine.dispose()
+    for s in settled:
+        if as_json:
+            out(json.dumps(s.to_json(), sort_keys=True))
+        else:
+            out(f"{s.run_id} {s.effect_id}: {s.before} -> {s.after} ({s.detail})")
+    if not as_json:
+        out(f"{len(settled)} effect(s) examined")
+    return 1 if any(s.after in ("unknown", "attempted") for s in settled) else 0

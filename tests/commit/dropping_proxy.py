@@ -1,7 +1,8 @@
-"""A loopback HTTP proxy that forwards writes to the FHIR server and then hangs up unanswered.
+"""A loopback HTTP proxy in front of the FHIR server that can lose the answers to writes.
 
-It reproduces "connection lost after sending": the FHIR server applies the PUT, the client never
-learns the outcome. GETs pass through with their answers.
+With ``drop_puts`` it reproduces "connection lost after sending": the FHIR server applies the
+PUT, the client never learns the outcome. GETs (and, without ``drop_puts``, PUTs) pass through
+with their answers. Restarting it on the same port plays "the server is back".
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 
 
-def _handler(upstream: str, forwarded: list[str]) -> type[BaseHTTPRequestHandler]:
+def _handler(upstream: str, forwarded: list[str], drop: bool) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def _forward(self) -> httpx.Response:
             length = int(self.headers.get("content-length") or 0)
@@ -27,7 +28,9 @@ def _handler(upstream: str, forwarded: list[str]) -> type[BaseHTTPRequestHandler
             )
 
         def do_GET(self) -> None:
-            response = self._forward()
+            self._answer(self._forward())
+
+        def _answer(self, response: httpx.Response) -> None:
             self.send_response(response.status_code)
             for key in ("content-type", "etag"):
                 if key in response.headers:
@@ -37,9 +40,12 @@ def _handler(upstream: str, forwarded: list[str]) -> type[BaseHTTPRequestHandler
             self.wfile.write(response.content)
 
         def do_PUT(self) -> None:
-            self._forward()
+            response = self._forward()
             forwarded.append(self.path)
-            self.close_connection = True  # no status line, no body: the answer is lost
+            if drop:
+                self.close_connection = True  # no status line, no body: the answer is lost
+            else:
+                self._answer(response)
 
         def log_message(self, format: str, *args: object) -> None:
             return
@@ -48,10 +54,13 @@ def _handler(upstream: str, forwarded: list[str]) -> type[BaseHTTPRequestHandler
 
 
 @contextmanager
-def dropping_proxy(upstream_origin: str) -> Iterator[tuple[str, list[str]]]:
-    """Yield ``(proxy origin, paths of the PUTs forwarded and left unanswered)``."""
+def dropping_proxy(
+    upstream_origin: str, *, drop_puts: bool = True, port: int = 0
+) -> Iterator[tuple[str, list[str]]]:
+    """Yield ``(proxy origin, paths of the PUTs forwarded)``."""
     forwarded: list[str] = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(upstream_origin, forwarded))
+    handler = _handler(upstream_origin, forwarded, drop_puts)
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
