@@ -1,0 +1,165 @@
+"""Cards from a finished run, as the service's ``horis:card`` declarations say.
+
+A declaration matches when its ``horis:terminal`` (if any) is the step that ended the run and its
+``horis:when`` conditions (if any) hold on the focus afterwards; every matching declaration, in
+document order, becomes one card. The detail is the run's narration, else the proof of the
+decided property rendered as text; a run that ended without a decision says which inputs the
+deciding rules would have read but had no value. A suggestion's resource comes from the graph:
+the premises of the decision's own justifications reached through the cited property, mapped back
+to the FHIR resource each instance was read from, never from generated text.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.ontology.model import (
+    CardDecl,
+    CdsServiceDef,
+    Ontology,
+    SuggestionDecl,
+    WorkflowDef,
+    local_name,
+)
+from app.world.facts import Violation
+from app.world.world import World
+
+SUMMARY_LIMIT = 139
+DETAIL_LIMIT = 8000
+RUN_LINK_LABEL = "Decision record: proof and trace"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunView:
+    """What the card builder needs from a finished run."""
+
+    run_id: str
+    terminal: str | None  # local name of the terminal step
+    decided: bool
+    narration: str | None
+    focus_id: str
+    violations: Sequence[Violation] = ()
+
+
+def _label(ontology: Ontology, iri: str) -> str:
+    for table in (ontology.properties, ontology.classes, ontology.individuals):
+        node = table.get(iri)
+        if node is not None:
+            return getattr(node, "label", None) or node.name
+    return local_name(iri)
+
+
+def _matches(decl: CardDecl, world: World, run: RunView) -> bool:
+    if decl.terminal is not None and local_name(decl.terminal) != run.terminal:
+        return False
+    return not decl.when or world.holds(run.focus_id, decl.when)
+
+
+def missing_inputs(ontology: Ontology, world: World, decides: str, focus_id: str) -> list[str]:
+    """Labels of the properties the deciding rules read first from the focus that had no value."""
+    seen: dict[str, None] = {}
+    for rule in ontology.rules_for(decides):
+        for cond in rule.when:
+            if cond.op == "isAssigned" and cond.value is False:
+                continue
+            first = cond.path[0]
+            if first != decides and not world.values(focus_id, first):
+                seen.setdefault(first, None)
+    return [_label(ontology, p) for p in seen]
+
+
+def _detail(ontology: Ontology, workflow: WorkflowDef, world: World, run: RunView) -> str:
+    parts: list[str] = []
+    if run.decided and workflow.decides is not None:
+        if run.narration:
+            parts.append(run.narration)
+        else:
+            parts.append(world.proof(run.focus_id, workflow.decides).render())
+    elif workflow.decides is not None:
+        missing = missing_inputs(ontology, world, workflow.decides, run.focus_id)
+        what = _label(ontology, workflow.decides)
+        if missing:
+            parts.append(f"No rule could decide {what}. Missing data: {', '.join(missing)}.")
+        else:
+            parts.append(f"No rule could decide {what} from the data available.")
+    for v in run.violations:
+        parts.append(f"Refused input ({v.code}): {v.message}")
+    text = "\n\n".join(parts)
+    return text if len(text) <= DETAIL_LIMIT else text[: DETAIL_LIMIT - 1] + "…"
+
+
+def cited_resources(world: World, workflow: WorkflowDef, focus_id: str, cites: str) -> list[str]:
+    """``Type/id`` of every instance the decision's justifications reach through ``cites``."""
+    if workflow.decides is None:
+        return []
+    value = world.value(focus_id, workflow.decides)
+    if value is None:
+        return []
+    fact = world.fact(focus_id, workflow.decides, value)
+    if fact is None:
+        return []
+    refs: dict[str, None] = {}
+    for just in fact.justifications:
+        for _subject, prop, target in just.premises:
+            if prop != cites or not isinstance(target, str):
+                continue
+            instance = world.instance(target)
+            if instance is not None and instance.source is not None:
+                refs.setdefault(instance.source.reference, None)
+    return list(refs)
+
+
+def _suggestions(
+    decl: SuggestionDecl, world: World, workflow: WorkflowDef, run: RunView
+) -> list[dict[str, Any]]:
+    if decl.cites is None:
+        return []
+    out = []
+    for ref in cited_resources(world, workflow, run.focus_id, decl.cites):
+        action: dict[str, Any] = {
+            "type": decl.action_type,
+            "description": decl.description or decl.label,
+        }
+        if decl.action_type == "delete":
+            action["resourceId"] = ref
+        else:
+            continue  # create/update need a resource body; no declaration provides one yet
+        out.append(
+            {"label": f"{decl.label} ({ref})", "uuid": str(uuid.uuid4()), "actions": [action]}
+        )
+    return out
+
+
+def build_cards(
+    *,
+    ontology: Ontology,
+    service: CdsServiceDef,
+    workflow: WorkflowDef,
+    world: World,
+    run: RunView,
+    run_url: str,
+) -> list[dict[str, Any]]:
+    cards: list[dict[str, Any]] = []
+    for decl in sorted(service.cards, key=lambda d: d.order):
+        if not _matches(decl, world, run):
+            continue
+        summary = decl.summary if len(decl.summary) <= SUMMARY_LIMIT else decl.summary[:138] + "…"
+        card: dict[str, Any] = {
+            "uuid": str(uuid.uuid4()),
+            "summary": summary,
+            "indicator": decl.indicator,
+            "detail": _detail(ontology, workflow, world, run),
+            "source": {"label": f"Horismos · {service.title} (ontology {ontology.version})"},
+            "links": [
+                {"label": "Decision record: proof and trace", "url": run_url, "type": "absolute"}
+            ],
+        }
+        suggestions = [s for d in decl.suggestions for s in _suggestions(d, world, workflow, run)]
+        if suggestions:
+            card["suggestions"] = suggestions
+            card["selectionBehavior"] = decl.selection_behavior or "at-most-one"
+        cards.append(card)
+    return cards

@@ -1,0 +1,174 @@
+"""The CDS Hooks HTTP surface: discovery, hook calls and feedback. Thin: parse, call, answer."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from app.cds.auth import ClientAuthenticator, TrustedIssuer
+from app.cds.discovery import discovery
+from app.cds.errors import RequestInvalid
+from app.cds.feedback import FeedbackListener, store_feedback
+from app.cds.schemas import (
+    FEEDBACK_REQUEST_BODY,
+    HOOK_REQUEST_BODY,
+    CdsResponse,
+    Discovery,
+    FeedbackResult,
+    error_responses,
+)
+from app.cds.service import HookDeps, HookService
+from app.deps import OntologyDep
+from app.settings import Settings
+from app.store import repo, session_scope
+
+log = logging.getLogger("horismos.cds")
+
+
+def _store_ledger(app: FastAPI) -> Any:
+    from datetime import UTC, datetime
+
+    async def remember(iss: str, jti: str, exp: int) -> bool:
+        def write() -> bool:
+            with session_scope(app.state.engine) as session:
+                return repo.remember_jti(session, iss, jti, datetime.fromtimestamp(exp, UTC))
+
+        return await run_in_threadpool(write)
+
+    return remember
+
+
+def _commit_factory(app: FastAPI) -> Any:
+    try:
+        from adapters.fhir.commit import CommitContext, FhirCommitAdapter
+    except ImportError:  # a source tree without the commit adapter: tools take onError
+        return None
+
+    def build(**hook: Any) -> Any:
+        return FhirCommitAdapter(
+            ontology=app.state.ontology,
+            engine=app.state.engine,
+            context=CommitContext.from_hook(**hook),
+        )
+
+    return build
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """Build the hook service once the app's engine, HTTP client and ontology exist."""
+    from adapters.fhir.units import warm
+    from app.bridge import bridge_from_model_string
+
+    settings: Settings = app.state.settings
+    auth = ClientAuthenticator(
+        issuers=[TrustedIssuer.from_config(i.model_dump()) for i in settings.trusted_issuers],
+        remember_jti=_store_ledger(app),
+        http=app.state.http,
+    )
+    auth.warn_if_open()
+    app.state.cds_feedback_listeners = []
+    if app.state.ontology is not None:
+        await run_in_threadpool(warm)
+        app.state.cds = HookService(
+            HookDeps(
+                ontology=app.state.ontology,
+                engine=app.state.engine,
+                http=app.state.http,
+                authenticator=auth,
+                bridge=bridge_from_model_string(settings.bridge_model, settings),
+                fhir_timeout=settings.fhir_timeout_seconds,
+                commit_handler=_commit_factory(app),
+            )
+        )
+    yield
+
+
+def add_feedback_listener(app: FastAPI, listener: FeedbackListener) -> None:
+    """Be told about each newly stored feedback item (e.g. to reconcile accepted suggestions)."""
+    app.state.cds_feedback_listeners.append(listener)
+
+
+router = APIRouter(tags=["CDS Hooks"], lifespan=lifespan)
+
+
+async def _json(request: Request) -> Any:
+    raw = await request.body()
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise RequestInvalid.one("structure", "the body is not valid JSON") from None
+
+
+def _public_url(request: Request) -> tuple[str, str]:
+    """(the URL that was called, the service's base URL) as the client sees them."""
+    settings: Settings = request.app.state.settings
+    if settings.public_base_url:
+        base = settings.public_base_url.rstrip("/")
+        return base + request.url.path, base
+    return str(request.url.replace(query=None)), str(request.base_url).rstrip("/")
+
+
+@router.get(
+    "/cds-services",
+    summary="CDS Hooks discovery: the services the loaded ontology declares",
+    response_model=Discovery,
+    response_model_exclude_none=True,
+)
+def get_services(ontology: OntologyDep) -> dict[str, Any]:
+    return discovery(ontology)
+
+
+@router.post(
+    "/cds-services/{service_id}",
+    summary="Call a CDS service (CDS Hooks 2.0 hook request)",
+    openapi_extra=HOOK_REQUEST_BODY,
+    responses={
+        200: {"model": CdsResponse, "description": "Cards, and the run that produced them"},
+        **error_responses(400, 401, 404, 409, 412, 503),
+    },
+)
+async def call_service(service_id: str, request: Request, ontology: OntologyDep) -> JSONResponse:
+    service: HookService = request.app.state.cds
+    audience, base = _public_url(request)
+    response = await service.call(
+        service_id,
+        await _json(request),
+        authorization=request.headers.get("authorization"),
+        audience=audience,
+        base_url=base,
+    )
+    return JSONResponse(response)
+
+
+@router.post(
+    "/cds-services/{service_id}/feedback",
+    summary="Feedback on cards a service returned (accepted or overridden)",
+    openapi_extra=FEEDBACK_REQUEST_BODY,
+    responses={
+        200: {"model": FeedbackResult, "description": "Stored; duplicates are counted, not errors"},
+        **error_responses(400, 401, 404, 503),
+    },
+)
+async def post_feedback(service_id: str, request: Request, ontology: OntologyDep) -> JSONResponse:
+    service: HookService = request.app.state.cds
+    audience, _base = _public_url(request)
+    await service.deps.authenticator.verify(request.headers.get("authorization"), audience)
+    body = await _json(request)
+    result = await run_in_threadpool(
+        lambda: store_feedback(
+            ontology=ontology,
+            engine=request.app.state.engine,
+            service_id=service_id,
+            body=body,
+            listeners=request.app.state.cds_feedback_listeners,
+        )
+    )
+    return JSONResponse(result)
