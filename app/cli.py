@@ -100,6 +100,68 @@ def schema(
     raise typer.Exit(schema_for_files(files or [], extracts or [], out=typer.echo, err=_echo_err))
 
 
+@app.command("run")
+def run_workflow_command(
+    files: Annotated[
+        list[Path] | None, typer.Argument(help="Turtle files (default: the bundled ontologies).")
+    ] = None,
+    workflow: Annotated[str, typer.Option(help="The workflow to run (local name or IRI).")] = "",
+    facts: Annotated[Path | None, typer.Option(help="Structured input JSON (DESIGN §9).")] = None,
+    text: Annotated[str | None, typer.Option(help="Free text for PerceptionSteps.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the outcome JSON.")] = False,
+    model: Annotated[
+        str | None, typer.Option(help="Bridge model string (default: HORISMOS_BRIDGE_MODEL).")
+    ] = None,
+    save: Annotated[bool, typer.Option(help="Persist the run in the database.")] = False,
+) -> None:
+    """Run a workflow on structured input and print its outcome."""
+    from app.runtime.cli_commands import run_files
+
+    raise typer.Exit(
+        run_files(
+            files or [],
+            workflow=workflow,
+            facts=facts,
+            text=text,
+            as_json=as_json,
+            model=model,
+            save=save,
+            out=typer.echo,
+            err=_echo_err,
+        )
+    )
+
+
+@app.command("replay")
+def replay_command(
+    run_ids: Annotated[list[str], typer.Argument(help="Run ids recorded in the database.")],
+    ontology: Annotated[
+        list[Path] | None, typer.Option(help="Replay against these Turtle files instead.")
+    ] = None,
+    url: Annotated[
+        str | None, typer.Option(help="Database URL (default: HORISMOS_DATABASE_URL).")
+    ] = None,
+    rerun_idempotent: Annotated[
+        bool, typer.Option(help="Call idempotent tools again instead of substituting.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON report per run.")] = False,
+) -> None:
+    """Replay recorded runs; exit 1 when a decision, terminal, proof or fact diverges."""
+    from app.runtime.cli_commands import replay_runs
+
+    raise typer.Exit(
+        replay_runs(
+            run_ids,
+            files=ontology or [],
+            url=url,
+            rerun_idempotent=rerun_idempotent,
+            as_json=as_json,
+            out=typer.echo,
+            err=_echo_err,
+        )
+    )
+
+
 @app.command()
 def reconcile(
     run: Annotated[

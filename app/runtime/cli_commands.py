@@ -1,0 +1,138 @@
+"""``horismos run`` and ``horismos replay`` (wired into ``app/cli.py``).
+
+Exit codes: ``run`` — 0 when the run reached a terminal step or suspended, 1 when the input or
+the ontology was rejected, 2 when the run failed; ``replay`` — 0 when every replayed run matches
+its recording, 1 when some diverged (each divergence is printed), 2 when a run cannot be read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+Echo = Callable[[str], None]
+
+
+def run_files(
+    files: Sequence[Path],
+    *,
+    workflow: str,
+    facts: Path | None,
+    text: str | None,
+    as_json: bool,
+    model: str | None,
+    save: bool,
+    out: Echo,
+    err: Echo,
+) -> int:
+    from app.bridge import bridge_from_model_string
+    from app.errors import HorismosError
+    from app.ontology import OntologyError, default_ontology_paths, load_ontology
+    from app.runtime.host import InputRejected, save_run, start_run
+    from app.settings import get_settings
+    from app.tools import ToolInvoker
+
+    settings = get_settings()
+    try:
+        ontology = load_ontology(list(files) or default_ontology_paths())
+    except OntologyError as exc:
+        for problem in exc.problems:
+            err(f"{problem.node}: {problem.message}")
+        return 1
+    data: dict[str, Any] = {}
+    if facts is not None:
+        try:
+            data = json.loads(facts.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            err(f"{facts}: {exc}")
+            return 1
+    bridge = bridge_from_model_string(model or settings.bridge_model, settings)
+    try:
+        started = start_run(ontology, workflow, data, bridge=bridge, tools=ToolInvoker(), text=text)
+    except InputRejected as exc:
+        err(exc.message)
+        for violation in exc.violations:
+            err(f"  {violation['code']}: {violation['message']}")
+        return 1
+    except HorismosError as exc:
+        err(exc.message)
+        return 1
+    outcome = started.outcome
+    if save:
+        from app.store import make_engine, session_scope
+
+        engine = make_engine(settings.database_url)
+        try:
+            with session_scope(engine) as session:
+                save_run(session, ontology, started)
+        finally:
+            engine.dispose()
+    if as_json:
+        out(json.dumps(outcome.to_json(), indent=2, default=str))
+    else:
+        decision = outcome.decision
+        said = f"{decision['property']} = {decision['value']}" if decision else "no decision"
+        out(
+            f"run {outcome.run_id}: {outcome.workflow} {outcome.version} → {outcome.terminal} "
+            f"({outcome.status}; {said})"
+        )
+        for entry in outcome.trace:
+            out(f"  {entry['step']:<24} {entry['kind']:<15} {entry.get('edge')}")
+    return 2 if outcome.status == "failed" else 0
+
+
+def replay_runs(
+    run_ids: Sequence[str],
+    *,
+    files: Sequence[Path],
+    url: str | None,
+    rerun_idempotent: bool,
+    as_json: bool,
+    out: Echo,
+    err: Echo,
+) -> int:
+    from app.errors import NotFound
+    from app.ontology import OntologyError, default_ontology_paths, load_ontology
+    from app.runtime.host import stored_recording
+    from app.runtime.replay import replay_run
+    from app.settings import get_settings
+    from app.store import make_engine, session_scope
+    from app.tools import ToolInvoker
+
+    settings = get_settings()
+    try:
+        ontology = load_ontology(list(files) or settings.ontology_paths or default_ontology_paths())
+    except OntologyError as exc:
+        for problem in exc.problems:
+            err(f"{problem.node}: {problem.message}")
+        return 2
+    engine = make_engine(url or settings.database_url)
+    code = 0
+    try:
+        for run_id in run_ids:
+            try:
+                with session_scope(engine) as session:
+                    recorded = stored_recording(session, run_id)
+            except NotFound as exc:
+                err(exc.message)
+                code = 2
+                continue
+            report = replay_run(
+                ontology, recorded, tools=ToolInvoker(), rerun_idempotent=rerun_idempotent
+            )
+            if as_json:
+                out(json.dumps(report.to_json(), default=str))
+            elif report.same:
+                out(f"{run_id}: same decision, terminal, proof and facts")
+            else:
+                out(f"{run_id}: DIVERGED" + (f" ({report.error})" if report.error else ""))
+                for d in report.divergences:
+                    rest = {k: v for k, v in d.items() if k != "what"}
+                    out(f"  {d['what']}: {json.dumps(rest, default=str)}")
+            if not report.same:
+                code = max(code, 1)
+    finally:
+        engine.dispose()
+    return code

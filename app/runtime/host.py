@@ -1,0 +1,136 @@
+"""The runtime's impure edge: the clock, run ids, persistence — what the CLI and the API share.
+
+The interpreter never imports this module; this module builds the ``RunContext`` the interpreter
+reads (wall-clock ``now``, a fresh run id, the configured Bridge and tools) and stores what a run
+produced with the store's repository functions.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.bridge.protocol import Bridge
+from app.errors import BadRequest, NotFound
+from app.ontology.model import Ontology, WorkflowDef
+from app.runtime.context import RunContext, ToolPort
+from app.runtime.interpreter import run_workflow
+from app.runtime.outcome import Outcome
+from app.runtime.replay import RecordedRun
+from app.store import repo
+from app.world import World, load_structured
+
+
+class InputRejected(BadRequest):
+    """Raised when the structured input does not pass the gate; ``violations`` say why."""
+
+    def __init__(self, violations: list[dict[str, Any]]) -> None:
+        first = violations[0]["message"] if violations else "rejected"
+        super().__init__(where="instances", message=f"the input was rejected: {first}")
+        self.code = "rejected"
+        self.violations = violations
+
+    def to_body(self) -> dict[str, Any]:
+        body = super().to_body()
+        body["error"]["violations"] = self.violations
+        return body
+
+
+@dataclass(frozen=True, kw_only=True)
+class StartedRun:
+    outcome: Outcome
+    recorded: RecordedRun
+    workflow: WorkflowDef
+
+
+def find_workflow(ontology: Ontology, name: str) -> WorkflowDef:
+    """A workflow by local name or IRI, or ``NotFound``."""
+    for wf in ontology.workflows.values():
+        if name in (wf.name, wf.iri):
+            return wf
+    raise NotFound(where="workflow", message=f"no workflow {name!r} in the loaded ontology")
+
+
+def start_run(
+    ontology: Ontology,
+    workflow: str,
+    data: dict[str, Any],
+    *,
+    bridge: Bridge | None,
+    tools: ToolPort | None,
+    text: str | None = None,
+    run_id: str | None = None,
+    now: datetime | None = None,
+) -> StartedRun:
+    """Load the structured input (provenance ``api``) and run ``workflow`` on it."""
+    wf = find_workflow(ontology, workflow)
+    world = World(ontology)
+    if data.get("instances"):
+        tx = load_structured(world, data)
+        if not tx.ok:
+            raise InputRejected([v.to_json() for v in tx.violations])
+    input_world = world.to_json()
+    started = now or datetime.now(UTC)
+    text = text if text is not None else data.get("text")
+    ctx = RunContext(
+        now=started,
+        bridge=bridge,
+        tools=tools,
+        text=text if isinstance(text, str) else None,
+        run_id=run_id or str(uuid.uuid4()),
+        clock=lambda: datetime.now(UTC),
+    )
+    outcome = run_workflow(ontology, wf.iri, world, ctx)
+    recorded = RecordedRun.of(outcome, input_world=input_world, text=ctx.text, now=started)
+    return StartedRun(outcome=outcome, recorded=recorded, workflow=wf)
+
+
+def save_run(session: Session, ontology: Ontology, run: StartedRun) -> None:
+    """Persist the run, its trace and its proof in the caller's transaction."""
+    outcome = run.outcome
+    repo.claim_run(
+        session,
+        workflow_iri=run.workflow.iri,
+        workflow_version=run.workflow.version,
+        ontology_digest=ontology.digest,
+        run_id=outcome.run_id,
+    )
+    document = outcome.to_json()
+    recorded = run.recorded.to_json()
+    recorded.pop("outcome")
+    document["replay"] = recorded
+    suspended = outcome.suspended
+    repo.save_outcome(
+        session,
+        outcome.run_id,
+        status=outcome.status,
+        terminal=outcome.terminal,
+        decision=outcome.decision,
+        outcome=document,
+        trace=outcome.trace,
+        world_state=suspended.to_json() if suspended is not None else None,
+        position=suspended.step if suspended is not None else None,
+    )
+
+
+def stored_outcome(session: Session, run_id: str) -> dict[str, Any]:
+    """A persisted run's outcome JSON (DESIGN §9), without the replay material."""
+    row = repo.get_run(session, run_id)
+    if row is None or row.outcome is None:
+        raise NotFound(where="run", message=f"no run {run_id}")
+    return {k: v for k, v in row.outcome.items() if k != "replay"}
+
+
+def stored_recording(session: Session, run_id: str) -> RecordedRun:
+    """A persisted run as replay needs it."""
+    row = repo.get_run(session, run_id)
+    if row is None or row.outcome is None or "replay" not in row.outcome:
+        raise NotFound(where="run", message=f"no replayable run {run_id}")
+    document = dict(row.outcome)
+    material = dict(document.pop("replay"))
+    material["outcome"] = document
+    return RecordedRun.from_json(material)
