@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from rdflib import BNode, Graph, Literal, URIRef
-from rdflib.compare import to_canonical_graph
 from rdflib.namespace import OWL, RDF
 from rdflib.term import Node
 
@@ -153,13 +152,30 @@ def _version(reader: Reader, digest: str) -> str:
 
 
 def _digest(graphs: list[OrderedGraph]) -> str:
-    merged = Graph(bind_namespaces="none")
+    """sha256 over a canonical text of the merged triples.
+
+    Blank nodes in Turtle written with ``[ … ]`` and ``( … )`` form trees under named nodes, so
+    each is written inline as the sorted text of its own triples; the result does not depend on
+    blank node labels, triple order or file formatting.
+    """
+    spo: dict[Node, list[tuple[Node, Node]]] = {}
     for g in graphs:
-        for triple in g:
-            merged.add(triple)
-    canonical = to_canonical_graph(merged)
+        for s, p, o in g:
+            spo.setdefault(s, []).append((p, o))
+
+    def term(node: Node, trail: frozenset[Node]) -> str:
+        if isinstance(node, BNode):
+            if node in trail:
+                return "[…]"
+            inner = sorted(f"{_nt(p)} {term(o, trail | {node})}" for p, o in set(spo.get(node, ())))
+            return "[" + " ; ".join(inner) + "]"
+        return _nt(node)
+
     lines = sorted(
-        " ".join(_nt(term) for term in triple) for triple in canonical.triples((None, None, None))
+        f"{_nt(s)} {_nt(p)} {term(o, frozenset())}"
+        for s, pairs in spo.items()
+        if not isinstance(s, BNode)
+        for p, o in set(pairs)
     )
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 

@@ -234,6 +234,12 @@ class _Verifier(TypeChecker):
                 "type-check", s.iri, "a ProposalStep needs horis:selects (the property it sets)"
             )
         cand = s.candidates
+        if bool(cand.path) == (cand.class_iri is not None):
+            self.add(
+                "type-check",
+                s.iri,
+                "horis:candidates needs exactly one of horis:path ( … ) or horis:class C",
+            )
         subject = cand.class_iri
         current = w.focus
         for iri in cand.path:

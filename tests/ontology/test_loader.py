@@ -1,0 +1,365 @@
+"""Loading: every vocabulary term compiles to the value it declares."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from app.ontology import OntologyError, default_ontology_paths, load_ontology
+from app.ontology.loader import vocabulary_terms
+from app.ontology.model import HORIS, XSD, Ontology
+from tests.ontology.conftest import FULL, REGISTRY, TRIAGE
+
+F = "https://example.org/full#"
+
+
+def test_the_full_vocabulary_file_uses_every_declared_term() -> None:
+    used = set(re.findall(r"horis:(\w+)", FULL.read_text(encoding="utf-8")))
+    declared = {t[len(HORIS) :] for t in vocabulary_terms()}
+    assert declared - used == set()
+    assert used - declared == set()
+
+
+def test_classes_subclass_trees_and_codes(full: Ontology) -> None:
+    cardiac = full.classes[F + "Cardiac"]
+    assert cardiac.parents == (F + "Condition",)
+    assert cardiac.codes == ("http://example.org/cs|card", "http://example.org/cs|card2")
+    assert full.subclasses(F + "Condition") == (F + "Condition", F + "Cardiac", F + "Arrhythmia")
+    assert full.is_subclass(F + "Arrhythmia", F + "Condition")
+    assert not full.is_subclass(F + "Condition", F + "Arrhythmia")
+    assert full.class_for_code("http://example.org/cs|arr") == F + "Arrhythmia"
+    assert full.class_for_code("http://example.org/cs|nope") is None
+    assert full.classes[F + "Traveller"].label == "Traveller"
+
+
+def test_enumeration_individuals_typed_or_only_listed(full: Ontology) -> None:
+    assert full.classes[F + "Tier"].one_of == (F + "Gold", F + "Silver", F + "Bronze")
+    assert full.individuals[F + "Gold"].codes == ("http://example.org/tier|G",)
+    assert full.individuals[F + "Bronze"].class_iri == F + "Tier"  # listed, never typed
+    assert full.individual_for_code("http://example.org/tier|B") == F + "Bronze"
+
+
+def test_property_constraints(full: Ontology) -> None:
+    age = full.properties[F + "age"]
+    assert (age.range, age.min, age.max, age.unit, age.cardinality) == (
+        XSD + "integer",
+        Decimal(0),
+        Decimal(130),
+        "a",
+        "0..1",
+    )
+    weight = full.properties[F + "weight"]
+    assert (weight.min, weight.max) == (Decimal("0.5"), Decimal("400.25"))
+    code = full.properties[F + "code"]
+    assert code.pattern == "^[A-Z]{3}$" and code.required and code.single_valued
+    assert full.properties[F + "vip"].cardinality == "0..*"  # the default
+    assert full.properties[F + "seat"].one_of == ("aisle", "window")
+    assert full.properties[F + "hasCondition"].is_object
+    assert full.properties[F + "born"].range == XSD + "date"
+
+
+def test_one_of_on_the_property_or_inherited_from_the_range(full: Ontology) -> None:
+    tier = full.properties[F + "tier"]
+    assert tier.one_of == (F + "Gold", F + "Silver", F + "Bronze")
+    assert tier.rules_only and tier.resolution == "FirstListed"
+    top = full.properties[F + "topTier"]
+    assert top.one_of == (F + "Gold", F + "Silver") and top.resolution == "Reject"
+
+
+def test_fhir_mappings(full: Ontology) -> None:
+    (age,) = full.properties[F + "age"].from_fhir
+    assert (age.resource_type, age.fhir_path, age.transform) == (
+        "Patient",
+        "birthDate",
+        "YearsSince",
+    )
+    (weight,) = full.properties[F + "weight"].from_fhir
+    assert weight.codings == ("http://loinc.org|29463-7", "http://loinc.org|3141-9")
+    assert weight.pick == "Latest"
+    (cond,) = full.properties[F + "hasCondition"].from_fhir
+    assert cond.where == "clinicalStatus.coding.code = 'active'" and cond.pick == "All"
+    (draft,) = full.properties[F + "hasDraft"].from_fhir
+    assert draft.context_key == "draftOrders"
+
+
+def test_rules_every_operator_in_document_order(full: Ontology) -> None:
+    assert [r.name for r in full.rules] == ["R1", "R2", "R3", "R4"]
+    assert [r.order for r in full.rules] == [0, 1, 2, 3]
+    ops = [(c.op, c.value) for r in full.rules for c in r.when]
+    assert ops == [
+        ("greaterThan", 17),
+        ("atLeast", 18),
+        ("lessThan", Decimal("150.5")),
+        ("atMost", 149),
+        ("greaterThan", "2020-01-01T00:00:00+00:00"),  # normalized ISO 8601
+        ("is", "ABC"),
+        ("isNot", "XYZ"),
+        ("in", ("aisle", "window")),
+        ("notIn", ("AAA",)),
+        ("matches", "^A"),
+        ("isA", F + "Cardiac"),
+        ("isAssigned", False),
+        ("lessThan", 100),
+    ]
+    r4 = full.rules[3]
+    assert r4.when[0].path == (F + "hasOption", F + "price")
+    assert [(t.property, t.value) for t in r4.then] == [(F + "flagged", True), (F + "ref", "cheap")]
+    assert full.rules_for(F + "tier") == full.rules[:3]
+    assert full.rules[0].when[1].node == F + "R1 horis:when[2]"
+
+
+def test_tools(full: Ontology) -> None:
+    book = full.tools[F + "book"]
+    assert [(a.name, a.type) for a in book.args] == [
+        ("who", F + "Traveller"),
+        ("tier", F + "Tier"),
+        ("note", XSD + "string"),
+    ]
+    assert [(e.property, e.now, e.type) for e in book.effects] == [
+        (F + "seenAt", True, None),
+        (F + "ref", False, XSD + "string"),
+    ]
+    assert (book.binding, book.timeout, book.idempotent, book.retries) == (
+        "rust:book",
+        0.5,
+        True,
+        3,
+    )
+    commit = full.tools[F + "commit"]
+    assert commit.commits is not None
+    assert (commit.commits.resource_type, commit.commits.element, commit.commits.value_arg) == (
+        "Encounter",
+        "priority",
+        "tier",
+    )
+    assert commit.commits.code_system == "http://example.org/tier"
+    assert commit.commits.scope == "user/Encounter.write" and commit.timeout == 2.0
+    assert full.tools[F + "ask"].timeout == 120.0
+    assert full.tools[F + "post"].timeout == 7.0
+    assert full.tools[F + "pyfn"].timeout == 5.0 and full.tools[F + "pyfn"].retries is None
+
+
+def test_workflow_and_every_step_kind(full: Ontology) -> None:
+    flow = full.workflow("Flow")
+    assert (flow.starts_at, flow.decides, flow.focus, flow.version) == (
+        F + "Read",
+        F + "tier",
+        F + "Traveller",
+        "1.0",
+    )
+    s = {st.name: st for st in flow.steps.values()}
+    assert set(s) == {"Read", "Think", "Branch", "Act", "Pick", "Nest", "Tell", "Done", "Failed"}
+    read = s["Read"]
+    assert (read.kind, read.extracts, read.model, read.confidence, read.retries) == (
+        "PerceptionStep",
+        (F + "Traveller", F + "Condition"),
+        "mock:x",
+        0.9,
+        1,
+    )
+    assert read.fallback == F + "Failed" and read.next == F + "Think"
+    assert s["Think"].goal[0].op == "isAssigned" and s["Think"].on_unreachable == F + "Failed"
+    branch = s["Branch"]
+    assert [b.next for b in branch.branches] == [F + "Act", F + "Pick"]
+    assert branch.branches[1].when[0].value == (F + "Silver", F + "Bronze")
+    assert branch.otherwise == F + "Failed"
+    act = s["Act"]
+    assert act.tool == F + "book" and act.on_error == F + "Failed" and act.retries == 2
+    assert act.on_unsatisfied == F + "Failed"
+    assert [(b.arg, b.property, b.focus) for b in act.bindings] == [
+        ("who", None, True),
+        ("tier", F + "tier", False),
+        ("note", F + "ref", False),
+    ]
+    pick = s["Pick"]
+    assert pick.candidates is not None and pick.candidates.path == (F + "hasOption",)
+    assert pick.candidates.where[0].op == "atMost"
+    assert (pick.rank_by, pick.selects, pick.confidence) == (
+        "the traveller's stated preference",
+        F + "chosen",
+        0.8,
+    )
+    nest = s["Nest"]
+    assert nest.workflow == F + "Sub"
+    assert [(o.terminal, o.next) for o in nest.outcomes] == [(F + "SubDone", F + "Tell")]
+    tell = s["Tell"]
+    assert (tell.narrates, tell.audience, tell.style, tell.required) == (
+        F + "tier",
+        "agent",
+        "plain",
+        True,
+    )
+    assert s["Done"].kind == "Step" and s["Done"].terminal
+    assert s["Failed"].kind == "ActionStep" and s["Failed"].terminal
+    sub = full.workflow(F + "Sub")
+    wait = sub.steps[F + "SubWait"]
+    assert (wait.awaits, wait.timeout, wait.on_timeout) == (
+        (F + "approved",),
+        4 * 3600.0,
+        F + "SubFailed",
+    )
+    cand = sub.steps[F + "SubPick"].candidates
+    assert cand is not None and cand.class_iri == F + "Option"
+
+
+def test_cds_service(full: Ontology) -> None:
+    svc = full.service("full")
+    assert (svc.hook, svc.title, svc.workflow, svc.usage_requirements) == (
+        "order-sign",
+        "Full",
+        F + "Flow",
+        "Needs a traveller.",
+    )
+    assert [(p.key, p.query) for p in svc.prefetch] == [
+        ("patient", "Patient/{{context.patientId}}")
+    ]
+    assert [(t.resource_type, t.fhir_path) for t in svc.text] == [("Encounter", "reasonCode.text")]
+    assert [c.summary for c in svc.cards] == ["Gold", "Failed", "Assigned"]  # document order
+    gold = svc.cards[0]
+    assert gold.selection_behavior == "at-most-one" and gold.indicator == "critical"
+    (suggestion,) = gold.suggestions
+    assert (suggestion.label, suggestion.action_type, suggestion.cites) == (
+        "Remove the draft",
+        "delete",
+        F + "hasDraft",
+    )
+    assert svc.cards[1].terminal == F + "Failed"
+
+
+def test_version_and_digest(full: Ontology) -> None:
+    assert full.version == "9.9.9"
+    assert len(full.digest) == 64
+    again = load_ontology([FULL], registry=REGISTRY)
+    assert again.digest == full.digest
+
+
+def test_digest_changes_with_content_and_version_falls_back_to_it(
+    ttl: Callable[[str], Path],
+) -> None:
+    a = load_ontology([ttl(":A a horis:Class .")])
+    b = load_ontology([ttl(":B a horis:Class .")])
+    assert a.digest != b.digest
+    assert a.version == f"sha256:{a.digest[:12]}"
+
+
+def test_several_files_load_as_one_ontology_with_their_namespaces(
+    ttl: Callable[[str], Path],
+) -> None:
+    other = ttl(":Extra a horis:Class .").read_text().replace("example.org/t#", "example.org/u#")
+    path = TRIAGE.parent / "unused"
+    del path
+    second = ttl("")
+    second.write_text(other, encoding="utf-8")
+    both = load_ontology([TRIAGE, second])
+    assert both.namespace == "https://horismos.dev/example/triage#"
+    assert both.namespaces == ("https://horismos.dev/example/triage#", "https://example.org/u#")
+    assert both.resolve("Extra") == "https://example.org/u#Extra"
+    assert both.sources == (str(TRIAGE), str(second))
+
+
+def test_resolve_is_unambiguous_or_an_error(ttl: Callable[[str], Path]) -> None:
+    first = ttl(":Patient a horis:Class .")
+    second = ttl("")
+    second.write_text(
+        first.read_text().replace("example.org/t#", "example.org/u#"), encoding="utf-8"
+    )
+    o = load_ontology([first, second])
+    with pytest.raises(KeyError, match="ambiguous"):
+        o.resolve("Patient")
+    assert (
+        o.resolve("Patient", namespace="https://example.org/u#") == "https://example.org/u#Patient"
+    )
+    assert o.resolve("https://example.org/t#Patient") == "https://example.org/t#Patient"
+    with pytest.raises(KeyError, match="not declared"):
+        o.resolve("Nobody")
+
+
+def test_a_class_used_across_files_resolves(ttl: Callable[[str], Path]) -> None:
+    a = ttl(":Person a horis:Class .")
+    b = ttl(":name a horis:Property ; horis:domain :Person ; horis:range xsd:string .")
+    o = load_ontology([a, b])
+    assert o.properties_of("https://example.org/t#Person")[0].name == "name"
+
+
+def test_default_paths_are_the_bundled_deployments_without_the_vocabulary() -> None:
+    paths = default_ontology_paths()
+    assert TRIAGE in paths
+    assert all(p.name != "horis.ttl" for p in paths)
+    assert load_ontology(paths).service("horismos-triage").hook == "encounter-start"
+
+
+def test_naming_the_vocabulary_file_is_harmless() -> None:
+    o = load_ontology([TRIAGE.parent / "horis.ttl", TRIAGE])
+    assert o.sources == (str(TRIAGE),)
+
+
+@pytest.mark.parametrize(
+    ("binding", "accepted"),
+    [
+        ("python:json.dumps", True),
+        ("python:no_such_module_xyz.run", False),
+        ("python:json.no_such_function", False),
+        ("python:registered.fn", True),
+        ("rust:book", True),
+        ("rust:unregistered", False),
+        ("https://api.example.org/x", True),
+        ("http://127.0.0.1:9/x", True),
+        ("mcp://server/tool", True),
+        ("mcp://server", False),
+        ("ftp://x/y", False),
+        ("fhir:commit", False),  # without horis:commits
+    ],
+)
+def test_tool_bindings_are_checked_at_load(
+    ttl: Callable[[str], Path], binding: str, accepted: bool
+) -> None:
+    path = ttl(f':t a horis:Tool ; horis:binding "{binding}" .')
+    registry = {**REGISTRY, "registered.fn": print}
+    if accepted:
+        assert load_ontology([path], registry=registry).tools["https://example.org/t#t"]
+    else:
+        with pytest.raises(OntologyError) as err:
+            load_ontology([path], registry=registry)
+        (problem,) = err.value.problems
+        assert (problem.code, problem.node) == ("binding", "https://example.org/t#t")
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ('"5s"', 5.0),
+        ('"500ms"', 0.5),
+        ('"PT5S"', 5.0),
+        ('"PT1M30S"', 90.0),
+        ('"1h"', 3600.0),
+        ("3", 3.0),
+    ],
+)
+def test_timeouts(ttl: Callable[[str], Path], text: str, seconds: float) -> None:
+    path = ttl(f':t a horis:Tool ; horis:binding "mcp://a/b" ; horis:timeout {text} .')
+    assert load_ontology([path]).tools["https://example.org/t#t"].timeout == seconds
+
+
+def test_triage_loads_with_a_stand_in_notifier_too() -> None:
+    o = load_ontology([TRIAGE], registry={"app.tools.builtin.notify": print})
+    assert o.tools["https://horismos.dev/example/triage#paging.notify_nurse"].binding == (
+        "python:app.tools.builtin.notify"
+    )
+
+
+def test_digest_ignores_formatting_and_order(ttl: Callable[[str], Path]) -> None:
+    a = ttl(
+        ":p a horis:Property ; horis:domain :A ; horis:range xsd:string ;\n"
+        '   horis:fromFhir [ horis:resourceType "X" ; horis:fhirPath "a" ] .\n'
+        ":A a horis:Class ."
+    )
+    b = ttl(
+        ":A a horis:Class .\n"
+        ':p horis:fromFhir [ horis:fhirPath "a" ; horis:resourceType "X" ] ;\n'
+        "   horis:range xsd:string ; a horis:Property ; horis:domain :A ."
+    )
+    assert load_ontology([a]).digest == load_ontology([b]).digest
