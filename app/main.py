@@ -10,18 +10,22 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 
 import httpx
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 from sqlalchemy import Engine, text
 from starlette.concurrency import run_in_threadpool
 
 from app import metrics
 from app.errors import Unavailable, install_error_handlers
+from app.ontology import Problem
 from app.ontology.model import Ontology
 from app.settings import Settings, get_settings
 from app.store import make_engine
@@ -38,10 +42,8 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 class OntologyRefused(Unavailable):
     """Raised at startup when the configured ontology fails verification."""
 
-    def __init__(self, problems: list[Any]) -> None:
-        lines = "\n".join(
-            f"  {getattr(p, 'node', '?')}: {getattr(p, 'message', p)}" for p in problems
-        )
+    def __init__(self, problems: list[Problem]) -> None:
+        lines = "\n".join(f"  {p.node}: {p.message}" for p in problems)
         super().__init__(
             f"the ontology does not verify ({len(problems)} problem(s)); refusing to serve:\n"
             f"{lines}",
@@ -51,12 +53,30 @@ class OntologyRefused(Unavailable):
 
 
 def load_verified_ontology(settings: Settings) -> Ontology:
-    """Load the configured (or bundled) ontology and verify it; raise when it is unsound."""
-    from app.ontology import default_ontology_paths, load_ontology
-    from app.ontology.verify import verify
+    """Load the configured (or bundled) ontology and verify it; raise when it is unsound.
 
-    paths = list(settings.ontology_paths) or default_ontology_paths()
-    ontology = load_ontology(paths)
+    Raises ``OntologyError`` when the Turtle does not load and ``OntologyRefused`` when it
+    loads but does not verify; either way the service does not start.
+    """
+    from app.ontology import default_ontology_paths
+
+    paths = [Path(p) for p in settings.ontology_paths] or default_ontology_paths()
+    return _load_verified(tuple(_fingerprint(p) for p in paths))
+
+
+def _fingerprint(path: Path) -> tuple[str, int, int]:
+    resolved = path.resolve()
+    stat = resolved.stat()
+    return (str(resolved), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=8)
+def _load_verified(files: tuple[tuple[str, int, int], ...]) -> Ontology:
+    # The compiled Ontology is immutable, so apps in one process (tests, several workers of
+    # one interpreter) may share it; a changed file has a new fingerprint and is reloaded.
+    from app.ontology import load_ontology, verify
+
+    ontology = load_ontology([Path(name) for name, _, _ in files])
     problems = verify(ontology)
     if problems:
         raise OntologyRefused(list(problems))
@@ -66,26 +86,18 @@ def load_verified_ontology(settings: Settings) -> Ontology:
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
-    ontology: Ontology | None
-    try:
-        ontology = await run_in_threadpool(load_verified_ontology, settings)
-    except ImportError as exc:
-        # Only a source tree without the ontology loader gets here; /readyz reports it.
-        log.error("no ontology loader available: %s", exc)
-        ontology = None
-        app.state.ontology_error = f"ontology loader unavailable: {exc}"
+    ontology = await run_in_threadpool(load_verified_ontology, settings)
     engine = make_engine(settings.database_url)
     http = httpx.AsyncClient(timeout=settings.fhir_timeout_seconds, follow_redirects=False)
     app.state.engine = engine
     app.state.http = http
     app.state.ontology = ontology
-    if ontology is not None:
-        log.info(
-            "serving ontology %s (%s) on %s",
-            ontology.version,
-            ontology.digest[:12],
-            engine.url.render_as_string(hide_password=True),
-        )
+    log.info(
+        "serving ontology %s (%s) on %s",
+        ontology.version,
+        ontology.digest[:12],
+        engine.url.render_as_string(hide_password=True),
+    )
     try:
         yield
     finally:
@@ -112,9 +124,23 @@ def _include_routers(app: FastAPI) -> None:
     importing the router module here (inside the function) so a broken layer fails loudly."""
     app.include_router(_ops_router())
     app.include_router(metrics.router)
-    # CDS Hooks: discovery, hook calls, feedback        -> app.include_router(cds.router)
+    from app.cds import routes as cds_routes
+
+    app.include_router(cds_routes.router)  # CDS Hooks: discovery, hook calls, feedback
     # Runs: POST /workflows/{id}/runs, GET /runs/{id}   -> app.include_router(runs.router)
     # Replay, resume of a WaitStep, the run page        -> add their routers below
+
+
+class OntologyState(BaseModel):
+    loaded: bool
+    version: str | None
+    digest: str | None
+    problems: int
+
+
+class Readiness(BaseModel):
+    database: str = Field(description='"ok", or what is wrong with the database')
+    ontology: OntologyState
 
 
 def _ops_router() -> Any:
@@ -129,7 +155,8 @@ def _ops_router() -> Any:
     @router.get(
         "/readyz",
         summary="The database is reachable and migrated, the ontology loaded and verified",
-        responses={503: {"description": "Something the service needs is not ready"}},
+        response_model=Readiness,
+        responses={503: {"model": Readiness, "description": "Something is not ready"}},
     )
     async def readyz(request: Request) -> JSONResponse:
         database = await run_in_threadpool(_database_state, request.app.state.engine)
@@ -143,8 +170,6 @@ def _ops_router() -> Any:
                 "problems": 0,
             },
         }
-        if ontology is None:
-            body["ontology"]["error"] = getattr(request.app.state, "ontology_error", "not loaded")
         ready = database == "ok" and ontology is not None
         return JSONResponse(body, status_code=200 if ready else 503)
 

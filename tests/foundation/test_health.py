@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
+from app.main import OntologyRefused, create_app
 from app.settings import Settings
+
+DATA = Path(__file__).parent.parent / "data" / "foundation"
 
 
 def test_healthz_answers_while_the_process_lives(app_client: TestClient) -> None:
@@ -17,9 +20,28 @@ def test_healthz_answers_while_the_process_lives(app_client: TestClient) -> None
 
 
 def test_readyz_reports_database_and_ontology(app_client: TestClient) -> None:
-    body = app_client.get("/readyz").json()
+    response = app_client.get("/readyz")
+    assert response.status_code == 200
+    body = response.json()
     assert body["database"] == "ok"
-    assert set(body["ontology"]) >= {"loaded", "version", "problems"}
+    ontology = app_client.app.state.ontology  # type: ignore[attr-defined]
+    assert body["ontology"] == {
+        "loaded": True,
+        "version": ontology.version,
+        "digest": ontology.digest,
+        "problems": 0,
+    }
+
+
+def test_server_refuses_to_start_with_an_ontology_that_does_not_verify(tmp_path: Path) -> None:
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'x.db'}",
+        ontology_paths=[DATA / "unsound.ttl"],
+    )
+    with pytest.raises(OntologyRefused) as refused, TestClient(create_app(settings)):
+        pass
+    assert "https://horismos.dev/example/unsound#Decide" in str(refused.value)
+    assert "onUnreachable" in str(refused.value)
 
 
 def test_readyz_names_an_unmigrated_database(tmp_path: Path) -> None:
