@@ -127,7 +127,9 @@ def _include_routers(app: FastAPI) -> None:
     from app.cds import routes as cds_routes
 
     app.include_router(cds_routes.router)  # CDS Hooks: discovery, hook calls, feedback
-    # Runs: POST /workflows/{id}/runs, GET /runs/{id}   -> app.include_router(runs.router)
+    from app.api import runs
+
+    app.include_router(runs.router)  # Runs: POST /workflows/{id}/runs, GET /runs/{id}, replay
     # Replay, resume of a WaitStep, the run page        -> add their routers below
 
 

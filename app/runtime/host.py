@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -19,7 +19,7 @@ from app.errors import BadRequest, NotFound
 from app.ontology.model import Ontology, WorkflowDef
 from app.runtime.context import RunContext, ToolPort
 from app.runtime.interpreter import run_workflow
-from app.runtime.outcome import Outcome
+from app.runtime.outcome import Outcome, SuspendedRun
 from app.runtime.replay import RecordedRun
 from app.store import repo
 from app.world import World, load_structured
@@ -114,7 +114,19 @@ def save_run(session: Session, ontology: Ontology, run: StartedRun) -> None:
         trace=outcome.trace,
         world_state=suspended.to_json() if suspended is not None else None,
         position=suspended.step if suspended is not None else None,
+        wait_deadline=_deadline(ontology, suspended),
     )
+
+
+def _deadline(ontology: Ontology, suspended: SuspendedRun | None) -> datetime | None:
+    if suspended is None:
+        return None
+    for wf in ontology.workflows.values():
+        step = wf.steps.get(suspended.step)
+        if step is not None and step.timeout is not None:
+            since = datetime.fromisoformat(suspended.waiting_since)
+            return since + timedelta(seconds=step.timeout)
+    return None
 
 
 def stored_outcome(session: Session, run_id: str) -> dict[str, Any]:
