@@ -130,6 +130,9 @@ def _include_routers(app: FastAPI) -> None:
     from app.api import runs
 
     app.include_router(runs.router)  # Runs: POST /workflows/{id}/runs, GET /runs/{id}, replay
+    from app.api import resume
+
+    app.include_router(resume.router)  # WaitStep resume; periodic reconciliation (its lifespan)
     # Replay, resume of a WaitStep, the run page        -> add their routers below
 
 

@@ -1,0 +1,1 @@
+"""HTTP routes of the service beyond CDS Hooks (runs, resume)."""

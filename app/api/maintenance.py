@@ -1,0 +1,99 @@
+"""The service's periodic work: settle unknown commit effects, end overdue waits.
+
+Every ``settings.reconcile_interval_seconds`` (0 turns it off) one tick runs in a worker thread:
+:func:`adapters.fhir.reconcile.reconcile_pending`, then
+:func:`app.api.resume.expire_overdue_waits`. With several workers each runs its own loop; the
+work is idempotent (a settled effect is not pending any more, a resumed run is not suspended).
+
+The same lifespan registers the CDS feedback listener: feedback that accepts a card's suggestion
+reconciles the effects of that card's run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+
+log = logging.getLogger("horismos.maintenance")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TickReport:
+    """What one tick did."""
+
+    settled: list[dict[str, str]]
+    expired: list[str]
+
+
+def tick(app: FastAPI, *, now: datetime | None = None) -> TickReport:
+    """One round of periodic work (also callable directly, e.g. from tests or an admin task)."""
+    from adapters.fhir.reconcile import reconcile_pending
+    from app.api.resume import expire_overdue_waits
+    from app.bridge import bridge_from_model_string
+
+    engine = app.state.engine
+    moment = now or datetime.now(UTC)
+    settled = [s.to_json() for s in reconcile_pending(engine, now=moment)]
+    expired: list[str] = []
+    ontology = getattr(app.state, "ontology", None)
+    if ontology is not None:
+        settings = app.state.settings
+        bridge = bridge_from_model_string(settings.bridge_model, settings)
+        outcomes = expire_overdue_waits(engine, ontology, now=moment, bridge=bridge)
+        expired = [o.run_id for o in outcomes]
+    return TickReport(settled=settled, expired=expired)
+
+
+async def _loop(app: FastAPI, interval: float) -> None:
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            report = await run_in_threadpool(tick, app)
+        except Exception:  # one failed round (database restarting…) must not end the loop
+            log.exception("periodic reconciliation failed; retrying in %ss", interval)
+            continue
+        if report.settled or report.expired:
+            log.info(
+                "reconciled %d effect(s), ended %d wait(s)",
+                len(report.settled),
+                len(report.expired),
+            )
+
+
+def _feedback_listener(app: FastAPI) -> Any:
+    def on_feedback(entry: Any) -> None:
+        if entry.outcome != "accepted" or not entry.run_id:
+            return
+        from adapters.fhir.reconcile import reconcile_run
+
+        for s in reconcile_run(app.state.engine, entry.run_id):
+            log.info("feedback on run %s: %s %s -> %s", s.run_id, s.effect_id, s.before, s.after)
+
+    return on_feedback
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """Start the periodic task (unless the interval is 0) and listen to CDS feedback."""
+    listeners = getattr(app.state, "cds_feedback_listeners", None)
+    if isinstance(listeners, list):
+        listeners.append(_feedback_listener(app))
+    interval = float(app.state.settings.reconcile_interval_seconds)
+    task = asyncio.create_task(_loop(app, interval)) if interval > 0 else None
+    app.state.maintenance_task = task
+    try:
+        yield
+    finally:
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
