@@ -1,0 +1,115 @@
+"""The container files, checked without a Docker engine: the compose file against the Compose
+Specification schema, the Dockerfile against the tree it copies and the routes it probes."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from app.main import create_app
+from app.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "foundation"
+
+
+def _instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs with line continuations joined and comments dropped."""
+    logical: list[str] = []
+    pending = ""
+    for raw in (ROOT / "Dockerfile").read_text().splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        logical.append(pending + line)
+        pending = ""
+    assert not pending, "the Dockerfile ends inside a line continuation"
+    return [(text.split(None, 1)[0].upper(), text.split(None, 1)[1]) for text in logical]
+
+
+def _compose() -> dict[str, Any]:
+    document = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    assert isinstance(document, dict)
+    return document
+
+
+def _dockerignored(relative: str) -> bool:
+    patterns = [
+        p.strip()
+        for p in (ROOT / ".dockerignore").read_text().splitlines()
+        if p.strip() and not p.startswith("#")
+    ]
+    return any(
+        fnmatch(relative, pattern) or fnmatch(relative, pattern.removeprefix("**/"))
+        for pattern in patterns
+    )
+
+
+def test_compose_file_follows_the_compose_specification() -> None:
+    schema = json.loads((DATA / "compose-spec.json").read_text())
+    validator = jsonschema.Draft201909Validator(schema)
+    errors = [
+        f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
+        for e in validator.iter_errors(_compose())
+    ]
+    assert errors == []
+
+
+def test_compose_runs_the_service_on_a_healthy_postgres_16() -> None:
+    compose = _compose()
+    service, db = compose["services"]["horismos"], compose["services"]["db"]
+    assert db["image"] == "postgres:16"
+    assert "pg_isready" in " ".join(db["healthcheck"]["test"])
+    assert service["depends_on"]["db"]["condition"] == "service_healthy"
+    volume = db["volumes"][0].split(":")[0]
+    assert volume in compose["volumes"], "the database volume must be a named volume"
+    url = service["environment"]["HORISMOS_DATABASE_URL"]
+    env = db["environment"]
+    assert url == (
+        f"postgresql://{env['POSTGRES_USER']}:{env['POSTGRES_PASSWORD']}@db:5432/{env['POSTGRES_DB']}"
+    )
+    assert service["build"] == "."
+
+
+def test_every_dockerfile_copy_source_exists_in_the_build_context() -> None:
+    sources: list[str] = []
+    for instruction, args in _instructions():
+        if instruction in {"COPY", "ADD"}:
+            words = [w for w in shlex.split(args) if not w.startswith("--")]
+            sources.extend(words[:-1])
+    assert sources, "the Dockerfile copies nothing"
+    for source in sources:
+        assert (ROOT / source).exists(), f"COPY source {source} does not exist"
+        assert not _dockerignored(source.rstrip("/")), f"{source} is excluded by .dockerignore"
+
+
+def test_dockerfile_runs_as_non_root_and_migrates_before_serving() -> None:
+    instructions = _instructions()
+    assert instructions[0] == ("FROM", "python:3.11-slim")
+    users = [args for name, args in instructions if name == "USER"]
+    assert users and users[-1] not in {"root", "0"}
+    (entrypoint,) = [args for name, args in instructions if name == "ENTRYPOINT"]
+    command = " ".join(json.loads(entrypoint))
+    assert re.search(r"horismos db upgrade && exec horismos serve --host 0\.0\.0\.0", command)
+
+
+def test_healthcheck_probes_a_real_route_on_the_served_port() -> None:
+    instructions = _instructions()
+    (healthcheck,) = [args for name, args in instructions if name == "HEALTHCHECK"]
+    match = re.search(r"http://127\.0\.0\.1:(\d+)(/[\w/-]*)", healthcheck)
+    assert match, healthcheck
+    port, path = match.groups()
+    assert path in create_app(Settings()).openapi()["paths"]
+    (entrypoint,) = [args for name, args in instructions if name == "ENTRYPOINT"]
+    assert f"--port {port}" in entrypoint
+    assert ("EXPOSE", port) in instructions
