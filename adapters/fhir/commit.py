@@ -514,3 +514,33 @@ def effect_json(row: Any) -> dict[str, Any]:
         "detail": response.get("reason") or response.get("error"),
         "attempts": row.attempts,
     }
+
+
+def effect_notice(effect: Mapping[str, Any]) -> str:
+    """One plain sentence for a card about what happened to a write (``effect_reports`` item)."""
+    target = str(effect.get("target") or "").rsplit("/", 2)
+    ref = "/".join(target[-2:]) if len(target) >= 2 else str(effect.get("target"))
+    what = f"{effect.get('element')} of {ref}"
+    state = effect.get("state")
+    if state == "accepted":
+        return f"Recorded in the EHR: {what} was updated (version {effect.get('newVersion')})."
+    if state == "conflicted":
+        return (
+            f"Not recorded in the EHR: {ref} changed since the decision was computed "
+            f"(it was read at version {effect.get('expectedVersion')}); {what} was left as it is. "
+            "Review the current record before acting on this decision."
+        )
+    if state == "refused":
+        return f"Not recorded in the EHR: {what} was not written ({effect.get('detail')})."
+    if state == "unknown":
+        return (
+            f"Not confirmed: the EHR did not answer the update of {what}; it will be checked again."
+        )
+    if state == "failed":
+        return f"Not recorded in the EHR: the update of {what} failed ({effect.get('detail')})."
+    return f"The update of {what} is {state}."
+
+
+def effect_notices(engine: Engine, run_id: str) -> list[str]:
+    """A card sentence per write the run attempted (empty when it attempted none)."""
+    return [effect_notice(e) for e in effect_reports(engine, run_id)]

@@ -14,6 +14,7 @@ from adapters.fhir.commit import (
     CommitFailed,
     FhirCommitAdapter,
     SourceRef,
+    effect_notices,
     effect_reports,
 )
 from adapters.fhir.reconcile import reconcile_pending, reconcile_run
@@ -188,6 +189,8 @@ def test_a_record_changed_since_it_was_read_is_a_conflict_and_is_not_overwritten
     assert effect["state"] == "conflicted"
     assert effect["status"] == 412
     assert failure.value.to_json()["effects"][0]["state"] == "conflicted"  # type: ignore[index]
+    [notice] = effect_notices(pg_engine, run_id)
+    assert f"Encounter/{encounter['id']} changed since the decision was computed" in notice
 
 
 def test_missing_write_scope_sends_nothing_and_records_a_refusal(
