@@ -106,6 +106,7 @@ class Compiler(FlowCompiler):
                         f"rdf:type {short(t)} is not a declared class "
                         "(declare it with `a horis:Class` or fix the spelling)",
                     )
+                    self.r.dismissed.add(s)
             if self.kinds.get(s) == "class":
                 found.append("class")
             distinct = list(dict.fromkeys(found))
@@ -331,7 +332,7 @@ class Compiler(FlowCompiler):
     def _leftovers(self) -> None:
         r = self.r
         for s, p, o in r.triples():
-            if (s, p, o) in r.consumed or p in ANNOTATIONS:
+            if (s, p, o) in r.consumed or p in ANNOTATIONS or s in r.dismissed:
                 continue
             if str(p).startswith(ANNOTATION_NAMESPACES):
                 continue

@@ -236,6 +236,7 @@ class CompilerBase:
         path: list[str] = []
         if len(props) + len(paths) != 1:
             r.problem("missing", node, "a condition needs exactly one horis:property or horis:path")
+            self.r.dismissed.add(node)
             return None
         if props:
             p = self.ref(node, H("property"), props[0], ("property",))
@@ -249,6 +250,7 @@ class CompilerBase:
         if len(ops) != 1:
             names = ", ".join(f"horis:{o}" for o in ops) or "none"
             r.problem("missing", node, f"a condition needs exactly one operator (found {names})")
+            self.r.dismissed.add(node)
             return None
         op: Operator = ops[0]
         raw = r.one(node, H(op))

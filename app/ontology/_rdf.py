@@ -70,6 +70,8 @@ class Reader:
                 self.parent[o] = (s, p)
         self.consumed: set[Triple] = set()
         self.problems: list[Problem] = []
+        #: nodes already reported as broken: their unread triples are not reported again
+        self.dismissed: set[Node] = set()
 
     # --- triples -----------------------------------------------------------------------------
 

@@ -37,7 +37,6 @@ ProblemCode = Literal[
     "requires",
     "service",
     "bindings",
-    "unreachable",
 ]
 
 

@@ -138,8 +138,11 @@ def _check_terms(reader: Reader) -> None:
                 s,
                 f"{short(term)} is not a Horismos term (see ontologies/horis.ttl){hint}",
             )
-            # Mark it read so it is not reported a second time as not understood.
+            # Mark it read so it is not reported a second time as not understood; a node of an
+            # unknown kind has nothing else worth reporting.
             reader.consumed.add((s, p, o))
+            if p == RDF.type:
+                reader.dismissed.add(s)
 
 
 def _version(reader: Reader, digest: str) -> str:

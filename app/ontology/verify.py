@@ -120,7 +120,8 @@ class _Verifier(TypeChecker):
         elif s.kind == "WaitStep" and s.timeout is not None and s.on_timeout is None:
             missing = "horis:onTimeout (where to go when the wait times out)"
         if missing:
-            self.add("failure-edge", s.iri, f"a {s.kind} must declare {missing}")
+            article = "an" if s.kind[0] in "AEIOU" else "a"
+            self.add("failure-edge", s.iri, f"{article} {s.kind} must declare {missing}")
 
     def _forward(self, s: StepDef) -> None:
         if s.terminal:

@@ -250,8 +250,6 @@ def test_several_files_load_as_one_ontology_with_their_namespaces(
     ttl: Callable[[str], Path],
 ) -> None:
     other = ttl(":Extra a horis:Class .").read_text().replace("example.org/t#", "example.org/u#")
-    path = TRIAGE.parent / "unused"
-    del path
     second = ttl("")
     second.write_text(other, encoding="utf-8")
     both = load_ontology([TRIAGE, second])
@@ -318,7 +316,7 @@ def test_tool_bindings_are_checked_at_load(
     ttl: Callable[[str], Path], binding: str, accepted: bool
 ) -> None:
     path = ttl(f':t a horis:Tool ; horis:binding "{binding}" .')
-    registry = {**REGISTRY, "registered.fn": print}
+    registry: dict[str, Callable[..., object]] = {**REGISTRY, "registered.fn": print}
     if accepted:
         assert load_ontology([path], registry=registry).tools["https://example.org/t#t"]
     else:

@@ -1,0 +1,157 @@
+"""The ED triage deployment (EXAMPLES.md A) is complete, faithful, and verifies."""
+
+from __future__ import annotations
+
+from app.ontology import derive_schema, verify
+from app.ontology.model import XSD, Ontology
+
+N = "https://horismos.dev/example/triage#"
+SCT = "http://snomed.info/sct|"
+PRIORITY = "http://terminology.hl7.org/CodeSystem/v3-ActPriority|"
+
+
+def test_triage_verifies(triage: Ontology) -> None:
+    assert verify(triage) == []
+    assert triage.version == "1.2.0"
+
+
+def test_symptom_classes_and_snomed_codes(triage: Ontology) -> None:
+    expected = {
+        "Pain": "22253000",
+        "ChestPain": "29857009",
+        "AbdominalPain": "21522001",
+        "Headache": "25064002",
+        "Dyspnea": "267036007",
+        "Fever": "386661006",
+        "Syncope": "271594007",
+        "Unresponsive": "422768004",
+    }
+    for name, code in expected.items():
+        assert triage.classes[N + name].codes == (SCT + code,)
+        assert triage.class_for_code(SCT + code) == N + name
+    for name in ("ChestPain", "AbdominalPain", "Headache"):
+        assert triage.classes[N + name].parents == (N + "Pain",)
+    assert len(triage.subclasses(N + "Symptom")) == 9
+
+
+def test_acuity_levels_most_severe_first_with_act_priority_codes(triage: Ontology) -> None:
+    acuity = triage.properties[N + "acuity"]
+    assert acuity.one_of == tuple(N + n for n in ("Immediate", "Urgent", "Standard", "NonUrgent"))
+    assert acuity.rules_only and acuity.resolution == "FirstListed" and acuity.single_valued
+    codes = {
+        n: triage.individuals[N + n].codes for n in ("Immediate", "Urgent", "Standard", "NonUrgent")
+    }
+    assert codes == {
+        "Immediate": (PRIORITY + "EM",),
+        "Urgent": (PRIORITY + "UR",),
+        "Standard": (PRIORITY + "R",),
+        "NonUrgent": (PRIORITY + "EL",),
+    }
+
+
+def test_inputs_and_their_fhir_sources(triage: Ontology) -> None:
+    def loinc(prop: str) -> tuple[str, ...]:
+        (m,) = triage.properties[N + prop].from_fhir
+        assert m.resource_type == "Observation" and m.pick == "Latest"
+        return m.codings
+
+    assert loinc("heartRate") == ("http://loinc.org|8867-4",)
+    assert loinc("respRate") == ("http://loinc.org|9279-1",)
+    assert loinc("spo2") == ("http://loinc.org|59408-5", "http://loinc.org|2708-6")
+    assert loinc("systolicBP") == ("http://loinc.org|8480-6",)
+    assert loinc("temperature") == ("http://loinc.org|8310-5",)
+    units = {
+        p: triage.properties[N + p].unit
+        for p in ("age", "heartRate", "respRate", "spo2", "systolicBP", "temperature")
+    }
+    assert units == {
+        "age": "a",
+        "heartRate": "/min",
+        "respRate": "/min",
+        "spo2": "%",
+        "systolicBP": "mm[Hg]",
+        "temperature": "Cel",
+    }
+    age = triage.properties[N + "age"]
+    assert age.range == XSD + "integer"
+    assert age.from_fhir[0].transform == "YearsSince"
+    (cond,) = triage.properties[N + "hasSymptom"].from_fhir
+    assert cond.resource_type == "Condition" and cond.pick == "All" and cond.where
+    assert "encounter-diagnosis" in cond.where and "problem-list-item" in cond.where
+    assert "active" in cond.where
+    assert triage.properties[N + "queuedAt"].range == XSD + "dateTime"
+
+
+def test_one_rule_per_criterion(triage: Ontology) -> None:
+    by_level: dict[str, int] = {}
+    for r in triage.rules:
+        (t,) = r.then
+        by_level[str(t.value).rsplit("#", 1)[1]] = (
+            by_level.get(str(t.value).rsplit("#", 1)[1], 0) + 1
+        )
+    assert by_level == {"Immediate": 8, "Urgent": 8, "Standard": 3, "NonUrgent": 2}
+    chest = next(r for r in triage.rules if r.name == "ImmediateChestPainTachycardia")
+    assert [(c.path, c.op, c.value) for c in chest.when] == [
+        ((N + "hasSymptom",), "isA", N + "ChestPain"),
+        ((N + "heartRate",), "greaterThan", 120),
+    ]
+
+
+def test_workflow_as_in_the_seeds(triage: Ontology) -> None:
+    w = triage.workflow("Triage")
+    assert (w.decides, w.focus, w.version) == (N + "acuity", N + "Patient", "1.2.0")
+    steps = {s.name: s for s in w.steps.values()}
+    assert steps["Intake"].extracts == (N + "Patient", N + "Symptom")
+    assert steps["Intake"].confidence == 0.85
+    assert steps["Intake"].fallback == N + "EscalateToNurse"
+    assert steps["Route"].on_error == N + "EscalateToNurse"
+    assert {(b.arg, b.property, b.focus) for b in steps["Route"].bindings} == {
+        ("queue", N + "acuity", False),
+        ("patient", None, True),
+    }
+    assert steps["EscalateToNurse"].terminal and steps["Done"].terminal
+
+
+def test_queue_assignment_commits_through_the_fhir_adapter(triage: Ontology) -> None:
+    tool = triage.tools[N + "ehr.assign_queue"]
+    assert tool.binding == "fhir:commit" and tool.commits is not None
+    assert (tool.commits.resource_type, tool.commits.element, tool.commits.value_arg) == (
+        "Encounter",
+        "priority",
+        "queue",
+    )
+    assert tool.commits.scope == "user/Encounter.write"
+    assert [(e.property, e.now) for e in tool.effects] == [(N + "queuedAt", True)]
+
+
+def test_cds_service(triage: Ontology) -> None:
+    svc = triage.service("horismos-triage")
+    assert svc.hook == "encounter-start" and svc.workflow == N + "Triage"
+    assert [p.key for p in svc.prefetch] == ["patient", "encounter", "vitals", "conditions"]
+    assert [(t.resource_type, t.fhir_path) for t in svc.text] == [("Encounter", "reasonCode.text")]
+    cards = [(c.indicator, c.terminal, c.when[0].value if c.when else None) for c in svc.cards]
+    assert cards == [
+        ("critical", N + "Done", N + "Immediate"),
+        ("warning", N + "Done", N + "Urgent"),
+        ("info", N + "Done", N + "Standard"),
+        ("info", N + "Done", N + "NonUrgent"),
+        ("warning", N + "EscalateToNurse", None),
+    ]
+    assert "nurse's assessment" in svc.cards[-1].summary
+
+
+def test_extraction_schema_has_the_closed_symptom_tree_and_no_acuity(triage: Ontology) -> None:
+    schema = derive_schema(triage, ["Patient", "Symptom"])
+    variants = {v["title"]: v for v in schema["properties"]["instances"]["items"]["anyOf"]}
+    assert "acuity" not in variants["Patient"]["properties"]
+    assert variants["Symptom"]["properties"]["class"]["enum"] == [
+        "Symptom",
+        "Pain",
+        "ChestPain",
+        "AbdominalPain",
+        "Headache",
+        "Dyspnea",
+        "Fever",
+        "Syncope",
+        "Unresponsive",
+    ]

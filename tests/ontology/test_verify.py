@@ -1,0 +1,160 @@
+"""Verification decisions that the broken-file suite does not show on its own."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from app.ontology import load_ontology, verify
+from app.ontology.model import Ontology
+from tests.ontology.conftest import DATA, T
+
+SOUND = (DATA / "verify_sound.ttl").read_text(encoding="utf-8")
+
+
+def _sound_with(ttl: Callable[[str], Path], old: str, new: str, extra: str = "") -> Path:
+    body = SOUND.split("\n", 1)[1]
+    body = body[body.index("\n:Patient") :]
+    assert old in body
+    return ttl(body.replace(old, new) + extra)
+
+
+def test_an_unresolved_edge_in_a_compiled_ontology_is_reported(triage: Ontology) -> None:
+    # Turtle cannot express this (the loader refuses it); a hand-built Ontology can.
+    w = triage.workflow("Triage")
+    assess = next(s for s in w.steps.values() if s.name == "Assess")
+    broken = dataclasses.replace(assess, next="https://horismos.dev/example/triage#Nowhere")
+    steps = {**w.steps, assess.iri: broken}
+    o = dataclasses.replace(triage, workflows={w.iri: dataclasses.replace(w, steps=steps)})
+    problems = verify(o)
+    assert [(p.code, p.node) for p in problems] == [("unresolved-edge", assess.iri)]
+    assert "Nowhere" in problems[0].message
+
+
+def test_a_terminal_action_step_needs_no_on_error(triage: Ontology) -> None:
+    escalate = triage.step("https://horismos.dev/example/triage#EscalateToNurse")
+    assert escalate.kind == "ActionStep" and escalate.on_error is None
+    assert verify(triage) == []
+
+
+PAGE = (
+    ':Page a horis:ActionStep ; horis:tool :notify ; horis:bind [ horis:arg "patient" ; '
+    "horis:focus true ] ;\n    horis:requires [ horis:property :consent ; horis:is true ] ; "
+    "horis:onError :Escalate ; horis:next :Done .\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("producer", "start"),
+    [
+        # a rule concludes it
+        (
+            ":ConsentRule a horis:Rule ; horis:about :Patient ;"
+            " horis:when ( [ horis:property :hr ; horis:isAssigned true ] ) ;"
+            " horis:then [ horis:property :consent ; horis:value true ] .",
+            "Assess",
+        ),
+        # it is read from FHIR
+        (
+            ':consent horis:fromFhir [ horis:resourceType "Consent" ; horis:fhirPath "status" ] .',
+            "Assess",
+        ),
+        # an upstream tool declares it as an effect
+        (
+            ':ask a horis:Tool ; horis:binding "mcp://a/b" ; horis:effect [ horis:asserts '
+            "[ horis:property :consent ; horis:type xsd:boolean ] ] .\n"
+            ":Ask a horis:ActionStep ; horis:tool :ask ; horis:onError :Escalate ; "
+            "horis:next :Assess .",
+            "Ask",
+        ),
+        # an upstream PerceptionStep extracts its class
+        (
+            ":Read a horis:PerceptionStep ; horis:extracts :Patient ; horis:fallback :Escalate ; "
+            "horis:next :Assess .",
+            "Read",
+        ),
+        # an upstream WaitStep awaits it
+        (":Hold a horis:WaitStep ; horis:awaits :consent ; horis:next :Assess .", "Hold"),
+    ],
+    ids=["rule", "fhir", "tool-effect", "perception", "wait"],
+)
+def test_requires_is_satisfiable_by_any_upstream_producer(
+    ttl: Callable[[str], Path], producer: str, start: str
+) -> None:
+    path = _sound_with(
+        ttl,
+        "horis:onUnreachable :Escalate ; horis:next :Done .",
+        "horis:onUnreachable :Escalate ; horis:next :Page .",
+        ":consent a horis:Property ; horis:domain :Patient ; horis:range xsd:boolean .\n"
+        + PAGE
+        + producer
+        + "\n",
+    )
+    text = path.read_text().replace("horis:startsAt :Assess", f"horis:startsAt :{start}")
+    path.write_text(text)
+    assert verify(load_ontology([path])) == []
+
+
+def test_a_producer_after_the_step_does_not_count(ttl: Callable[[str], Path]) -> None:
+    path = _sound_with(
+        ttl,
+        "horis:onUnreachable :Escalate ; horis:next :Done .",
+        "horis:onUnreachable :Escalate ; horis:next :Page .",
+        ":consent a horis:Property ; horis:domain :Patient ; horis:range xsd:boolean .\n"
+        + PAGE.replace("horis:next :Done", "horis:next :Hold")
+        + ":Hold a horis:WaitStep ; horis:awaits :consent ; horis:next :Done .\n",
+    )
+    assert [p.code for p in verify(load_ontology([path]))] == ["requires"]
+
+
+def test_on_unsatisfied_or_a_negative_precondition_needs_no_producer(
+    ttl: Callable[[str], Path],
+) -> None:
+    extra = ":consent a horis:Property ; horis:domain :Patient ; horis:range xsd:boolean .\n"
+    with_edge = _sound_with(
+        ttl,
+        "horis:onUnreachable :Escalate ; horis:next :Done .",
+        "horis:onUnreachable :Escalate ; horis:next :Page .",
+        extra + PAGE.replace("horis:onError", "horis:onUnsatisfied :Escalate ; horis:onError"),
+    )
+    assert verify(load_ontology([with_edge])) == []
+    negative = _sound_with(
+        ttl,
+        "horis:onUnreachable :Escalate ; horis:next :Done .",
+        "horis:onUnreachable :Escalate ; horis:next :Page .",
+        extra + PAGE.replace("horis:is true", "horis:isAssigned false"),
+    )
+    assert verify(load_ontology([negative])) == []
+
+
+def test_negation_on_a_property_outside_the_cycle_is_stratified(
+    ttl: Callable[[str], Path],
+) -> None:
+    path = _sound_with(
+        ttl,
+        "[ horis:property :hr ; horis:greaterThan 100 ]",
+        "[ horis:property :hr ; horis:isAssigned false ]",
+    )
+    assert verify(load_ontology([path])) == []
+
+
+def test_negation_cycle_through_a_chain_of_derived_properties(
+    ttl: Callable[[str], Path],
+) -> None:
+    chain = "".join(
+        f":{a} a horis:Property ; horis:domain :Patient ; horis:range xsd:boolean .\n"
+        for a in ("a", "b", "c")
+    ) + (
+        ":RA a horis:Rule ; horis:about :Patient ; horis:when ( [ horis:property :c ; "
+        "horis:isAssigned false ] ) ; horis:then [ horis:property :a ; horis:value true ] .\n"
+        ":RB a horis:Rule ; horis:about :Patient ; horis:when ( [ horis:property :a ; "
+        "horis:is true ] ) ; horis:then [ horis:property :b ; horis:value true ] .\n"
+        ":RC a horis:Rule ; horis:about :Patient ; horis:when ( [ horis:path ( :b ) ; "
+        "horis:is true ] ) ; horis:then [ horis:property :c ; horis:value true ] .\n"
+    )
+    path = _sound_with(ttl, ":Patient a horis:Class .", ":Patient a horis:Class .", chain)
+    problems = verify(load_ontology([path]))
+    assert [(p.code, p.node) for p in problems] == [("stratification", T + "RA")]
