@@ -1,0 +1,332 @@
+"""What the World precomputes from an ontology: class ancestry, name resolution, compiled rules,
+strata and the reader index (which rules read which property at which path position).
+
+Built once per ``Ontology`` object and shared by every World over it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from app.ontology.model import Condition, Ontology, PropertyDef, Rule, Value, local_name
+from app.world.facts import StratificationError
+from app.world.values import DATATYPES, NotOfType, Test, compiled_regex, make_test, normalize
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledCondition:
+    condition: Condition
+    path: tuple[str, ...]
+    negative: bool  # horis:isAssigned false
+    test: Test
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledRule:
+    index: int
+    rule: Rule
+    about: str
+    stratum: int
+    conditions: tuple[CompiledCondition, ...]
+    conclusions: tuple[tuple[str, Value], ...]
+    #: per conclusion: a violation message when the conclusion can never pass the gate
+    static_errors: tuple[tuple[str, str, str] | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderGroup:
+    """Rules that read property P at path position ``depth`` after ``prefix`` (reversed)."""
+
+    gid: int
+    depth: int
+    reverse_prefix: tuple[str, ...]
+    rules: tuple[int, ...]
+
+
+def compile_condition(cond: Condition) -> CompiledCondition:
+    negative = cond.op == "isAssigned" and cond.value is False
+    return CompiledCondition(cond, tuple(cond.path), negative, make_test(cond.op, cond.value))
+
+
+class OntologyIndex:
+    """Lookups the World needs on its hot path, derived from one ``Ontology``."""
+
+    def __init__(self, onto: Ontology) -> None:
+        self.onto = onto
+        self.properties: dict[str, PropertyDef] = dict(onto.properties)
+        self.object_properties = frozenset(
+            p.iri for p in onto.properties.values() if p.range not in DATATYPES
+        )
+        self.ancestors: dict[str, frozenset[str]] = {}
+        for c in onto.classes:
+            self._ancestors_of(c)
+        for ind in onto.individuals.values():
+            self._ancestors_of(ind.class_iri)
+        self._names: dict[str, dict[str, str | None]] = {}
+        for kind, table in (
+            ("property", onto.properties),
+            ("class", onto.classes),
+            ("individual", onto.individuals),
+        ):
+            names: dict[str, str | None] = {}
+            for iri in table:
+                name = local_name(iri)
+                names[name] = None if name in names and names[name] != iri else iri
+            self._names[kind] = names
+        self.resolved_props = frozenset(
+            p.iri
+            for p in onto.properties.values()
+            if p.single_valued and p.resolution == "FirstListed"
+        )
+        self.condition_cache: dict[Condition, CompiledCondition] = {}
+        self.rules, self.recursive = _compile_rules(self, onto.rules)
+        self.readers: dict[str, tuple[ReaderGroup, ...]] = _reader_index(self.rules)
+        self.strata: tuple[int, ...] = tuple(sorted({r.stratum for r in self.rules}))
+        self._applicable: dict[str, tuple[int, ...]] = {}
+        self._group_applicable: dict[tuple[int, str], tuple[tuple[int, int], ...]] = {}
+
+    # --- classes -----------------------------------------------------------------------
+
+    def _ancestors_of(self, c: str, trail: tuple[str, ...] = ()) -> frozenset[str]:
+        got = self.ancestors.get(c)
+        if got is not None:
+            return got
+        out = {c}
+        cdef = self.onto.classes.get(c)
+        if cdef is not None:
+            for parent in cdef.parents:
+                if parent not in trail:
+                    out |= self._ancestors_of(parent, (*trail, c))
+        result = frozenset(out)
+        self.ancestors[c] = result
+        return result
+
+    def is_subclass(self, c: str, ancestor: str) -> bool:
+        return ancestor in self.ancestors.get(c, frozenset((c,)))
+
+    def subclasses(self, c: str) -> tuple[str, ...]:
+        return tuple(k for k, anc in self.ancestors.items() if c in anc)
+
+    # --- names -------------------------------------------------------------------------
+
+    def resolve(self, kind: str, name: str) -> str | None:
+        """IRI for an IRI or an unambiguous local name of a property/class/individual."""
+        table: Any = {
+            "property": self.onto.properties,
+            "class": self.onto.classes,
+            "individual": self.onto.individuals,
+        }[kind]
+        if name in table:
+            return name
+        iri = self.onto.namespace + name
+        if iri in table:
+            return iri
+        return self._names[kind].get(name)
+
+    # --- rules -------------------------------------------------------------------------
+
+    def rules_for_class(self, class_iri: str) -> tuple[int, ...]:
+        got = self._applicable.get(class_iri)
+        if got is None:
+            anc = self.ancestors.get(class_iri, frozenset((class_iri,)))
+            got = tuple(r.index for r in self.rules if r.about in anc)
+            self._applicable[class_iri] = got
+        return got
+
+    def group_rules_for_class(
+        self, group: ReaderGroup, class_iri: str
+    ) -> tuple[tuple[int, int], ...]:
+        """(rule index, stratum) of the group's rules that apply to instances of ``class_iri``."""
+        key = (group.gid, class_iri)
+        got = self._group_applicable.get(key)
+        if got is None:
+            anc = self.ancestors.get(class_iri, frozenset((class_iri,)))
+            got = tuple(
+                (i, self.rules[i].stratum) for i in group.rules if self.rules[i].about in anc
+            )
+            self._group_applicable[key] = got
+        return got
+
+    def compiled(self, cond: Condition) -> CompiledCondition:
+        got = self.condition_cache.get(cond)
+        if got is None:
+            got = compile_condition(cond)
+            self.condition_cache[cond] = got
+        return got
+
+
+def _static_error(index: OntologyIndex, prop_iri: str, value: Value) -> tuple[str, str, str] | None:
+    """(code, value repr, message) when a rule conclusion can never pass the gate."""
+    prop = index.properties.get(prop_iri)
+    if prop is None:
+        return ("unknown-property", repr(value), f"rule concludes unknown property {prop_iri}")
+    if prop.range in DATATYPES:
+        try:
+            v = normalize(prop.range, value)
+        except NotOfType as exc:
+            return ("range", repr(value), str(exc))
+        if isinstance(v, int | Decimal) and not isinstance(v, bool):
+            if prop.min is not None and v < prop.min:
+                return ("min", repr(value), f"{value} is below the minimum {prop.min}")
+            if prop.max is not None and v > prop.max:
+                return ("max", repr(value), f"{value} is above the maximum {prop.max}")
+        if (
+            prop.pattern is not None
+            and isinstance(v, str)
+            and compiled_regex(prop.pattern).fullmatch(v) is None
+        ):
+            return ("pattern", repr(value), f"{value!r} does not match {prop.pattern}")
+        if prop.one_of and value not in prop.one_of:
+            return ("oneOf", repr(value), f"{value!r} is not one of the listed values")
+        return None
+    if prop.one_of:
+        if value not in prop.one_of:
+            return ("oneOf", repr(value), f"{value!r} is not one of {prop.name}'s values")
+        return None
+    ind = index.onto.individuals.get(str(value))
+    if ind is None or not index.is_subclass(ind.class_iri, prop.range):
+        return ("range", repr(value), f"{value!r} is not an individual of {prop.range}")
+    return None
+
+
+def _compile_rules(
+    index: OntologyIndex, rules: tuple[Rule, ...]
+) -> tuple[tuple[CompiledRule, ...], frozenset[str]]:
+    ordered = sorted(rules, key=lambda r: r.order)
+    strata, recursive = stratify(index, ordered)
+    out = []
+    for i, rule in enumerate(ordered):
+        conclusions = tuple((c.property, c.value) for c in rule.then)
+        conds = tuple(index.compiled(c) for c in rule.when)
+        stratum = min((strata.get(p, 0) for p, _ in conclusions), default=0)
+        errors = tuple(_static_error(index, p, v) for p, v in conclusions)
+        out.append(CompiledRule(i, rule, rule.about, stratum, conds, conclusions, errors))
+    return tuple(out), recursive
+
+
+def stratify(index: OntologyIndex, rules: list[Rule]) -> tuple[dict[str, int], frozenset[str]]:
+    """Property strata, and the properties on a positive cycle (that need delete-rederive).
+
+    Reading a property through ``isAssigned false``, or reading a single-valued ``FirstListed``
+    property at all, needs the property complete: the reader sits in a strictly higher stratum.
+    """
+    edges: dict[str, dict[str, list[tuple[bool, str]]]] = {}
+    nodes: set[str] = set()
+    for rule in rules:
+        for concl in rule.then:
+            nodes.add(concl.property)
+            for cond in rule.when:
+                negative_cond = cond.op == "isAssigned" and cond.value is False
+                for p in cond.path:
+                    nodes.add(p)
+                    neg = negative_cond or p in index.resolved_props
+                    edges.setdefault(p, {}).setdefault(concl.property, []).append((neg, rule.iri))
+    sccs = _tarjan(sorted(nodes), edges)
+    comp = {n: i for i, scc in enumerate(sccs) for n in scc}
+    recursive: set[str] = set()
+    for scc in sccs:
+        members = set(scc)
+        bad: list[str] = []
+        cyclic = len(scc) > 1
+        for a in scc:
+            for b, labels in edges.get(a, {}).items():
+                if b in members:
+                    cyclic = True
+                    bad.extend(r for neg, r in labels if neg)
+        if bad:
+            names = tuple(dict.fromkeys(bad))
+            raise StratificationError(
+                "rules are not stratifiable: "
+                + ", ".join(local_name(r) for r in names)
+                + " read through negation (isAssigned false) or a FirstListed property"
+                " what they themselves conclude (cycle through "
+                + ", ".join(sorted(local_name(p) for p in scc))
+                + ")",
+                names,
+            )
+        if cyclic:
+            recursive |= members
+    # Tarjan yields components in reverse topological order: dependencies come later.
+    preds: dict[str, list[tuple[str, bool]]] = {}
+    for a, targets in edges.items():
+        for b, labels in targets.items():
+            preds.setdefault(b, []).append((a, any(neg for neg, _ in labels)))
+    stratum_of_comp: dict[int, int] = {}
+    for ci in reversed(range(len(sccs))):
+        best = 0
+        for n in sccs[ci]:
+            for a, neg in preds.get(n, ()):
+                if comp[a] != ci:
+                    best = max(best, stratum_of_comp[comp[a]] + (1 if neg else 0))
+        stratum_of_comp[ci] = best
+    return {n: stratum_of_comp[comp[n]] for n in nodes}, frozenset(recursive)
+
+
+def _tarjan(nodes: list[str], edges: dict[str, dict[str, Any]]) -> list[list[str]]:
+    """Strongly connected components, iteratively, in reverse topological order."""
+    index_of: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    counter = 0
+    for root in nodes:
+        if root in index_of:
+            continue
+        work: list[tuple[str, Any]] = [(root, iter(sorted(edges.get(root, {}))))]
+        index_of[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, it = work[-1]
+            advanced = False
+            for nxt in it:
+                if nxt not in index_of:
+                    index_of[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(edges.get(nxt, {})))))
+                    advanced = True
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index_of[nxt])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index_of[node]:
+                scc = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    scc.append(w)
+                    if w == node:
+                        break
+                out.append(scc)
+    return out
+
+
+def _reader_index(rules: tuple[CompiledRule, ...]) -> dict[str, tuple[ReaderGroup, ...]]:
+    groups: dict[str, dict[tuple[int, tuple[str, ...]], list[int]]] = {}
+    for r in rules:
+        for cc in r.conditions:
+            for depth, p in enumerate(cc.path):
+                key = (depth, tuple(reversed(cc.path[:depth])))
+                members = groups.setdefault(p, {}).setdefault(key, [])
+                if r.index not in members:
+                    members.append(r.index)
+    out: dict[str, tuple[ReaderGroup, ...]] = {}
+    gid = 0
+    for p, g in groups.items():
+        lst: list[ReaderGroup] = []
+        for (d, pre), rs in g.items():
+            lst.append(ReaderGroup(gid, d, pre, tuple(rs)))
+            gid += 1
+        out[p] = tuple(lst)
+    return out

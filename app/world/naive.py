@@ -1,0 +1,86 @@
+"""A from-scratch fixed point, the reference the incremental engine is checked and benchmarked
+against: every rule on every applicable instance, round after round per stratum, until nothing
+new is derived. No indexes beyond (subject, property), no truth maintenance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from app.ontology.model import Ontology, Value
+from app.world.facts import FactKey
+from app.world.index import CompiledCondition
+from app.world.world import ontology_index
+
+View = dict[tuple[str, str], list[Value]]
+
+
+def naive_fixpoint(
+    onto: Ontology, instances: Mapping[str, str], base: Iterable[FactKey]
+) -> tuple[set[FactKey], list[tuple[str, str]]]:
+    """The visible facts over ``base`` (instances map id → class IRI), and the single-valued
+    (subject, property) pairs whose values conflict (a transaction over them must fail)."""
+    ix = ontology_index(onto)
+    base_set = set(base)
+    derived: set[FactKey] = set()
+
+    def anc_of(v: str) -> frozenset[str]:
+        cls = instances.get(v)
+        if cls is None:
+            ind = onto.individuals.get(v)
+            cls = ind.class_iri if ind is not None else None
+        if cls is None:
+            return frozenset()
+        return ix.ancestors.get(cls, frozenset((cls,)))
+
+    def view() -> View:
+        out: View = {}
+        for s, p, v in base_set:
+            out.setdefault((s, p), []).append(v)
+        cands: dict[tuple[str, str], list[Value]] = {}
+        for s, p, v in derived:
+            if p in ix.resolved_props:
+                cands.setdefault((s, p), []).append(v)
+            elif (s, p, v) not in base_set:
+                out.setdefault((s, p), []).append(v)
+        for (s, p), vals in cands.items():
+            order = ix.properties[p].one_of
+            win = min(vals, key=lambda x: order.index(x) if x in order else len(order))
+            lst = out.setdefault((s, p), [])
+            if win not in lst:
+                lst.append(win)
+        return out
+
+    def reach(v: View, s: str, path: tuple[str, ...]) -> list[Value]:
+        frontier: list[Value] = [s]
+        for p in path:
+            frontier = [x for n in frontier if isinstance(n, str) for x in v.get((n, p), [])]
+        return frontier
+
+    def holds(v: View, s: str, cc: CompiledCondition) -> bool:
+        reached = reach(v, s, cc.path)
+        if cc.negative:
+            return not reached
+        return any(cc.test(x, anc_of) for x in reached)
+
+    for k in ix.strata:
+        rules = [r for r in ix.rules if r.stratum == k]
+        changed = True
+        while changed:
+            changed = False
+            current = view()
+            for r in rules:
+                for s, cls in instances.items():
+                    if r.about not in ix.ancestors.get(cls, frozenset((cls,))):
+                        continue
+                    if all(holds(current, s, cc) for cc in r.conditions):
+                        for p, val in r.conclusions:
+                            if (s, p, val) not in derived:
+                                derived.add((s, p, val))
+                                changed = True
+    final = view()
+    facts = {(s, p, v) for (s, p), vals in final.items() for v in vals}
+    conflicts = [
+        sp for sp, vals in final.items() if ix.properties[sp[1]].single_valued and len(vals) > 1
+    ]
+    return facts, conflicts

@@ -1,0 +1,279 @@
+"""Proof trees: why a fact holds, down to the base facts and where they came from.
+
+A node is a visible fact. A base fact (asserted with api/perception/tool/human provenance) is a
+leaf: its proof is itself. A derived fact lists its derivations — the rule, the premise facts
+(each a node) and the negative premises (``X was not assigned``). At the root every derivation
+is expanded; below it, the earliest derivation is expanded and the others are named, which keeps
+the tree readable and finite. For a ``FirstListed`` property the root names the overruled
+candidate values and the rules that derived them.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from app.ontology.model import Value, local_name
+from app.world.facts import Absence, Fact, FactKey, json_value
+
+if TYPE_CHECKING:
+    from app.world.engine import Engine
+    from app.world.world import World
+
+
+@dataclass(frozen=True)
+class NegativePremise:
+    absence: Absence
+    label: str
+
+
+@dataclass(frozen=True)
+class Derivation:
+    rule: str
+    premises: tuple[ProofNode, ...]
+    absent: tuple[NegativePremise, ...]
+    expanded: bool = True
+
+
+@dataclass(frozen=True)
+class Overruled:
+    value: Value
+    rules: tuple[str, ...]
+    label: str
+
+
+@dataclass(frozen=True)
+class ProofNode:
+    fact: Fact
+    label: str  # "heartRate = 130 /min"
+    tag: str  # "[api Observation/obs-1 v3]" or "[rule TachyChestPain]"
+    derivations: tuple[Derivation, ...] = ()
+    overruled: tuple[Overruled, ...] = ()
+
+    @property
+    def is_base(self) -> bool:
+        return not self.derivations
+
+    def to_json(self) -> dict[str, Any]:
+        f = self.fact
+        out: dict[str, Any] = {
+            "subject": f.subject,
+            "property": local_name(f.property),
+            "propertyIri": f.property,
+            "value": _json(f.value),
+            "label": self.label,
+            "provenance": f.provenance,
+            "tx": f.tx,
+        }
+        if isinstance(f.value, str) and f.value.startswith(("http://", "https://", "urn:")):
+            out["valueIri"] = f.value
+        if f.confidence is not None:
+            out["confidence"] = f.confidence
+        if f.source is not None:
+            out["source"] = f.source.to_json()
+        if self.derivations:
+            out["derivations"] = [
+                {
+                    "rule": d.rule,
+                    "ruleName": local_name(d.rule),
+                    "expanded": d.expanded,
+                    "premises": [p.to_json() for p in d.premises],
+                    "absent": [
+                        {
+                            "subject": n.absence.subject,
+                            "path": [local_name(x) for x in n.absence.path],
+                            "label": n.label,
+                        }
+                        for n in d.absent
+                    ],
+                }
+                for d in self.derivations
+            ]
+        if self.overruled:
+            out["overruled"] = [
+                {
+                    "value": _json(o.value),
+                    "rules": [local_name(r) for r in o.rules],
+                    "ruleIris": list(o.rules),
+                    "label": o.label,
+                }
+                for o in self.overruled
+            ]
+        return out
+
+    def _render(self, out: list[str], indent: int) -> None:
+        pad = "  " * indent
+        first = self.derivations[0] if self.derivations else None
+        out.append(f"{pad}{self.label}  {self.tag}")
+        if first is not None:
+            _render_body(first, out, indent + 1)
+        for d in self.derivations[1:]:
+            out.append(f"{pad}  also [rule {local_name(d.rule)}]")
+            if d.expanded:
+                _render_body(d, out, indent + 2)
+        for o in self.overruled:
+            rules = ", ".join(f"rule {local_name(r)}" for r in o.rules)
+            out.append(f"{pad}  overrules {o.label}  [{rules}]")
+
+    def leaves(self) -> Iterator[Fact]:
+        if self.is_base:
+            if self.fact.provenance != "rule":
+                yield self.fact
+            return
+        for d in self.derivations:
+            for p in d.premises:
+                yield from p.leaves()
+
+
+def _render_body(d: Derivation, out: list[str], indent: int) -> None:
+    for p in d.premises:
+        p._render(out, indent)
+    for n in d.absent:
+        out.append(f"{'  ' * indent}{n.label}")
+
+
+@dataclass(frozen=True)
+class Proof:
+    """Why ``subject``'s ``property`` has its values (one node per value; none when unassigned)."""
+
+    subject: str
+    property: str
+    nodes: tuple[ProofNode, ...]
+
+    def render(self) -> str:
+        """Deterministic indented text, one line per fact, premises indented beneath."""
+        if not self.nodes:
+            return f"{local_name(self.property)} was not assigned"
+        out: list[str] = []
+        for n in self.nodes:
+            n._render(out, 0)
+        return "\n".join(out)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "subject": self.subject,
+            "property": local_name(self.property),
+            "propertyIri": self.property,
+            "values": [n.to_json() for n in self.nodes],
+        }
+
+    def base_facts(self) -> Iterator[Fact]:
+        """The leaves: base facts with their provenance and source, each once, in tree order."""
+        seen: set[FactKey] = set()
+        for n in self.nodes:
+            for f in n.leaves():
+                if f.key not in seen:
+                    seen.add(f.key)
+                    yield f
+
+    @builtins.property
+    def value(self) -> Value | None:
+        return self.nodes[0].fact.value if self.nodes else None
+
+
+def _json(v: Value) -> Any:
+    if isinstance(v, str) and v.startswith(("http://", "https://", "urn:")):
+        return local_name(v)
+    return json_value(v)
+
+
+class _Builder:
+    def __init__(self, world: World, engine: Engine, subject: str) -> None:
+        self.world = world
+        self.eng = engine
+        self.subject = subject
+
+    def value_text(self, p: str, v: Value) -> str:
+        prop = self.eng.ix.properties.get(p)
+        if isinstance(v, bool):
+            text = "true" if v else "false"
+        elif isinstance(v, Decimal | int):
+            text = str(v)
+        elif v in self.eng.st.instances:
+            inst = self.eng.st.instances[v]
+            return f"→ {v} isA {local_name(inst.class_iri)}"
+        elif v in self.eng.ix.onto.individuals:
+            ind = self.eng.ix.onto.individuals[v]
+            return f"= {ind.label or local_name(v)}"
+        else:
+            text = str(v)
+        unit = f" {prop.unit}" if prop is not None and prop.unit else ""
+        return f"= {text}{unit}"
+
+    def label(self, s: str, p: str, v: Value) -> str:
+        prefix = "" if s == self.subject else f"{s}."
+        return f"{prefix}{local_name(p)} {self.value_text(p, v)}"
+
+    def tag(self, fact: Fact) -> str:
+        if fact.provenance == "rule":
+            if fact.justifications:
+                return f"[rule {local_name(fact.justifications[0].rule)}]"
+            return "[rule]"
+        parts: list[str] = [fact.provenance]
+        if fact.source is not None:
+            ref = fact.source.reference
+            if fact.source.version_id:
+                ref += f" v{fact.source.version_id}"
+            parts.append(" " + ref)
+        if fact.confidence is not None:
+            parts.append(f", confidence {fact.confidence:g}")
+        return "[" + "".join(parts) + "]"
+
+    def node(self, key: FactKey, expand_all: bool, trail: frozenset[FactKey]) -> ProofNode:
+        fact = self.eng.fact_of(key)
+        label = self.label(*key)
+        if fact.provenance != "rule" or key in trail:
+            return ProofNode(fact, label, self.tag(fact))
+        trail = trail | {key}
+        derivations = []
+        for i, j in enumerate(fact.justifications):
+            if i > 0 and not expand_all:
+                derivations.append(Derivation(j.rule, (), (), expanded=False))
+                continue
+            premises = tuple(self.node(k, False, trail) for k in j.premises)
+            absent = tuple(
+                NegativePremise(
+                    a,
+                    ("" if a.subject == self.subject else f"{a.subject}.")
+                    + " → ".join(local_name(x) for x in a.path)
+                    + " was not assigned",
+                )
+                for a in j.absent
+            )
+            derivations.append(Derivation(j.rule, premises, absent))
+        return ProofNode(fact, label, self.tag(fact), tuple(derivations))
+
+    def overruled(self, s: str, p: str, winner: Value) -> tuple[Overruled, ...]:
+        st, ix = self.eng.st, self.eng.ix
+        cands = st.cand.get((s, p))
+        if not cands:
+            return ()
+        out = []
+        order = ix.properties[p].one_of
+        for v in sorted(cands, key=lambda x: order.index(x) if x in order else len(order)):
+            if v == winner:
+                continue
+            acts = sorted(st.support.get((s, p, v), ()), key=lambda a: st.acts[a].seq)
+            rules = tuple(ix.rules[a[0]].rule.iri for a in acts)
+            out.append(Overruled(v, rules, self.label(s, p, v)))
+        return tuple(out)
+
+
+def build_proof(
+    world: World, engine: Engine, subject: str, property: str, value: Value | None
+) -> Proof:
+    b = _Builder(world, engine, subject)
+    values = engine.st.values(subject, property)
+    if value is not None:
+        values = [v for v in values if v == value]
+    nodes = []
+    for v in values:
+        node = b.node((subject, property, v), True, frozenset())
+        over = b.overruled(subject, property, v)
+        if over:
+            node = ProofNode(node.fact, node.label, node.tag, node.derivations, over)
+        nodes.append(node)
+    return Proof(subject, property, tuple(nodes))
