@@ -42,6 +42,7 @@ class RunView:
     narration: str | None
     focus_id: str
     violations: Sequence[Violation] = ()
+    failed_actions: Sequence[str] = ()  # "tool: why" for every tool call that did not succeed
 
 
 def _label(ontology: Ontology, iri: str) -> str:
@@ -85,6 +86,8 @@ def _detail(ontology: Ontology, workflow: WorkflowDef, world: World, run: RunVie
             parts.append(f"No rule could decide {what}. Missing data: {', '.join(missing)}.")
         else:
             parts.append(f"No rule could decide {what} from the data available.")
+    for failure in run.failed_actions:
+        parts.append(f"Not completed: {failure}")
     for v in run.violations:
         parts.append(f"Refused input ({v.code}): {v.message}")
     text = "\n\n".join(parts)

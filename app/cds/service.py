@@ -130,6 +130,16 @@ def _apply(world: World, changes: list[Change], problems: list[Violation]) -> No
         pending = kept
 
 
+def _failed_actions(trace: list[dict[str, Any]]) -> list[str]:
+    out: list[str] = []
+    for entry in trace:
+        for call in entry.get("calls") or []:
+            error = call.get("error") if isinstance(call, dict) else None
+            if isinstance(error, dict) and call.get("type") == "tool":
+                out.append(f"{call.get('tool')}: {error.get('message', 'failed')}")
+    return out
+
+
 def _narration(trace: list[dict[str, Any]]) -> str | None:
     for entry in reversed(trace):
         if entry.get("kind") != "NarrationStep":
@@ -313,6 +323,7 @@ class HookService:
             narration=_narration(outcome.trace),
             focus_id=focus_id,
             violations=problems,
+            failed_actions=_failed_actions(outcome.trace),
         )
         cards = build_cards(
             ontology=d.ontology,

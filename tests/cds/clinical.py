@@ -1,0 +1,147 @@
+"""FHIR R4 resources for the two example deployments, and the hook requests that carry them."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+LOINC = "http://loinc.org"
+SNOMED = "http://snomed.info/sct"
+RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
+UCUM = "http://unitsofmeasure.org"
+AUTH_SCOPE = "user/*.read user/Encounter.write"
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def patient(pid: str, birth_date: str = "1985-03-01") -> dict[str, Any]:
+    return {"resourceType": "Patient", "id": pid, "birthDate": birth_date, "active": True}
+
+
+def encounter(eid: str, pid: str, reason: str | None = None) -> dict[str, Any]:
+    res: dict[str, Any] = {
+        "resourceType": "Encounter",
+        "id": eid,
+        "status": "in-progress",
+        "class": {"system": "http://terminology.hl7.org/CodeSystem/v3-ActCode", "code": "EMER"},
+        "subject": {"reference": f"Patient/{pid}"},
+    }
+    if reason:
+        res["reasonCode"] = [{"text": reason}]
+    return res
+
+
+def observation(
+    pid: str,
+    code: str,
+    value: float,
+    unit: str,
+    *,
+    category: str = "vital-signs",
+    when: str = "2025-06-01T10:00:00Z",
+) -> dict[str, Any]:
+    return {
+        "resourceType": "Observation",
+        "id": new_id(),
+        "status": "final",
+        "category": [
+            {
+                "coding": [
+                    {
+                        "system": "http://terminology.hl7.org/CodeSystem/observation-category",
+                        "code": category,
+                    }
+                ]
+            }
+        ],
+        "code": {"coding": [{"system": LOINC, "code": code}]},
+        "subject": {"reference": f"Patient/{pid}"},
+        "effectiveDateTime": when,
+        "valueQuantity": {"value": value, "unit": unit, "system": UCUM, "code": unit},
+    }
+
+
+def bp_panel(pid: str, systolic: float, diastolic: float) -> dict[str, Any]:
+    def comp(code: str, value: float) -> dict[str, Any]:
+        return {
+            "code": {"coding": [{"system": LOINC, "code": code}]},
+            "valueQuantity": {"value": value, "unit": "mm[Hg]", "system": UCUM, "code": "mm[Hg]"},
+        }
+
+    panel = observation(pid, "85354-9", 0, "mm[Hg]")
+    del panel["valueQuantity"]
+    panel["component"] = [comp("8480-6", systolic), comp("8462-4", diastolic)]
+    return panel
+
+
+def condition(pid: str, snomed: str) -> dict[str, Any]:
+    cat = "http://terminology.hl7.org/CodeSystem/condition-category"
+    status = "http://terminology.hl7.org/CodeSystem/condition-clinical"
+    return {
+        "resourceType": "Condition",
+        "id": new_id(),
+        "clinicalStatus": {"coding": [{"system": status, "code": "active"}]},
+        "category": [{"coding": [{"system": cat, "code": "encounter-diagnosis"}]}],
+        "code": {"coding": [{"system": SNOMED, "code": snomed}]},
+        "subject": {"reference": f"Patient/{pid}"},
+    }
+
+
+def allergy(pid: str, snomed: str) -> dict[str, Any]:
+    status = "http://terminology.hl7.org/CodeSystem/allergyintolerance-clinical"
+    return {
+        "resourceType": "AllergyIntolerance",
+        "id": new_id(),
+        "clinicalStatus": {"coding": [{"system": status, "code": "active"}]},
+        "code": {"coding": [{"system": SNOMED, "code": snomed}]},
+        "patient": {"reference": f"Patient/{pid}"},
+    }
+
+
+def draft_order(pid: str, rxnorm: str) -> dict[str, Any]:
+    return {
+        "resourceType": "MedicationRequest",
+        "id": new_id(),
+        "status": "draft",
+        "intent": "order",
+        "subject": {"reference": f"Patient/{pid}"},
+        "medicationCodeableConcept": {"coding": [{"system": RXNORM, "code": rxnorm}]},
+    }
+
+
+def searchset(resources: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "resourceType": "Bundle",
+        "type": "searchset",
+        "total": len(resources),
+        "entry": [{"resource": r} for r in resources],
+    }
+
+
+def hook_request(
+    hook: str,
+    context: dict[str, Any],
+    *,
+    fhir_server: str | None,
+    prefetch: dict[str, Any] | None = None,
+    scope: str = AUTH_SCOPE,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "hook": hook,
+        "hookInstance": str(uuid.uuid4()),
+        "context": {"userId": "Practitioner/example", **context},
+    }
+    if fhir_server is not None:
+        body["fhirServer"] = fhir_server
+        body["fhirAuthorization"] = {
+            "access_token": "test-token",
+            "token_type": "Bearer",
+            "expires_in": 300,
+            "scope": scope,
+            "subject": "horismos",
+        }
+    if prefetch is not None:
+        body["prefetch"] = prefetch
+    return body

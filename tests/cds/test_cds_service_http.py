@@ -1,0 +1,317 @@
+"""The CDS Hooks endpoints as an EHR sees them: discovery, errors, client JWTs, idempotency,
+durability and feedback (real database on both backends, real HTTP through the ASGI app)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from joserfc import jwt
+from joserfc.jwk import ECKey
+from sqlalchemy import Engine, text
+
+from app.cds.response_check import check_response
+from app.cds.routes import add_feedback_listener
+from app.store import Base, make_engine, repo, session_scope
+from tests.cds import clinical as fx
+
+FIXTURES = Path(__file__).parents[1] / "data/cds/fixtures"
+BASE = "https://cds.example.test"
+SPEC_JWT = json.loads((FIXTURES / "jwt-es384-example-expired-spec.json").read_text())
+ISS = SPEC_JWT["payload"]["iss"]
+
+OpenClient = Callable[..., AbstractContextManager[TestClient]]
+
+
+@pytest.fixture
+def client(make_app_client: OpenClient) -> Iterator[TestClient]:
+    with make_app_client(public_base_url=BASE) as c:
+        yield c
+
+
+def med_safety_body(*, egfr: float | None = 25, rx: str = "5640") -> dict[str, Any]:
+    pid = "p-" + fx.new_id()
+    labs = [fx.observation(pid, "33914-3", egfr, "mL/min/{1.73_m2}", category="laboratory")]
+    return fx.hook_request(
+        "order-sign",
+        {
+            "patientId": pid,
+            "draftOrders": {
+                "resourceType": "Bundle",
+                "type": "collection",
+                "entry": [{"resource": fx.draft_order(pid, rx)}],
+            },
+        },
+        fhir_server=None,
+        prefetch={
+            "patient": fx.patient(pid, "1970-01-01"),
+            "allergies": None,
+            "labs": fx.searchset(labs if egfr is not None else []),
+        },
+    )
+
+
+def _runs(database_url: str) -> int:
+    eng = make_engine(database_url)
+    try:
+        with eng.connect() as conn:
+            return int(conn.execute(text("SELECT count(*) FROM runs")).scalar_one())
+    finally:
+        eng.dispose()
+
+
+# --- discovery and errors ------------------------------------------------------------------
+
+
+def test_discovery_lists_the_ontology_services(client: TestClient) -> None:
+    services = {s["id"]: s for s in client.get("/cds-services").json()["services"]}
+    assert services["horismos-triage"]["hook"] == "encounter-start"
+    assert services["horismos-triage"]["prefetch"]["vitals"] == (
+        "Observation?patient={{context.patientId}}&category=vital-signs"
+    )
+    assert services["horismos-med-safety"]["hook"] == "order-sign"
+    assert set(services["horismos-med-safety"]["prefetch"]) == {"patient", "allergies", "labs"}
+
+
+def test_unknown_service_is_404_with_an_operation_outcome(client: TestClient) -> None:
+    resp = client.post("/cds-services/nope", json=med_safety_body())
+    assert resp.status_code == 404
+    assert resp.json()["resourceType"] == "OperationOutcome"
+
+
+def test_invalid_request_is_400_naming_the_field(client: TestClient) -> None:
+    body = med_safety_body()
+    del body["context"]["patientId"]
+    resp = client.post("/cds-services/horismos-med-safety", json=body)
+    assert resp.status_code == 400
+    assert resp.json()["issue"][0]["expression"] == ["context.patientId"]
+
+
+def test_wrong_hook_for_the_service_is_400(client: TestClient) -> None:
+    body = json.loads(
+        (FIXTURES / "unknown-hook-fancy-structure-request-crd-testkit.json").read_text()
+    )
+    resp = client.post("/cds-services/horismos-triage", json=body)
+    assert resp.status_code == 400
+    assert resp.json()["issue"][0]["expression"] == ["hook"]
+
+
+def test_non_json_body_is_400(client: TestClient) -> None:
+    resp = client.post(
+        "/cds-services/horismos-triage",
+        content=b"{not json",
+        headers={"content-type": "application/json"},
+    )
+    assert resp.status_code == 400
+
+
+def test_malformed_draft_order_is_400_naming_the_element(client: TestClient) -> None:
+    body = json.loads((FIXTURES / "order-sign-request-crd-testkit.json").read_text())
+    resp = client.post("/cds-services/horismos-med-safety", json=body)
+    assert resp.status_code == 400
+    named = {e for i in resp.json()["issue"] for e in i["expression"]}
+    assert "context.draftOrders.entry[1].resource.dosageInstruction[0].doseAndRate" in named
+
+
+def test_crd_request_without_prefetch_and_unreachable_server_is_412(client: TestClient) -> None:
+    body = json.loads((FIXTURES / "encounter-start-request-crd-testkit.json").read_text())
+    body["fhirServer"] = "http://127.0.0.1:9/fhir"  # nothing listens on the discard port
+    resp = client.post("/cds-services/horismos-triage", json=body)
+    assert resp.status_code == 412
+    keys = {e for i in resp.json()["issue"] for e in i["expression"]}
+    assert keys == {
+        "prefetch.patient",
+        "prefetch.encounter",
+        "prefetch.vitals",
+        "prefetch.conditions",
+    }
+
+
+# --- idempotency and durability ------------------------------------------------------------
+
+
+def test_retried_hook_instance_returns_the_stored_answer_without_running_again(
+    client: TestClient, database_url: str
+) -> None:
+    body = med_safety_body()
+    first = client.post("/cds-services/horismos-med-safety", json=body)
+    second = client.post("/cds-services/horismos-med-safety", json=body)
+    assert first.status_code == second.status_code == 200
+    assert first.json() == second.json()
+    assert _runs(database_url) == 1
+
+
+def test_same_hook_instance_with_a_different_body_is_409(client: TestClient) -> None:
+    body = med_safety_body()
+    assert client.post("/cds-services/horismos-med-safety", json=body).status_code == 200
+    body["context"]["draftOrders"]["entry"][0]["resource"]["id"] = "another-order"
+    resp = client.post("/cds-services/horismos-med-safety", json=body)
+    assert resp.status_code == 409
+    assert resp.json()["issue"][0]["expression"] == ["hookInstance"]
+
+
+def test_two_concurrent_identical_calls_run_once(client: TestClient, database_url: str) -> None:
+    body = med_safety_body()
+    answers: list[Any] = []
+    barrier = threading.Barrier(2)
+
+    def call() -> None:
+        barrier.wait()
+        answers.append(client.post("/cds-services/horismos-med-safety", json=body))
+
+    threads = [threading.Thread(target=call) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [a.status_code for a in answers] == [200, 200]
+    assert answers[0].json() == answers[1].json()
+    assert _runs(database_url) == 1
+
+
+def test_run_that_cannot_be_persisted_is_503_and_returns_no_decision(
+    client: TestClient, database_url: str
+) -> None:
+    eng = make_engine(database_url)
+    traces = Base.metadata.tables["trace_events"]
+    try:
+        with eng.begin() as conn:  # the trace table disappears: claims work, outcomes cannot land
+            traces.drop(conn)
+        resp = client.post("/cds-services/horismos-med-safety", json=med_safety_body())
+    finally:
+        with eng.begin() as conn:
+            traces.create(conn)
+        eng.dispose()
+    assert resp.status_code == 503
+    assert "Contraindicated" not in resp.text
+    assert resp.json()["resourceType"] == "OperationOutcome"
+
+
+def test_response_carries_the_run_extension_and_is_persisted_first(
+    client: TestClient, engine: Engine
+) -> None:
+    resp = client.post("/cds-services/horismos-med-safety", json=med_safety_body())
+    body = resp.json()
+    assert check_response(body) == []
+    run = body["extension"]["dev.horismos.run"]
+    assert run["workflow"] == "MedSafety" and run["version"] == "1.0.0"
+    assert run["terminal"] == "Done"
+    assert run["decision"] == {"property": "orderSafety", "value": "Contraindicated"}
+    with session_scope(engine) as session:
+        stored = repo.get_run(session, run["runId"])
+        assert stored is not None and stored.response == body
+        assert stored.status == "completed"
+        assert {(s.resource_type) for s in repo.list_sources(session, run["runId"])} == {
+            "Patient",
+            "Observation",
+            "MedicationRequest",
+        }
+        assert repo.list_trace(session, run["runId"])
+
+
+def test_no_card_when_there_is_nothing_to_say(client: TestClient) -> None:
+    body = client.post(
+        "/cds-services/horismos-med-safety", json=med_safety_body(egfr=90, rx="29046")
+    ).json()
+    assert body["cards"] == []
+    assert body["extension"]["dev.horismos.run"]["decision"]["value"] == "Safe"
+
+
+# --- feedback ------------------------------------------------------------------------------
+
+
+def test_feedback_is_stored_linked_to_the_run_and_duplicates_are_harmless(
+    client: TestClient, engine: Engine
+) -> None:
+    heard: list[Any] = []
+    add_feedback_listener(client.app, heard.append)  # type: ignore[arg-type]
+    answer = client.post("/cds-services/horismos-med-safety", json=med_safety_body()).json()
+    card = answer["cards"][0]
+    feedback = {
+        "feedback": [
+            {
+                "card": card["uuid"],
+                "outcome": "accepted",
+                "acceptedSuggestions": [{"id": card["suggestions"][0]["uuid"]}],
+                "outcomeTimestamp": "2025-06-01T10:05:31Z",
+            }
+        ]
+    }
+    first = client.post("/cds-services/horismos-med-safety/feedback", json=feedback)
+    again = client.post("/cds-services/horismos-med-safety/feedback", json=feedback)
+    assert first.json() == {"stored": 1, "duplicates": 0}
+    assert again.json() == {"stored": 0, "duplicates": 1}
+    with session_scope(engine) as session:
+        [row] = repo.list_feedback(session, service_id="horismos-med-safety")
+        assert row.run_id == answer["extension"]["dev.horismos.run"]["runId"]
+    [event] = heard
+    assert event.accepted_suggestions == (card["suggestions"][0]["uuid"],)
+    assert event.card["suggestions"][0]["actions"][0]["type"] == "delete"
+
+
+@pytest.mark.parametrize(
+    "name", ["feedback-overridden-no-reason-spec.json", "feedback-overridden-with-reason-spec.json"]
+)
+def test_spec_feedback_bodies_are_accepted(client: TestClient, name: str) -> None:
+    body = json.loads((FIXTURES / name).read_text())
+    resp = client.post("/cds-services/horismos-triage/feedback", json=body)
+    assert resp.status_code == 200
+    assert resp.json()["stored"] == 1
+
+
+def test_feedback_with_a_bad_outcome_is_400(client: TestClient) -> None:
+    body = {
+        "feedback": [
+            {"card": "x", "outcome": "ignored", "outcomeTimestamp": "2025-01-01T00:00:00Z"}
+        ]
+    }
+    resp = client.post("/cds-services/horismos-triage/feedback", json=body)
+    assert resp.status_code == 400
+    assert resp.json()["issue"][0]["expression"] == ["feedback[0].outcome"]
+
+
+# --- client JWTs over HTTP -----------------------------------------------------------------
+
+
+@pytest.fixture
+def secured(make_app_client: OpenClient) -> Iterator[TestClient]:
+    issuers = [{"iss": ISS, "jwks": SPEC_JWT["jwks"]}]
+    with make_app_client(public_base_url=BASE, trusted_issuers=issuers) as c:
+        yield c
+
+
+def _token(aud: str, **claims: Any) -> str:
+    now = int(time.time())
+    payload = {"iss": ISS, "aud": aud, "iat": now, "exp": now + 300, "jti": str(uuid.uuid4())}
+    payload.update(claims)
+    key = ECKey.import_key(SPEC_JWT["private_jwk"])
+    return jwt.encode(
+        {"alg": "ES384", "kid": "example-kid", "typ": "JWT"}, payload, key, algorithms=["ES384"]
+    )
+
+
+def test_signed_client_is_served_and_replay_is_401(secured: TestClient) -> None:
+    url = "/cds-services/horismos-med-safety"
+    token = _token(BASE + url)
+    ok = secured.post(url, json=med_safety_body(), headers={"Authorization": f"Bearer {token}"})
+    assert ok.status_code == 200
+    replay = secured.post(url, json=med_safety_body(), headers={"Authorization": f"Bearer {token}"})
+    assert replay.status_code == 401
+    assert "replay" in replay.json()["issue"][0]["diagnostics"]
+
+
+def test_missing_or_misaddressed_token_is_401(secured: TestClient) -> None:
+    url = "/cds-services/horismos-med-safety"
+    assert secured.post(url, json=med_safety_body()).status_code == 401
+    other = _token(BASE + "/cds-services/horismos-triage")
+    resp = secured.post(url, json=med_safety_body(), headers={"Authorization": f"Bearer {other}"})
+    assert resp.status_code == 401
+    assert resp.headers["www-authenticate"].startswith("Bearer")
