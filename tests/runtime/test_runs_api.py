@@ -1,0 +1,97 @@
+"""Runs through the HTTP API (persisted) and the ``horismos run`` / ``horismos replay`` commands."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from app.cli import app as cli
+from tests.runtime.conftest import ROOT
+
+TRIAGE = ROOT / "ontologies" / "triage.ttl"
+CHEST_PAIN = {
+    "instances": [
+        {"id": "p1", "class": "Patient", "heartRate": 130, "age": 70, "hasSymptom": ["s1"]},
+        {"id": "s1", "class": "ChestPain"},
+    ]
+}
+
+
+@pytest.fixture
+def client(
+    make_app_client: Callable[..., AbstractContextManager[TestClient]],
+) -> Iterator[TestClient]:
+    with make_app_client(ontology_paths=[TRIAGE]) as c:
+        yield c
+
+
+def test_a_run_is_answered_persisted_and_replayable(client: TestClient) -> None:
+    answer = client.post("/workflows/Triage/runs", json=CHEST_PAIN)
+
+    assert answer.status_code == 200, answer.text
+    outcome = answer.json()
+    assert outcome["terminal"] == "Done"
+    assert outcome["decision"] == {"property": "acuity", "value": "Immediate"}
+    assert outcome["workflow"] == "Triage" and outcome["version"] == "1.2.0"
+    assert [e["step"] for e in outcome["trace"]] == ["Intake", "Assess", "Route", "Explain", "Done"]
+    assert outcome["proof"]
+
+    stored = client.get(f"/runs/{outcome['runId']}")
+    assert stored.status_code == 200
+    assert stored.json() == outcome
+
+    replayed = client.post(f"/runs/{outcome['runId']}/replay")
+    assert replayed.status_code == 200
+    assert replayed.json()["same"] is True
+    assert replayed.json()["replayed"]["decision"] == outcome["decision"]
+
+
+def test_no_data_escalates_through_the_api(client: TestClient) -> None:
+    answer = client.post("/workflows/Triage/runs", json={"instances": []})
+
+    assert answer.status_code == 200
+    assert answer.json()["terminal"] == "EscalateToNurse"
+    assert "decision" not in answer.json()
+
+
+def test_rejected_input_and_unknown_names_are_client_errors(client: TestClient) -> None:
+    bad = client.post(
+        "/workflows/Triage/runs",
+        json={"instances": [{"id": "p1", "class": "Patient", "heartRate": 900}]},
+    )
+    assert bad.status_code == 400
+    assert bad.json()["error"]["violations"][0]["code"] == "max"
+    assert client.post("/workflows/Nope/runs", json={}).status_code == 404
+    assert client.get("/runs/no-such-run").status_code == 404
+
+
+def test_horismos_run_prints_the_outcome_json(tmp_path: Path) -> None:
+    facts = tmp_path / "facts.json"
+    facts.write_text(json.dumps(CHEST_PAIN))
+
+    result = CliRunner().invoke(
+        cli, ["run", str(TRIAGE), "--workflow", "Triage", "--facts", str(facts), "--json"]
+    )
+
+    assert result.exit_code == 0, result.output
+    outcome: dict[str, Any] = json.loads(result.output)
+    assert outcome["decision"] == {"property": "acuity", "value": "Immediate"}
+    assert outcome["terminal"] == "Done"
+
+
+def test_horismos_replay_reads_the_database(client: TestClient, database_url: str) -> None:
+    run_id = client.post("/workflows/Triage/runs", json=CHEST_PAIN).json()["runId"]
+
+    result = CliRunner().invoke(
+        cli, ["replay", run_id, "--url", database_url, "--ontology", str(TRIAGE)]
+    )
+
+    assert result.exit_code == 0, result.output
+    assert "same decision" in result.output
