@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -10,7 +11,7 @@ from app.bridge import BridgeError, bridge_from_model_string, schema_hash
 from app.bridge.claude import EXTRACT_TOOL, ClaudeBridge
 from tests.support.fake_messages_api import FakeMessagesApi, fake_messages_api
 
-SCHEMA = {
+SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "Patient": {

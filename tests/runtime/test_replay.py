@@ -106,7 +106,7 @@ def test_a_changed_ontology_lists_the_decisions_that_would_change(
     flows: Ontology, invoker: ToolInvoker, counting: CountingTools, tmp_path: Path
 ) -> None:
     def case(score: int) -> dict[str, Any]:
-        data = json.loads(json.dumps(OPTIONS))
+        data: dict[str, Any] = json.loads(json.dumps(OPTIONS))
         data["instances"][0]["score"] = score
         return data
 

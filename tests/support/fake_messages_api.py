@@ -37,7 +37,9 @@ def fake_messages_api() -> Iterator[FakeMessagesApi]:
             length = int(self.headers.get("content-length", "0"))
             body = json.loads(self.rfile.read(length) or b"{}")
             state.requests.append({"path": self.path, "body": body})
-            reply = state.replies.pop(0) if state.replies else {"status": 500, "body": {}}
+            reply: dict[str, Any] = (
+                state.replies.pop(0) if state.replies else {"status": 500, "body": {}}
+            )
             if reply.get("hang"):
                 # Held until the test releases it (after the client has given up).
                 state.release.wait(30)
