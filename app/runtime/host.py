@@ -99,10 +99,7 @@ def save_run(session: Session, ontology: Ontology, run: StartedRun) -> None:
         ontology_digest=ontology.digest,
         run_id=outcome.run_id,
     )
-    document = outcome.to_json()
-    recorded = run.recorded.to_json()
-    recorded.pop("outcome")
-    document["replay"] = recorded
+    document = outcome_document(run.recorded)
     suspended = outcome.suspended
     repo.save_outcome(
         session,
@@ -127,6 +124,17 @@ def _deadline(ontology: Ontology, suspended: SuspendedRun | None) -> datetime | 
             since = datetime.fromisoformat(suspended.waiting_since)
             return since + timedelta(seconds=step.timeout)
     return None
+
+
+def outcome_document(recorded: RecordedRun) -> dict[str, Any]:
+    """The outcome JSON to store in ``runs.outcome``: DESIGN §9 plus a ``replay`` key holding
+    the recorded input (World before the run, text, time) that ``horismos replay`` needs.
+    Any layer that persists runs (the CDS service too) stores this to make them replayable."""
+    document = dict(recorded.outcome)
+    material = recorded.to_json()
+    material.pop("outcome")
+    document["replay"] = material
+    return document
 
 
 def stored_outcome(session: Session, run_id: str) -> dict[str, Any]:
