@@ -37,6 +37,7 @@ class TypeChecker:
         self.problems.append(Problem(code=code, node=node, message=message, path=path))
 
     def run_types(self) -> None:
+        self._codes()
         for p in self.o.properties.values():
             self._property(p)
         for r in self.o.rules:
@@ -54,6 +55,21 @@ class TypeChecker:
             self._tool(tool.iri)
 
     # --- properties and conditions -------------------------------------------------------
+
+    def _codes(self) -> None:
+        """A coding must map to one class (and one individual), or FHIR data would be ambiguous."""
+        for table in (self.o.classes, self.o.individuals):
+            owners: dict[str, str] = {}
+            for node in table.values():
+                for code in node.codes:
+                    first = owners.setdefault(code, node.iri)
+                    if first != node.iri:
+                        self.add(
+                            "type-check",
+                            node.iri,
+                            f'horis:code "{code}" is also the code of {local_name(first)}; '
+                            "a coding must name one class",
+                        )
 
     def _property(self, p: PropertyDef) -> None:
         numeric = p.range in _NUMERIC

@@ -230,10 +230,13 @@ class _Verifier(TypeChecker):
         if s.candidates is None:
             self.add("type-check", s.iri, "a ProposalStep needs horis:candidates [ … ]")
             return
-        if s.selects is None:
+        selects = self.o.properties.get(s.selects or "")
+        if selects is None:
             self.add(
                 "type-check", s.iri, "a ProposalStep needs horis:selects (the property it sets)"
             )
+        else:
+            self.check_domain(selects, w.focus, s.iri, "horis:selects")
         cand = s.candidates
         if bool(cand.path) == (cand.class_iri is not None):
             self.add(
