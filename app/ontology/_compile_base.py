@@ -86,7 +86,7 @@ class CompilerBase:
 
     def ref(self, owner: Node, pred: Node, node: Node | None, kinds: tuple[str, ...]) -> str | None:
         """An IRI that must name a declared node of one of ``kinds``."""
-        if node is None:
+        if node is None or node in self.r.unknown:
             return None
         if isinstance(node, URIRef) and self.kinds.get(node) in kinds:
             return str(node)
@@ -188,7 +188,7 @@ class CompilerBase:
 
     def constant(self, owner: Node, pred: Node, allowed: tuple[str, ...]) -> str | None:
         node = self.r.one(owner, pred)
-        if node is None:
+        if node is None or node in self.r.unknown:
             return None
         if isinstance(node, URIRef) and str(node).startswith(HORIS):
             name = str(node)[len(HORIS) :]
@@ -202,6 +202,8 @@ class CompilerBase:
 
     def value(self, owner: Node, pred: Node, node: Node) -> Value | None:
         """A literal, or an IRI that must name a declared node."""
+        if node in self.r.unknown:
+            return None
         if isinstance(node, URIRef):
             if node not in self.kinds:
                 self.r.problem(

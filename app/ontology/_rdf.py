@@ -72,6 +72,8 @@ class Reader:
         self.problems: list[Problem] = []
         #: nodes already reported as broken: their unread triples are not reported again
         self.dismissed: set[Node] = set()
+        #: ``horis:`` IRIs already reported as unknown terms: not reported again as references
+        self.unknown: set[Node] = set()
 
     # --- triples -----------------------------------------------------------------------------
 

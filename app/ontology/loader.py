@@ -128,6 +128,7 @@ def _check_terms(reader: Reader) -> None:
             text = str(term)
             if not isinstance(term, URIRef) or not text.startswith(HORIS) or text in known:
                 continue
+            reader.unknown.add(term)
             if (s, text) in reported:
                 continue
             reported.add((s, text))
