@@ -41,7 +41,7 @@ import httpx
 from sqlalchemy import Engine
 
 from adapters.fhir.scopes import permits
-from app.ontology.model import XSD, AdapterCommit, Ontology, ToolDef, local_name
+from app.ontology.model import XSD, AdapterCommit, Individual, Ontology, ToolDef, local_name
 from app.store import repo, session_scope
 from app.store.models import EFFECT_STATES
 from app.tools.errors import ToolError
@@ -191,7 +191,7 @@ def element_value(ontology: Ontology, commit: AdapterCommit, value: Any) -> Any:
     """
     if commit.code_system is None:
         return value
-    individual = ontology.individuals.get(str(value))
+    individual = _individual(ontology, str(value))
     codes = [] if individual is None else list(individual.codes)
     for code in codes:
         system, _, local = code.partition("|")
@@ -201,6 +201,16 @@ def element_value(ontology: Ontology, commit: AdapterCommit, value: Any) -> Any:
                 coding["display"] = individual.label
             return {"coding": [coding]}
     raise LookupError(f"{value} has no horis:code in {commit.code_system}")
+
+
+def _individual(ontology: Ontology, value: str) -> Individual | None:
+    """The enumeration individual an argument names, by IRI or (as the runtime passes arguments)
+    by local name."""
+    found = ontology.individuals.get(value)
+    if found is not None:
+        return found
+    named = [i for i in ontology.individuals.values() if i.name == value]
+    return named[0] if len(named) == 1 else None
 
 
 def same_value(current: Any, wanted: Any) -> bool:

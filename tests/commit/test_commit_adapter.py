@@ -128,7 +128,7 @@ def _adapter(
     return FhirCommitAdapter(ontology=ONTOLOGY, engine=engine, context=context)
 
 
-def _call(run_id: str, level: str = URGENT) -> ToolCall:
+def _call(run_id: str, level: str = "High") -> ToolCall:
     return ToolCall(tool=TOOL, args={"level": level, "patient": "p1"}, timeout=2.0, run_id=run_id)
 
 

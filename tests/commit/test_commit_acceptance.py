@@ -1,0 +1,323 @@
+"""Acceptance: triage hook calls commit Encounter.priority to the real FHIR server.
+
+Real PostgreSQL, the real Node FHIR server, the service over HTTP (TestClient): the Encounter is
+updated only against the version the run read, concurrent decisions cannot overwrite each other,
+a missing scope sends nothing, and a lost answer is settled by ``horismos reconcile``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine
+
+from adapters.fhir.commit import effect_reports
+from app.main import create_app
+from app.settings import Settings
+from tests.commit.dropping_proxy import dropping_proxy
+from tests.support.fhir_server import FhirServer
+
+pytestmark = pytest.mark.fhirserver
+
+PRIORITY = "http://terminology.hl7.org/CodeSystem/v3-ActPriority"
+LOINC = "http://loinc.org"
+WRITE_SCOPE = "user/*.read user/Encounter.write"
+READ_ONLY_SCOPE = "user/*.read"
+CHANGED = "changed since the decision was computed"
+
+
+@pytest.fixture
+def client(pg_url: str, pg_engine: Engine) -> Iterator[TestClient]:
+    settings = Settings(database_url=pg_url, reconcile_interval_seconds=0)
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def _heart_rate(pid: str, value: float) -> dict[str, Any]:
+    return {
+        "resourceType": "Observation",
+        "id": uuid.uuid4().hex[:16],
+        "status": "final",
+        "category": [
+            {
+                "coding": [
+                    {
+                        "system": "http://terminology.hl7.org/CodeSystem/observation-category",
+                        "code": "vital-signs",
+                    }
+                ]
+            }
+        ],
+        "code": {"coding": [{"system": LOINC, "code": "8867-4"}]},
+        "subject": {"reference": f"Patient/{pid}"},
+        "effectiveDateTime": "2026-01-01T10:00:00Z",
+        "valueQuantity": {
+            "value": value,
+            "unit": "/min",
+            "system": "http://unitsofmeasure.org",
+            "code": "/min",
+        },
+    }
+
+
+def _bundle(resources: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "resourceType": "Bundle",
+        "type": "searchset",
+        "entry": [{"resource": r} for r in resources],
+    }
+
+
+def _patient_and_encounter(fhir_server: FhirServer) -> tuple[dict[str, Any], dict[str, Any]]:
+    pid = fhir_server.new_id()
+    patient = fhir_server.create({"resourceType": "Patient", "id": pid, "birthDate": "1980-01-01"})
+    encounter = fhir_server.create(
+        {
+            "resourceType": "Encounter",
+            "id": fhir_server.new_id(),
+            "status": "in-progress",
+            "class": {"system": "http://terminology.hl7.org/CodeSystem/v3-ActCode", "code": "EMER"},
+            "subject": {"reference": f"Patient/{pid}"},
+        }
+    )
+    return patient, encounter
+
+
+def _hook(
+    server: str,
+    patient: dict[str, Any],
+    encounter: dict[str, Any],
+    *,
+    scope: str = WRITE_SCOPE,
+    prefetch: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "hook": "encounter-start",
+        "hookInstance": str(uuid.uuid4()),
+        "context": {
+            "userId": "Practitioner/example",
+            "patientId": patient["id"],
+            "encounterId": encounter["id"],
+        },
+        "fhirServer": server,
+        "fhirAuthorization": {
+            "access_token": "test-token",
+            "token_type": "Bearer",
+            "expires_in": 300,
+            "scope": scope,
+            "subject": "horismos",
+        },
+    }
+    if prefetch is not None:
+        body["prefetch"] = prefetch
+    return body
+
+
+def _prefetch(
+    patient: dict[str, Any], encounter: dict[str, Any], vitals: list[dict[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "patient": patient,
+        "encounter": encounter,
+        "vitals": _bundle(vitals),
+        "conditions": _bundle([]),
+    }
+
+
+def _answer(response: Any) -> tuple[str, dict[str, Any], list[dict[str, Any]]]:
+    assert response.status_code == 200, response.text
+    body = response.json()
+    run = body["extension"]["dev.horismos.run"]
+    return run["runId"], run, body["cards"]
+
+
+def _codes(resource: dict[str, Any]) -> list[str]:
+    return [c["code"] for c in resource.get("priority", {}).get("coding", [])]
+
+
+def test_triage_updates_the_encounter_priority_against_the_version_it_read(
+    client: TestClient, fhir_server: FhirServer, pg_engine: Engine
+) -> None:
+    patient, encounter = _patient_and_encounter(fhir_server)
+    fhir_server.create(_heart_rate(patient["id"], 160))
+    read_version = encounter["meta"]["versionId"]
+    mark = fhir_server.mark()
+
+    run_id, run, cards = _answer(
+        client.post(
+            "/cds-services/horismos-triage",
+            json=_hook(fhir_server.base_url, patient, encounter),
+        )
+    )
+
+    assert (run["terminal"], run["decision"]["value"]) == ("Done", "Immediate")
+    assert [c["indicator"] for c in cards] == ["critical"]
+    history = fhir_server.history("Encounter", encounter["id"])
+    assert history[0]["meta"]["versionId"] == read_version
+    assert len(history) == 2
+    assert _codes(history[-1]) == ["EM"]
+    assert history[-1]["priority"]["coding"][0]["system"] == PRIORITY
+    puts = [r for r in fhir_server.requests(since=mark) if r["method"] == "PUT"]
+    assert [(p["url"], p["ifMatch"]) for p in puts] == [
+        (f"/fhir/Encounter/{encounter['id']}", f'W/"{read_version}"')
+    ]
+    [effect] = effect_reports(pg_engine, run_id)
+    assert (effect["state"], effect["expectedVersion"], effect["newVersion"]) == (
+        "accepted",
+        read_version,
+        history[-1]["meta"]["versionId"],
+    )
+
+
+Race = tuple[dict[str, tuple[str, dict[str, Any], list[dict[str, Any]]]], str, str]
+
+
+def _race(client: TestClient, fhir_server: FhirServer, pg_engine: Engine) -> Race:
+    """Two hook calls that read the same Encounter version and decide different priorities,
+    sent at the same moment; returns their answers, the winner and the loser."""
+    patient, encounter = _patient_and_encounter(fhir_server)
+    calls = {
+        "Immediate": _hook(
+            fhir_server.base_url,
+            patient,
+            encounter,
+            prefetch=_prefetch(patient, encounter, [_heart_rate(patient["id"], 160)]),
+        ),
+        "Urgent": _hook(
+            fhir_server.base_url,
+            patient,
+            encounter,
+            prefetch=_prefetch(patient, encounter, [_heart_rate(patient["id"], 110)]),
+        ),
+    }
+    answers: dict[str, Any] = {}
+    start = threading.Barrier(len(calls))
+
+    def call(acuity: str) -> None:
+        start.wait()
+        answers[acuity] = client.post("/cds-services/horismos-triage", json=calls[acuity])
+
+    threads = [threading.Thread(target=call, args=(a,)) for a in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    outcomes = {acuity: _answer(answers[acuity]) for acuity in calls}
+    states = {
+        acuity: [e["state"] for e in effect_reports(pg_engine, run_id)]
+        for acuity, (run_id, _, _) in outcomes.items()
+    }
+    assert sorted(states.values()) == [["accepted"], ["conflicted"]]
+    [winner] = [a for a, s in states.items() if s == ["accepted"]]
+    [loser] = [a for a, s in states.items() if s == ["conflicted"]]
+    history = fhir_server.history("Encounter", encounter["id"])
+    assert len(history) == 2
+    assert _codes(history[-1]) == [{"Immediate": "EM", "Urgent": "UR"}[winner]]
+    return outcomes, winner, loser
+
+
+def test_two_concurrent_decisions_for_one_encounter_commit_exactly_once(
+    client: TestClient, fhir_server: FhirServer, pg_engine: Engine
+) -> None:
+    outcomes, winner, loser = _race(client, fhir_server, pg_engine)
+
+    _, won, won_cards = outcomes[winner]
+    assert won["terminal"] == "Done"
+    assert [c["summary"] for c in won_cards] == [f"Triage acuity: {winner}"]
+    _, lost, lost_cards = outcomes[loser]
+    assert lost["terminal"] != "Done"
+    assert lost_cards
+    assert all(c["summary"] != f"Triage acuity: {loser}" for c in lost_cards)
+
+
+@pytest.mark.xfail(
+    reason="the CDS card builder does not yet add adapters.fhir.commit.effect_notices to the "
+    "card detail, so the conflicted run's card does not say why it escalated",
+    strict=True,
+)
+def test_the_conflicted_decisions_card_says_the_record_changed(
+    client: TestClient, fhir_server: FhirServer, pg_engine: Engine
+) -> None:
+    outcomes, _, loser = _race(client, fhir_server, pg_engine)
+
+    _, _, lost_cards = outcomes[loser]
+    assert any(CHANGED in c.get("detail", "") for c in lost_cards)
+
+
+def test_without_a_write_scope_nothing_reaches_the_fhir_server(
+    client: TestClient, fhir_server: FhirServer, pg_engine: Engine
+) -> None:
+    patient, encounter = _patient_and_encounter(fhir_server)
+    prefetch = _prefetch(patient, encounter, [_heart_rate(patient["id"], 160)])
+    mark = fhir_server.mark()
+
+    run_id, run, cards = _answer(
+        client.post(
+            "/cds-services/horismos-triage",
+            json=_hook(
+                fhir_server.base_url, patient, encounter, scope=READ_ONLY_SCOPE, prefetch=prefetch
+            ),
+        )
+    )
+
+    assert fhir_server.requests(since=mark) == []
+    assert len(fhir_server.history("Encounter", encounter["id"])) == 1
+    [effect] = effect_reports(pg_engine, run_id)
+    assert effect["state"] == "refused"
+    assert effect["attempts"] == 0
+    assert run["terminal"] != "Done"
+    assert cards
+
+
+def test_a_lost_answer_is_settled_by_horismos_reconcile(
+    client: TestClient, fhir_server: FhirServer, pg_url: str, pg_engine: Engine
+) -> None:
+    patient, encounter = _patient_and_encounter(fhir_server)
+    prefetch = _prefetch(patient, encounter, [_heart_rate(patient["id"], 160)])
+    origin = fhir_server.base_url.removesuffix("/fhir")
+
+    with dropping_proxy(origin) as (proxy, forwarded):
+        run_id, run, _ = _answer(
+            client.post(
+                "/cds-services/horismos-triage",
+                json=_hook(proxy + "/fhir", patient, encounter, prefetch=prefetch),
+            )
+        )
+    assert forwarded == [f"/fhir/Encounter/{encounter['id']}"]
+    assert run["terminal"] == "EscalateToNurse"
+    assert [e["state"] for e in effect_reports(pg_engine, run_id)] == ["unknown"]
+
+    # The effect names the (now closed) proxy's address: reconciliation cannot tell yet.
+    assert _reconcile(pg_url) == (1, ["unknown"])
+    assert [e["state"] for e in effect_reports(pg_engine, run_id)] == ["unknown"]
+
+    port = int(proxy.rsplit(":", 1)[1])
+    with dropping_proxy(origin, drop_puts=False, port=port):
+        assert _reconcile(pg_url) == (0, ["accepted"])
+
+    [effect] = effect_reports(pg_engine, run_id)
+    current = fhir_server.read("Encounter", encounter["id"])
+    assert (effect["state"], effect["newVersion"]) == ("accepted", current["meta"]["versionId"])
+    assert _codes(current) == ["EM"]
+
+
+def _reconcile(url: str) -> tuple[int, list[str]]:
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("horismos")), "reconcile", "--url", url, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.stderr == ""
+    return done.returncode, [json.loads(line)["after"] for line in done.stdout.splitlines()]
