@@ -7,6 +7,7 @@ and a mark in the undo history; ``restore`` undoes back to one.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any
@@ -33,7 +34,7 @@ from app.world.gate import check_assert
 from app.world.index import OntologyIndex
 from app.world.proof import Proof, build_proof
 from app.world.store import BaseRecord, Store
-from app.world.values import DECIMAL, parse_decimal_text
+from app.world.values import DECIMAL, NotOfType, parse_decimal_text
 
 _INDEXES: dict[int, tuple[Ontology, OntologyIndex]] = {}
 
@@ -413,7 +414,8 @@ class World:
             p = ix.resolve("property", f["property"])
             value = f["value"]
             if p is not None and ix.properties[p].range == DECIMAL and isinstance(value, str):
-                value = parse_decimal_text(value)
+                with contextlib.suppress(NotOfType):  # the gate reports it as a range violation
+                    value = parse_decimal_text(value)
             src = Source.from_json(f["source"]) if f.get("source") else None
             ch = Assert(f["subject"], f["property"], value, src, f.get("confidence"))
             got = check_assert(ix, st, ch, f["provenance"], f.get("confidence"))
