@@ -13,14 +13,14 @@ saying why; no exception escapes ``run_workflow``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from typing import Any, Literal, TypeVar
 
 from app.bridge.protocol import BridgeError, BridgeResult, schema_hash
-from app.ontology.model import Condition, Ontology, StepDef, ToolDef, WorkflowDef, local_name
+from app.ontology.model import Condition, Ontology, StepDef, WorkflowDef, local_name
+from app.runtime.calls import ExternalCalls
 from app.runtime.context import RunContext
 from app.runtime.effects import ContractError, effect_changes, resolve_args
 from app.runtime.names import condition_json, show
@@ -72,6 +72,10 @@ class _Run:
     violations: list[dict[str, Any]] = field(default_factory=list)
     resume_facts: dict[str, Any] | None = None
     waiting_since: str | None = None
+    calls: ExternalCalls = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.calls = ExternalCalls(self.ctx)
 
     # --- the loop ------------------------------------------------------------------------
 
@@ -238,7 +242,7 @@ class _Run:
         for attempt in range(budget + 1):
             bridge = self.ctx.bridge
             try:
-                result: BridgeResult[dict[str, Any]] = self.bridge_call(
+                result: BridgeResult[dict[str, Any]] = self.calls.bridge_call(
                     entry,
                     key,
                     "extract",
@@ -289,7 +293,7 @@ class _Run:
         )
         for attempt in range(budget + 1):
             try:
-                raw = self.tool_call(entry, key, tool, args, attempt)
+                raw = self.calls.tool_call(entry, key, tool, args, attempt)
             except AdapterUnavailable as exc:
                 entry["effect"] = "proposed"
                 entry["reason"] = exc.message
@@ -328,7 +332,7 @@ class _Run:
             entry["reason"] = "no Bridge configured"
         else:
             try:
-                told: BridgeResult[str] = self.bridge_call(
+                told: BridgeResult[str] = self.calls.bridge_call(
                     entry,
                     key,
                     "narrate",
@@ -384,7 +388,7 @@ class _Run:
         criterion = step.rank_by or ""
         text = self.ctx.text
         try:
-            ranked: BridgeResult[list[str]] = self.bridge_call(
+            ranked: BridgeResult[list[str]] = self.calls.bridge_call(
                 entry,
                 key,
                 "rank",
@@ -480,110 +484,6 @@ class _Run:
             if outcome.terminal == ended.terminal:
                 return _Edge("outcome", outcome.next)
         return _Edge("otherwise", step.otherwise)
-
-    # --- calls to the outside, recorded and substitutable ----------------------------------
-
-    def bridge_call(
-        self,
-        entry: dict[str, Any],
-        key: str,
-        op: str,
-        call: Callable[[], BridgeResult[T]] | None,
-        details: dict[str, Any],
-    ) -> BridgeResult[T]:
-        record: dict[str, Any] = {"type": "bridge", "op": op, **details}
-        entry["calls"].append(record)
-        if self.ctx.recorded is not None:
-            found = self.ctx.recorded.take(key, "bridge", op)
-            record["substituted"] = True
-            if found is None:
-                record["error"] = {"kind": "unavailable", "message": "not in the recording"}
-                raise BridgeError("the recorded run made no such call", kind="unavailable")
-            if found.get("error"):
-                record["error"] = found["error"]
-                raise BridgeError(
-                    str(found["error"].get("message", "")),
-                    kind=found["error"].get("kind", "provider"),
-                )
-            record.update(output=found.get("output"), confidence=found.get("confidence"))
-            output: Any = found.get("output")
-            return BridgeResult(output=output, confidence=float(found["confidence"]))
-        if call is None:
-            raise BridgeError("no Bridge configured", kind="unavailable")
-        bridge = self.ctx.bridge
-        record["model"] = bridge.model if bridge is not None else None
-        started = self.ctx.time()
-        try:
-            result = call()
-        except BridgeError as exc:
-            record["error"] = exc.to_json()
-            raise
-        finally:
-            record["elapsedMs"] = (self.ctx.time() - started).total_seconds() * 1000
-        record.update(output=result.output, confidence=result.confidence)
-        return result
-
-    def tool_call(
-        self, entry: dict[str, Any], key: str, tool: ToolDef, args: dict[str, Any], attempt: int
-    ) -> dict[str, Any]:
-        record: dict[str, Any] = {
-            "type": "tool",
-            "op": "invoke",
-            "tool": tool.name,
-            "binding": tool.binding,
-            "idempotent": tool.idempotent,
-            "attempt": attempt + 1,
-            "args": args,
-        }
-        entry["calls"].append(record)
-        recorded = self.ctx.recorded
-        if recorded is not None and not (tool.idempotent and self.ctx.rerun_idempotent):
-            found = recorded.take(key, "tool", "invoke")
-            record["substituted"] = True
-            if found is None:
-                record["error"] = {"kind": "unavailable", "message": "not in the recording"}
-                raise ToolError("the recorded run made no such call", kind="unavailable")
-            return self._replayed_tool(record, found)
-        if recorded is not None:
-            recorded.take(key, "tool", "invoke")  # re-run instead; keep the queue aligned
-        if self.ctx.tools is None:
-            record["error"] = {"kind": "unavailable", "message": "no tools configured"}
-            raise ToolError("no tool invoker configured", kind="unavailable")
-        started = self.ctx.time()
-        try:
-            result = self.ctx.tools.invoke(
-                tool, args, timeout=tool.timeout, now=self.ctx.now, run_id=self.ctx.run_id
-            )
-        except AdapterUnavailable as exc:
-            record["status"] = "proposed"
-            record["error"] = exc.to_json()
-            raise
-        except ToolError as exc:
-            record["error"] = exc.to_json()
-            raise
-        except Exception as exc:  # a misbehaving host port is still a tool failure
-            record["error"] = {"kind": "error", "message": str(exc), "retryable": False}
-            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
-        finally:
-            record["elapsedMs"] = (self.ctx.time() - started).total_seconds() * 1000
-        record["result"] = result
-        return result
-
-    def _replayed_tool(self, record: dict[str, Any], found: dict[str, Any]) -> dict[str, Any]:
-        if found.get("status") == "proposed":
-            record["status"] = "proposed"
-            raise AdapterUnavailable("fhir")
-        error = found.get("error")
-        if error:
-            record["error"] = error
-            raise ToolError(
-                str(error.get("message", "")),
-                retryable=bool(error.get("retryable", False)),
-                kind=error.get("kind", "error"),
-            )
-        result = found.get("result")
-        record["result"] = result
-        return dict(result) if isinstance(result, dict) else {}
 
 
 # --- the public entry points -------------------------------------------------------------
