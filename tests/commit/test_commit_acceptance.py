@@ -321,3 +321,44 @@ def _reconcile(url: str) -> tuple[int, list[str]]:
     )
     assert done.stderr == ""
     return done.returncode, [json.loads(line)["after"] for line in done.stdout.splitlines()]
+
+
+def test_accepted_feedback_reconciles_the_write_the_ehr_made_itself(
+    client: TestClient, fhir_server: FhirServer, pg_engine: Engine
+) -> None:
+    patient, encounter = _patient_and_encounter(fhir_server)
+    prefetch = _prefetch(patient, encounter, [_heart_rate(patient["id"], 160)])
+    run_id, _, cards = _answer(
+        client.post(
+            "/cds-services/horismos-triage",
+            json=_hook(
+                fhir_server.base_url, patient, encounter, scope=READ_ONLY_SCOPE, prefetch=prefetch
+            ),
+        )
+    )
+    assert [e["state"] for e in effect_reports(pg_engine, run_id)] == ["refused"]
+    applied = fhir_server.update(
+        {**encounter, "priority": {"coding": [{"system": PRIORITY, "code": "EM"}]}},
+        if_match=encounter["meta"]["versionId"],
+    )
+    assert applied.status_code == 200
+
+    feedback = client.post(
+        "/cds-services/horismos-triage/feedback",
+        json={
+            "feedback": [
+                {
+                    "card": cards[0]["uuid"],
+                    "outcome": "accepted",
+                    "outcomeTimestamp": "2026-01-01T10:05:00Z",
+                }
+            ]
+        },
+    )
+
+    assert feedback.status_code == 200, feedback.text
+    [effect] = effect_reports(pg_engine, run_id)
+    assert (effect["state"], effect["newVersion"]) == (
+        "accepted",
+        applied.json()["meta"]["versionId"],
+    )
