@@ -68,6 +68,9 @@ class Compiler(FlowCompiler):
             "tools": tools,
             "workflows": workflows,
             "services": services,
+            "unreachable_steps": tuple(
+                iri for iri in steps if not any(iri in w.steps for w in workflows.values())
+            ),
         }
 
     def _of(self, kind: str) -> list[Node]:

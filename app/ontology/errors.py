@@ -37,6 +37,7 @@ ProblemCode = Literal[
     "requires",
     "service",
     "bindings",
+    "unreachable",
 ]
 
 

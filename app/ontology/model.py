@@ -441,6 +441,7 @@ class Ontology:
     services: dict[str, CdsServiceDef]
     sources: tuple[str, ...] = ()  # the files it was loaded from
     namespaces: tuple[str, ...] = ()  # every deployment file's default namespace, in load order
+    unreachable_steps: tuple[str, ...] = ()  # declared steps no workflow's start reaches
     _index: _Index = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -34,6 +34,13 @@ def verify(ontology: Ontology) -> list[Problem]:
     for w in ontology.workflows.values():
         v.workflow(w)
     v.services()
+    for iri in ontology.unreachable_steps:
+        v.add(
+            "unreachable",
+            iri,
+            "no workflow reaches this step from its horis:startsAt: link it with an edge, or "
+            "remove it",
+        )
     return list(dict.fromkeys(v.problems))
 
 
