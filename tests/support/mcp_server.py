@@ -36,5 +36,17 @@ def fails(patient: str) -> dict[str, Any]:
     raise RuntimeError("the queue service is down")
 
 
+@server.tool()
+def issue_ticket(case: str, score: float, priority: str = "normal") -> dict[str, Any]:
+    """Accepts an undeclared optional priority; answers exactly the declared effect key."""
+    return {"ticket": "T-5" if priority == "normal" else "T-6"}
+
+
+@server.tool()
+def issue_ticket_loose(case: str, score: float) -> dict[str, Any]:
+    """Answers more than the declared effect: the extra key must not land."""
+    return {"ticket": "T-7", "internalNote": "not in any contract"}
+
+
 if __name__ == "__main__":
     server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))

@@ -34,6 +34,8 @@ class Handler(BaseHTTPRequestHandler):
         CALLS.append({"path": self.path, "body": body})
         if self.path == "/assign":
             self._send(200, json.dumps({"queueRef": f"Q-{body.get('queue')}"}).encode())
+        elif self.path == "/ticket":
+            self._send(200, json.dumps({"ticket": f"T-{int(body.get('score', 0))}"}).encode())
         elif self.path == "/garbage":
             self._send(200, json.dumps({"queueRef": "Q", "dropTables": True}).encode())
         elif self.path == "/broken":
