@@ -131,3 +131,12 @@ def test_the_claude_backend_extracts_typed_instances(triage: Ontology) -> None:
         "generated": True,
         "confidence": 1.0,
     }
+
+
+def test_text_alone_introduces_the_focus(triage: Ontology) -> None:
+    bridge = MockBridge({"extract": [answer(extraction())]})
+    outcome, world = run(triage, "Triage", {"instances": []}, bridge=bridge, text=TEXT)
+
+    (patient,) = world.instances(triage.namespace + "Patient")
+    assert world.value(patient.id, triage.namespace + "heartRate") == 130
+    assert outcome.decision == {"property": "acuity", "value": "Immediate"}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +22,7 @@ def ontology_with(binding: str, tmp_path: Path) -> Ontology:
     text = (DATA / "flows.ttl").read_text().replace('"python:issue"', f'"{binding}"')
     path = tmp_path / "flows.ttl"
     path.write_text(text)
-    noop = {"book": lambda **_: {}, "lookup": lambda **_: {}}
+    noop: dict[str, Callable[..., Any]] = {"book": lambda **_: {}, "lookup": lambda **_: {}}
     return load_ontology([path], registry=noop)
 
 
