@@ -109,7 +109,7 @@ class CommitContext:
         ids = {
             key[:-2][:1].upper() + key[:-2][1:]: str(value)
             for key, value in (context or {}).items()
-            if key.endswith("Id") and isinstance(value, str)
+            if key.endswith("Id") and isinstance(value, str) and "/" not in value
         }
         return cls(
             fhir_server=fhir_server.rstrip("/"),
