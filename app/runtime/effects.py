@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from app.ontology.model import XSD, Ontology, StepDef, ToolDef, local_name
-from app.runtime.names import iri_for, is_subclass, show
+from app.runtime.names import iri_for, is_subclass, namespace_of, show
 from app.world import World
 from app.world.facts import Assert, Change
 
@@ -124,7 +124,7 @@ def effect_changes(
         else:
             if not isinstance(value, str):
                 raise ContractError(f"{tool.name} result {key!r} = {value!r} names nothing")
-            target = iri_for(ontology, value)
+            target = iri_for(ontology, value, namespace_of(tool.iri))
             resolved = target if target in ontology.individuals else value
             _check_type(ontology, world, key, type_iri, resolved)
             changes.append(Assert(focus, effect.property, resolved))

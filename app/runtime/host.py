@@ -19,6 +19,7 @@ from app.errors import BadRequest, NotFound
 from app.ontology.model import Ontology, WorkflowDef
 from app.runtime.context import RunContext, ToolPort
 from app.runtime.interpreter import run_workflow
+from app.runtime.names import namespace_of, qualify_structured
 from app.runtime.outcome import Outcome, SuspendedRun
 from app.runtime.replay import RecordedRun
 from app.store import repo
@@ -70,7 +71,7 @@ def start_run(
     wf = find_workflow(ontology, workflow)
     world = World(ontology)
     if data.get("instances"):
-        tx = load_structured(world, data)
+        tx = load_structured(world, qualify_structured(ontology, data, namespace_of(wf.iri)))
         if not tx.ok:
             raise InputRejected([v.to_json() for v in tx.violations])
     input_world = world.to_json()

@@ -23,7 +23,7 @@ from app.ontology.model import Condition, Ontology, StepDef, WorkflowDef, local_
 from app.runtime.calls import ExternalCalls
 from app.runtime.context import RunContext
 from app.runtime.effects import ContractError, effect_changes, resolve_args
-from app.runtime.names import condition_json, show
+from app.runtime.names import condition_json, namespace_of, qualify_structured, show
 from app.runtime.outcome import Outcome, SuspendedRun
 from app.runtime.perception import extraction_changes
 from app.tools.errors import AdapterUnavailable, ToolError
@@ -263,6 +263,7 @@ class _Run:
                 focus=focus,
                 focus_class=wf.focus,
                 id_prefix=f"{self.ctx.run_id}-{step.name}-{attempt + 1}",
+                namespace=namespace_of(wf.iri),
             )
             tx = self.world.transact(changes, provenance="perception", confidence=result.confidence)
             self.record_tx(entry, tx)
@@ -440,7 +441,8 @@ class _Run:
             return _Edge("onTimeout", step.on_timeout)
         from app.world import load_structured
 
-        tx = load_structured(self.world, facts, provenance="human")
+        qualified = qualify_structured(self.ontology, facts, namespace_of(wf.iri))
+        tx = load_structured(self.world, qualified, provenance="human")
         self.record_tx(entry, tx)
         if not tx.ok:
             entry["reason"] = "the resume's facts were rejected by the gate"

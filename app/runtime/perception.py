@@ -28,15 +28,24 @@ from app.world.facts import AddInstance, Assert, Change
 
 class _Builder:
     def __init__(
-        self, ontology: Ontology, focus: str | None, focus_class: str | None, prefix: str
+        self,
+        ontology: Ontology,
+        focus: str | None,
+        focus_class: str | None,
+        prefix: str,
+        namespace: str | None,
     ) -> None:
         self.o = ontology
+        self.ns = namespace
         self.focus = focus
         self.focus_class = focus_class
         self.prefix = prefix
         self.changes: list[Change] = []
         self.created: set[str] = set()
         self.n = 0
+
+    def iri(self, name: str) -> str:
+        return iri_for(self.o, name, self.ns)
 
     def new_id(self, cls: str) -> str:
         self.n += 1
@@ -48,10 +57,10 @@ class _Builder:
 
     def record(self, cls: str, item: Any, *, link: bool) -> str:
         if isinstance(item, str):
-            ident = self.new_instance(iri_for(self.o, item))
+            ident = self.new_instance(self.iri(item))
         elif isinstance(item, Mapping):
             explicit = item.get("class", item.get("type"))
-            target = iri_for(self.o, str(explicit)) if explicit is not None else cls
+            target = self.iri(str(explicit)) if explicit is not None else cls
             ident_value = item.get("id")
             if ident_value is not None:
                 ident = str(ident_value)
@@ -67,7 +76,7 @@ class _Builder:
             for key, raw in item.items():
                 if key in ("id", "class", "type"):
                     continue
-                self.assert_values(ident, iri_for(self.o, key), raw)
+                self.assert_values(ident, self.iri(key), raw)
         else:
             ident = self.new_instance(cls)
         if link and ident != self.focus:
@@ -116,7 +125,7 @@ class _Builder:
     def object_value(self, name: str, range_class: str) -> Value:
         if name in self.created or name == self.focus:
             return name
-        iri = iri_for(self.o, name)
+        iri = self.iri(name)
         if iri in self.o.individuals:
             return iri
         if iri in self.o.classes and is_subclass(self.o, iri, range_class):
@@ -131,15 +140,17 @@ def extraction_changes(
     focus: str | None,
     focus_class: str | None,
     id_prefix: str,
+    namespace: str | None = None,
 ) -> list[Change]:
-    """The changes a Bridge extraction proposes (nothing is applied here)."""
-    b = _Builder(ontology, focus, focus_class, id_prefix)
+    """The changes a Bridge extraction proposes (nothing is applied here); local names resolve
+    in ``namespace`` first (the running workflow's)."""
+    b = _Builder(ontology, focus, focus_class, id_prefix, namespace)
     if isinstance(output.get("instances"), list):
         return _instances(b, [i for i in output["instances"] if isinstance(i, Mapping)])
     # The focus class first, so that other instances can link to the focus it may create.
-    ordered = sorted(output.items(), key=lambda kv: not b.is_focus_class(iri_for(ontology, kv[0])))
+    ordered = sorted(output.items(), key=lambda kv: not b.is_focus_class(b.iri(kv[0])))
     for key, raw in ordered:
-        cls = iri_for(ontology, key)
+        cls = b.iri(key)
         for item in raw if isinstance(raw, list) else [raw]:
             b.record(cls, item, link=True)
     return b.changes
@@ -152,7 +163,7 @@ def _instances(b: _Builder, items: list[Mapping[str, Any]]) -> list[Change]:
     classes: dict[str, str] = {}
     for item in items:
         out_id = str(item.get("id", ""))
-        cls = iri_for(b.o, str(item.get("class", "")))
+        cls = b.iri(str(item.get("class", "")))
         if b.is_focus_class(cls) and (
             b.focus is None or out_id == b.focus or b.focus not in ids.values()
         ):
@@ -172,7 +183,7 @@ def _instances(b: _Builder, items: list[Mapping[str, Any]]) -> list[Change]:
         for key, raw in item.items():
             if key in ("id", "class"):
                 continue
-            prop = iri_for(b.o, key)
+            prop = b.iri(key)
             definition = b.o.properties.get(prop)
             for value in raw if isinstance(raw, list) else [raw]:
                 if value is None:

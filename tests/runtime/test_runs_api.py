@@ -95,3 +95,13 @@ def test_horismos_replay_reads_the_database(client: TestClient, database_url: st
 
     assert result.exit_code == 0, result.output
     assert "same decision" in result.output
+
+
+def test_local_names_resolve_in_the_workflow_namespace_with_every_deployment_loaded(
+    app_client: TestClient,
+) -> None:
+    # The bundled ontologies are loaded together: ``Patient`` exists in more than one of them.
+    answer = app_client.post("/workflows/Triage/runs", json=CHEST_PAIN)
+
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["decision"] == {"property": "acuity", "value": "Immediate"}
