@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -79,13 +80,37 @@ class Hydration:
     text: str | None = None
 
 
+_MEMBER_PATH = re.compile(r"^[A-Za-z][A-Za-z0-9]*(\.[A-Za-z][A-Za-z0-9]*)*$")
+
+
 @lru_cache(maxsize=256)
 def _path(expression: str) -> Any:
+    if _MEMBER_PATH.match(expression):
+        return tuple(expression.split("."))
     return fhirpath_compile(expression, None)
 
 
+def _members(node: Any, names: tuple[str, ...]) -> list[Any]:
+    """FHIRPath member navigation (``a.b.c``): collections flatten, absent members vanish."""
+    current = [node]
+    for name in names:
+        step: list[Any] = []
+        for item in current:
+            value = item.get(name) if isinstance(item, dict) else None
+            if isinstance(value, list):
+                step.extend(v for v in value if v is not None)
+            elif value is not None:
+                step.append(value)
+        current = step
+    return current
+
+
 def evaluate(node: Mapping[str, Any], expression: str) -> list[Any]:
-    result = _path(expression)(dict(node))
+    """Evaluate a FHIRPath expression; plain member paths take a direct walk (same result)."""
+    compiled = _path(expression)
+    if isinstance(compiled, tuple):
+        return _members(node, compiled)
+    result = compiled(dict(node))
     return list(result) if isinstance(result, list) else [result]
 
 
