@@ -139,11 +139,24 @@ def outcome_document(recorded: RecordedRun) -> dict[str, Any]:
 
 
 def stored_outcome(session: Session, run_id: str) -> dict[str, Any]:
-    """A persisted run's outcome JSON (DESIGN §9), without the replay material."""
+    """A persisted run's outcome JSON (DESIGN §9) with the source versions it read, without the
+    replay material."""
     row = repo.get_run(session, run_id)
     if row is None or row.outcome is None:
         raise NotFound(where="run", message=f"no run {run_id}")
-    return {k: v for k, v in row.outcome.items() if k != "replay"}
+    document = {k: v for k, v in row.outcome.items() if k != "replay"}
+    sources = repo.list_sources(session, run_id)
+    if sources:
+        document["sources"] = [
+            {
+                "resourceType": s.resource_type,
+                "id": s.resource_id,
+                "versionId": s.version_id,
+                "lastUpdated": s.last_updated,
+            }
+            for s in sources
+        ]
+    return document
 
 
 def stored_recording(session: Session, run_id: str) -> RecordedRun:
