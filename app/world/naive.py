@@ -63,6 +63,10 @@ def naive_fixpoint(
             return not reached
         return any(cc.test(x, anc_of) for x in reached)
 
+    subjects: dict[int, list[str]] = {}
+    for s, cls in instances.items():
+        for rid in ix.rules_for_class(cls):
+            subjects.setdefault(rid, []).append(s)
     for k in ix.strata:
         rules = [r for r in ix.rules if r.stratum == k]
         changed = True
@@ -70,9 +74,7 @@ def naive_fixpoint(
             changed = False
             current = view()
             for r in rules:
-                for s, cls in instances.items():
-                    if r.about not in ix.ancestors.get(cls, frozenset((cls,))):
-                        continue
+                for s in subjects.get(r.index, ()):
                     if all(holds(current, s, cc) for cc in r.conditions):
                         for p, val in r.conclusions:
                             if (s, p, val) not in derived:
