@@ -12,6 +12,7 @@ saying why; no exception escapes ``run_workflow``.
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -520,9 +521,9 @@ def resume_workflow(
         ontology,
         world,
         ctx,
-        trace=[dict(e) for e in suspended.trace],
+        trace=copy.deepcopy(suspended.trace),
         goals=list(suspended.goals),
-        violations=list(suspended.violations),
+        violations=copy.deepcopy(suspended.violations),
         resume_facts=dict(facts),
         waiting_since=suspended.waiting_since,
     )
@@ -563,7 +564,7 @@ def _outcome(run: _Run, wf: WorkflowDef, ended: _Ended) -> Outcome:
             step=wait_step.iri,
             waiting_since=run.waiting_since or run.ctx.now.isoformat(),
             world=world.to_json(),
-            trace=run.trace,
+            trace=copy.deepcopy(run.trace),
             goals=run.goals,
             violations=run.violations,
             parent=ended.parent,

@@ -141,3 +141,34 @@ def test_subflow_terminal_selects_the_parent_edge(flows: Ontology, invoker: Tool
     assert steps(failed)[1] == ("LowPath", "otherwise")
     assert failed.terminal == "Failed"
     assert failed.decision == {"property": "level", "value": "Low"}
+
+
+def test_a_wait_inside_a_subflow_resumes_into_the_parent(
+    flows: Ontology, invoker: ToolInvoker
+) -> None:
+    outcome, _ = run(flows, "Outer", case(30), tools=invoker)
+    assert outcome.status == "suspended" and outcome.suspended is not None
+    suspended = SuspendedRun.from_json(json.loads(json.dumps(outcome.suspended.to_json())))
+    assert suspended.parent is not None
+
+    on_time = resume_workflow(
+        flows,
+        suspended,
+        {"instances": [{"id": "c1", "approved": True}]},
+        RunContext(now=NOW + timedelta(seconds=10), tools=invoker, run_id="run-1"),
+    )
+    late = resume_workflow(
+        flows,
+        suspended,
+        {"instances": [{"id": "c1", "approved": True}]},
+        RunContext(now=NOW + timedelta(minutes=5), tools=invoker, run_id="run-1"),
+    )
+
+    assert on_time.terminal == "OuterDone"
+    nested = on_time.trace[0]["subflow"]
+    assert [e["step"] for e in nested["trace"]] == [
+        "AwaitApproval",
+        "AwaitApproval",
+        "ApprovalGiven",
+    ]
+    assert late.terminal == "OuterFailed"  # the subflow ended at ApprovalLapsed: no outcome matched
