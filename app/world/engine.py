@@ -51,7 +51,7 @@ class Engine:
         inst = self.st.instances.get(v)
         if inst is not None:
             return self.ix.ancestors.get(inst.class_iri, frozenset((inst.class_iri,)))
-        ind = self.ix.onto.individuals.get(v)
+        ind = self.ix.individuals.get(v)
         if ind is not None:
             return self.ix.ancestors.get(ind.class_iri, frozenset((ind.class_iri,)))
         return _EMPTY

@@ -91,7 +91,7 @@ def check_assert(
                     return _v("oneOf", s, p, raw, f"{prop.name} {raw!r} is not a listed value")
                 return _v("range", s, p, raw, f"{prop.name}: no instance or individual {raw!r}")
             v = iri
-            cls = ix.onto.individuals[iri].class_iri
+            cls = ix.individuals[iri].class_iri
         if prop.one_of and v not in prop.one_of:
             names = ", ".join(local_name(x) for x in prop.one_of)
             return _v(

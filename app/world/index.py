@@ -54,7 +54,10 @@ class OntologyIndex:
     """Lookups the World needs on its hot path, derived from one ``Ontology``."""
 
     def __init__(self, onto: Ontology) -> None:
-        self.onto = onto
+        # no reference to ``onto`` itself: the index is cached for as long as the ontology lives
+        self.namespace = onto.namespace
+        self.classes = dict(onto.classes)
+        self.individuals = dict(onto.individuals)
         self.properties: dict[str, PropertyDef] = dict(onto.properties)
         self.object_properties = frozenset(
             p.iri for p in onto.properties.values() if p.range not in DATATYPES
@@ -94,7 +97,7 @@ class OntologyIndex:
         if got is not None:
             return got
         out = {c}
-        cdef = self.onto.classes.get(c)
+        cdef = self.classes.get(c)
         if cdef is not None:
             for parent in cdef.parents:
                 if parent not in trail:
@@ -114,13 +117,13 @@ class OntologyIndex:
     def resolve(self, kind: str, name: str) -> str | None:
         """IRI for an IRI or an unambiguous local name of a property/class/individual."""
         table: Any = {
-            "property": self.onto.properties,
-            "class": self.onto.classes,
-            "individual": self.onto.individuals,
+            "property": self.properties,
+            "class": self.classes,
+            "individual": self.individuals,
         }[kind]
         if name in table:
             return name
-        iri = self.onto.namespace + name
+        iri = self.namespace + name
         if iri in table:
             return iri
         return self._names[kind].get(name)
@@ -185,7 +188,7 @@ def _static_error(index: OntologyIndex, prop_iri: str, value: Value) -> tuple[st
         if value not in prop.one_of:
             return ("oneOf", repr(value), f"{value!r} is not one of {prop.name}'s values")
         return None
-    ind = index.onto.individuals.get(str(value))
+    ind = index.individuals.get(str(value))
     if ind is None or not index.is_subclass(ind.class_iri, prop.range):
         return ("range", repr(value), f"{value!r} is not an individual of {prop.range}")
     return None

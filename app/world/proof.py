@@ -195,8 +195,8 @@ class _Builder:
         elif v in self.eng.st.instances:
             inst = self.eng.st.instances[v]
             return f"→ {v} isA {local_name(inst.class_iri)}"
-        elif v in self.eng.ix.onto.individuals:
-            ind = self.eng.ix.onto.individuals[v]
+        elif v in self.eng.ix.individuals:
+            ind = self.eng.ix.individuals[v]
             return f"= {ind.label or local_name(v)}"
         else:
             text = str(v)

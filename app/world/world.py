@@ -8,6 +8,7 @@ and a mark in the undo history; ``restore`` undoes back to one.
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any
@@ -36,19 +37,20 @@ from app.world.proof import Proof, build_proof
 from app.world.store import BaseRecord, Store
 from app.world.values import DECIMAL, NotOfType, parse_decimal_text
 
-_INDEXES: dict[int, tuple[Ontology, OntologyIndex]] = {}
+_INDEXES: dict[int, tuple[weakref.ref[Ontology], OntologyIndex]] = {}
 
 
 def ontology_index(onto: Ontology) -> OntologyIndex:
-    """The compiled index of ``onto``, built once per Ontology object.
+    """The compiled index of ``onto``, built once per Ontology object (and dropped with it).
 
     Raises ``StratificationError`` when the rules are not stratifiable.
     """
-    got = _INDEXES.get(id(onto))
-    if got is not None and got[0] is onto:
+    key = id(onto)
+    got = _INDEXES.get(key)
+    if got is not None and got[0]() is onto:
         return got[1]
     ix = OntologyIndex(onto)
-    _INDEXES[id(onto)] = (onto, ix)
+    _INDEXES[key] = (weakref.ref(onto, lambda _ref: _INDEXES.pop(key, None)), ix)
     return ix
 
 
