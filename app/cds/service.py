@@ -28,7 +28,7 @@ import anyio
 import httpx
 from anyio import to_thread
 from sqlalchemy import Engine
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from adapters.fhir.hydrate import Hydration, hydrate, resources_of
 from app.bridge import Bridge
@@ -56,6 +56,7 @@ EXTENSION_KEY = "dev.horismos.run"
 #: How long a duplicate call waits for the first caller's stored answer, beyond the FHIR deadline.
 DUPLICATE_GRACE_SECONDS = 30.0
 _POLL_SECONDS = 0.02
+_PERSIST_ATTEMPTS = 3
 
 #: Builds the ``fhir`` scheme handler for tool commits of one call, or None when not possible.
 CommitHandlerFactory = Callable[..., Any]
@@ -349,21 +350,9 @@ class HookService:
             )
         record = outcome.to_json()
         record["inputViolations"] = [v.to_json() for v in problems]
+        rows = [s.to_row() for s in hydration.sources]
         try:
-            with session_scope(d.engine) as session:
-                repo.save_outcome(
-                    session,
-                    run_id,
-                    status=outcome.status,
-                    terminal=outcome.terminal,
-                    decision=outcome.decision,
-                    outcome=record,
-                    response=response,
-                    trace=outcome.trace,
-                    sources=[s.to_row() for s in hydration.sources],
-                    world_state=world.to_json() if outcome.status == "suspended" else None,
-                    position=outcome.suspended.step if outcome.suspended else None,
-                )
+            self._persist(run_id, outcome, record, response, rows, world)
         except SQLAlchemyError as exc:
             log.error("run %s could not be persisted, its decision is withheld: %s", run_id, exc)
             self._mark_failed(run_id)
@@ -372,6 +361,38 @@ class HookService:
                 "the decision could not be recorded, so it is not returned; retry later",
             ) from None
         return response
+
+    def _persist(
+        self,
+        run_id: str,
+        outcome: Any,
+        record: dict[str, Any],
+        response: dict[str, Any],
+        sources: list[dict[str, Any]],
+        world: World,
+    ) -> None:
+        """One transaction for everything the run produced. A SQLite snapshot made stale by a
+        concurrent writer (another call's claim) is retried; PostgreSQL never needs it."""
+        for attempt in range(_PERSIST_ATTEMPTS):
+            try:
+                with session_scope(self.deps.engine) as session:
+                    repo.save_outcome(
+                        session,
+                        run_id,
+                        status=outcome.status,
+                        terminal=outcome.terminal,
+                        decision=outcome.decision,
+                        outcome=record,
+                        response=response,
+                        trace=outcome.trace,
+                        sources=sources,
+                        world_state=world.to_json() if outcome.status == "suspended" else None,
+                        position=outcome.suspended.step if outcome.suspended else None,
+                    )
+                return
+            except OperationalError as exc:
+                if "locked" not in str(exc) or attempt == _PERSIST_ATTEMPTS - 1:
+                    raise
 
     def _mark_failed(self, run_id: str) -> None:
         try:
