@@ -24,6 +24,10 @@ from app.world.store import Act, ActKey, BaseRecord, Chain, Store
 _EMPTY: frozenset[str] = frozenset()
 
 
+def _seq(act: Act) -> int:
+    return act.seq
+
+
 class Engine:
     def __init__(self, index: OntologyIndex, store: Store) -> None:
         self.ix = index
@@ -62,16 +66,11 @@ class Engine:
         sup = st.support.get(key)
         justs: tuple[Justification, ...] = ()
         if sup:
-            acts = sorted(((st.acts[a], a) for a in sup), key=lambda t: t[0].seq)
-            justs = tuple(
-                Justification(
-                    self.ix.rules[a[0]].rule.iri,
-                    a[1],
-                    act.premises,
-                    tuple(Absence(s, path) for s, path in act.absent),
-                )
-                for act, a in acts
-            )
+            acts = st.acts
+            if len(sup) == 1:
+                justs = (acts[next(iter(sup))].justification,)
+            else:
+                justs = tuple(act.justification for act in sorted((acts[a] for a in sup), key=_seq))
         s, p, v = key
         if rec is not None:
             return Fact(s, p, v, rec.provenance, rec.confidence, rec.source, rec.tx, justs)
@@ -89,13 +88,18 @@ class Engine:
             return
         st = self.st
         dirty = self.dirty
+        instances = st.instances
+        cache = self.ix.group_cache
         for g in groups:
-            roots = [s] if g.depth == 0 else st.reverse([s], g.reverse_prefix)
+            roots = (s,) if g.depth == 0 else st.reverse([s], g.reverse_prefix)
             for root in roots:
-                inst = st.instances.get(root)
+                inst = instances.get(root)
                 if inst is None:
                     continue
-                for rid, stratum in self.ix.group_rules_for_class(g, inst.class_iri):
+                applicable = cache.get((g.gid, inst.class_iri))
+                if applicable is None:
+                    applicable = self.ix.group_rules_for_class(g, inst.class_iri)
+                for rid, stratum in applicable:
                     d = dirty.get(stratum)
                     if d is None:
                         dirty[stratum] = {(rid, root): None}
@@ -111,7 +115,7 @@ class Engine:
     def _show(self, key: FactKey) -> None:
         self.st.add_visible(key, self.tx)
         self.dirty_readers(key[0], key[1])
-        if self.ix.properties[key[1]].single_valued:
+        if key[1] in self.ix.single_props:
             self.touched_single[(key[0], key[1])] = None
 
     def _hide(self, key: FactKey) -> None:
@@ -255,7 +259,10 @@ class Engine:
         rule = ix.rules[a[0]]
         s = a[1]
         st.seq += 1
-        st.set_act(a, Act(st.seq, premises, absent))
+        just = Justification(
+            rule.rule.iri, s, premises, tuple(Absence(x, path) for x, path in absent)
+        )
+        st.set_act(a, Act(st.seq, premises, absent, just))
         for i, (p, v) in enumerate(rule.conclusions):
             err = rule.static_errors[i]
             if err is not None:

@@ -88,7 +88,8 @@ class OntologyIndex:
         self.readers: dict[str, tuple[ReaderGroup, ...]] = _reader_index(self.rules)
         self.strata: tuple[int, ...] = tuple(sorted({r.stratum for r in self.rules}))
         self._applicable: dict[str, tuple[int, ...]] = {}
-        self._group_applicable: dict[tuple[int, str], tuple[tuple[int, int], ...]] = {}
+        self.group_cache: dict[tuple[int, str], tuple[tuple[int, int], ...]] = {}
+        self.single_props = frozenset(p.iri for p in onto.properties.values() if p.single_valued)
 
     # --- classes -----------------------------------------------------------------------
 
@@ -143,13 +144,13 @@ class OntologyIndex:
     ) -> tuple[tuple[int, int], ...]:
         """(rule index, stratum) of the group's rules that apply to instances of ``class_iri``."""
         key = (group.gid, class_iri)
-        got = self._group_applicable.get(key)
+        got = self.group_cache.get(key)
         if got is None:
             anc = self.ancestors.get(class_iri, frozenset((class_iri,)))
             got = tuple(
                 (i, self.rules[i].stratum) for i in group.rules if self.rules[i].about in anc
             )
-            self._group_applicable[key] = got
+            self.group_cache[key] = got
         return got
 
     def compiled(self, cond: Condition) -> CompiledCondition:

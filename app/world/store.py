@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from app.ontology.model import Value
-from app.world.facts import FactKey, Instance, Provenance, Source
+from app.world.facts import FactKey, Instance, Justification, Provenance, Source
 
 ActKey: TypeAlias = tuple[int, str]
 Chain: TypeAlias = tuple[FactKey, ...]
@@ -40,6 +40,7 @@ class Act:
     seq: int
     premises: Chain
     absent: tuple[tuple[str, tuple[str, ...]], ...]
+    justification: Justification
 
 
 _V_ADD, _V_DEL, _BASE, _S_ADD, _S_DEL, _ACT, _INST, _C_ADD, _C_DEL = range(9)
