@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from app.world import AddInstance, Assert, Retract, Source, World
-from tests.world.builders import cls, iri, ontology, prop, triage
+from tests.world.builders import cls, individual, iri, ontology, prop, triage
 
 
 def _world() -> World:
@@ -170,3 +170,27 @@ def test_rollback_leaves_the_world_exactly_as_before() -> None:
     # the World keeps working after a rollback, with the next transaction id
     ok = world.assert_("p1", "spo2", 85)
     assert ok.ok and ok.tx == version + 1
+
+
+def test_enumeration_values_must_be_listed_individuals() -> None:
+    onto = ontology(
+        [cls("Patient"), cls("Level", one_of=("High", "Low")), cls("Other")],
+        [
+            prop("level", "Patient", "Level", cardinality="0..1", one_of=("High", "Low")),
+            prop("weight", "Patient", "xsd:decimal"),
+        ],
+        individuals=[
+            individual("High", "Level"),
+            individual("Low", "Level"),
+            individual("Odd", "Other"),
+        ],
+    )
+    world = World(onto)
+    assert world.add_instance("p1", "Patient").ok
+    for value in ("Odd", "Medium", iri("Odd")):
+        r = world.assert_("p1", "level", value)
+        assert [v.code for v in r.violations] == ["oneOf"], value
+    r = world.assert_("p1", "level", "High")
+    assert r.ok and world.value("p1", "level") == iri("High")
+    r = world.assert_("p1", "weight", 70, unit="kg")  # the property declares no unit
+    assert [v.code for v in r.violations] == ["unit"]

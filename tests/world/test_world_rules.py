@@ -275,3 +275,49 @@ def test_recursive_rules_do_not_keep_a_cycle_alive() -> None:
     assert all(world.values(n, "reached") == () for n in "abc")
     assert world.assert_("b", "seed", True).ok
     assert all(world.values(n, "reached") == (True,) for n in "abc")
+
+
+def test_negation_over_a_path_follows_changes_at_every_position() -> None:
+    onto = ontology(
+        [cls("Patient"), cls("Order")],
+        [
+            prop("hasOrder", "Patient", "Order"),
+            prop("dose", "Order", "xsd:decimal", cardinality="0..1"),
+            prop("undosed", "Patient", "xsd:boolean", cardinality="0..1"),
+        ],
+        [
+            rule(
+                "NoDose",
+                "Patient",
+                [cond(("hasOrder", "dose"), "isAssigned", False)],
+                [("undosed", True)],
+            )
+        ],
+    )
+    world = World(onto)
+    assert world.transact(
+        [AddInstance("p1", "Patient"), AddInstance("o1", "Order")], provenance="api"
+    ).ok
+    assert world.values("p1", "undosed") == (True,)
+    assert world.assert_("p1", "hasOrder", "o1").ok
+    assert world.values("p1", "undosed") == (True,)  # the order has no dose yet
+    assert world.assert_("o1", "dose", 5).ok  # a change at the end of the path
+    assert world.values("p1", "undosed") == ()
+    assert world.retract("p1", "hasOrder", "o1").ok  # a change at its start
+    assert world.values("p1", "undosed") == (True,)
+    assert "hasOrder → dose was not assigned" in world.proof("p1", "undosed").render()
+
+
+def test_a_base_value_disagreeing_with_a_derivation_is_a_conflict() -> None:
+    onto = ontology(
+        [cls("T")],
+        [prop("a", "T", "xsd:boolean"), prop("kind", "T", "xsd:string", cardinality="0..1")],
+        [rule("Kind", "T", [cond("a", "is", True)], [("kind", "derived")])],
+    )
+    world = World(onto)
+    assert world.transact(
+        [AddInstance("t", "T"), Assert("t", "kind", "given")], provenance="human"
+    ).ok
+    r = world.assert_("t", "a", True)
+    assert [v.code for v in r.violations] == ["conflict"]
+    assert world.values("t", "kind") == ("given",) and world.values("t", "a") == ()
