@@ -3,9 +3,11 @@ client, and with no prefetch so the service reads it from a real FHIR server on 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -274,3 +276,45 @@ def test_contraindication_cites_only_the_offending_order(
     )
     actions = [a for s in result["cards"][0]["suggestions"] for a in s["actions"]]
     assert [a["resourceId"] for a in actions] == [f"MedicationRequest/{nsaid['id']}"]
+
+
+@pytest.mark.parametrize("mode", ["prefetch", "fhir-server"])
+def test_triage_non_urgent_symptom_from_the_chief_complaint(
+    mode: str,
+    make_app_client: Callable[..., AbstractContextManager[TestClient]],
+    fhir_server: FhirServer,
+    tmp_path: Path,
+) -> None:
+    """NonUrgentSymptom: a symptom no coded rule ranks, read from Encounter.reasonCode.text by
+    the Intake PerceptionStep through the scripted mock Bridge (narration falls back to the
+    proof: the script has no narration)."""
+    script = tmp_path / "bridge.json"
+    script.write_text(
+        json.dumps({"extract": [{"output": {"Symptom": ["Symptom"]}, "confidence": 0.95}]})
+    )
+    pid, eid = fx.new_id(), fx.new_id()
+    stored = _store(
+        fhir_server, [fx.patient(pid), fx.encounter(eid, pid, reason="feels generally unwell")]
+    )
+    prefetch = None
+    if mode == "prefetch":
+        prefetch = {
+            "patient": stored[0],
+            "encounter": stored[1],
+            "vitals": fx.searchset([]),
+            "conditions": fx.searchset([]),
+        }
+    body = fx.hook_request(
+        "encounter-start",
+        {"patientId": pid, "encounterId": eid},
+        fhir_server=fhir_server.base_url,
+        prefetch=prefetch,
+    )
+    with make_app_client(
+        public_base_url="https://cds.example.test", bridge_model=f"mock:{script}"
+    ) as c:
+        result = _assert_conformant(c.post("/cds-services/horismos-triage", json=body), "NonUrgent")
+    [card] = result["cards"]
+    assert card["indicator"] == "info"
+    assert "NonUrgentSymptom" in card["detail"]
+    assert "perception" in card["detail"]
