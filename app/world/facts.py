@@ -131,7 +131,7 @@ class Assert:
 
     subject: str
     property: str
-    value: Value
+    value: Value | float  # floats are read exactly through their shortest text
     source: Source | None = None
     confidence: float | None = None
     unit: str | None = None
@@ -143,7 +143,7 @@ class Retract:
 
     subject: str
     property: str
-    value: Value | None = None
+    value: Value | float | None = None
 
 
 Change: TypeAlias = AddInstance | Assert | Retract

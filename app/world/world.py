@@ -35,7 +35,7 @@ from app.world.gate import check_assert
 from app.world.index import OntologyIndex
 from app.world.proof import Proof, build_proof
 from app.world.store import BaseRecord, Store
-from app.world.values import DECIMAL, NotOfType, parse_decimal_text
+from app.world.values import DATATYPES, DECIMAL, NotOfType, normalize, parse_decimal_text
 
 _INDEXES: dict[int, tuple[weakref.ref[Ontology], OntologyIndex]] = {}
 
@@ -207,12 +207,19 @@ class World:
             keys = [(ch.subject, p, v) for v in st.values(ch.subject, p)]
             keys = [k for k in keys if k in st.base]
         else:
-            value: Value = ch.value
-            if p not in self._ix.object_properties and self._ix.properties[p].range == DECIMAL:
-                if isinstance(value, int | float) and not isinstance(value, bool):
-                    value = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
-            elif isinstance(value, str) and value not in st.instances:
-                value = self._ix.resolve("individual", value) or value
+            raw = ch.value
+            rng = self._ix.properties[p].range
+            value: Value
+            if rng in DATATYPES:
+                try:
+                    value = normalize(rng, raw)
+                except NotOfType:
+                    return None  # nothing of that shape can have been stored
+            elif isinstance(raw, str):
+                in_world = raw in st.instances
+                value = raw if in_world else (self._ix.resolve("individual", raw) or raw)
+            else:
+                return None
             key = (ch.subject, p, value)
             if key not in st.base:
                 if st.visible(key):
