@@ -105,3 +105,28 @@ def test_local_names_resolve_in_the_workflow_namespace_with_every_deployment_loa
 
     assert answer.status_code == 200, answer.text
     assert answer.json()["decision"] == {"property": "acuity", "value": "Immediate"}
+
+
+def test_a_mock_bridge_configured_by_settings_perceives_the_request_text(
+    make_app_client: Callable[..., AbstractContextManager[TestClient]], tmp_path: Path
+) -> None:
+    script = tmp_path / "bridge.json"
+    extraction = {
+        "instances": [
+            {"id": "pt", "class": "Patient", "hasSymptom": ["d"]},
+            {"id": "d", "class": "Dyspnea"},
+        ]
+    }
+    script.write_text(json.dumps({"extract": [{"output": extraction, "confidence": 0.9}]}))
+
+    with make_app_client(ontology_paths=[TRIAGE], bridge_model=f"mock:{script}") as client:
+        answer = client.post(
+            "/workflows/Triage/runs",
+            json={"instances": [{"id": "p1", "class": "Patient"}], "text": "short of breath"},
+        )
+
+    assert answer.status_code == 200, answer.text
+    outcome = answer.json()
+    assert outcome["decision"] == {"property": "acuity", "value": "Urgent"}
+    (call,) = outcome["trace"][0]["calls"]
+    assert call["op"] == "extract" and call["model"] == f"mock:{script}"
