@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.ontology.model import Condition, Rule
-from app.world import Assert, Retract, World
+from app.world import AddInstance, Assert, Retract, World
 from app.world.naive import naive_fixpoint
 from tests.world.builders import cls, cond, individual, iri, ontology, prop, rule
 
@@ -101,27 +101,28 @@ def _value(p: str, n: int) -> Any:
     rule_set=rules(),
     classes=st.lists(st.sampled_from(["Node", "A", "B"]), min_size=5, max_size=5),
     ops=st.lists(st.lists(op_strategy, min_size=1, max_size=3), min_size=1, max_size=14),
+    snap_at=st.integers(0, 14),
 )
 def test_incremental_equals_from_scratch(
-    rule_set: list[Rule], classes: list[str], ops: list[list[tuple[str, str, str, int]]]
+    rule_set: list[Rule],
+    classes: list[str],
+    ops: list[list[tuple[str, str, str, int]]],
+    snap_at: int,
 ) -> None:
     c, p, inds = _vocabulary()
     onto = ontology(c, p, rule_set, inds)
     world = World(onto)
     instances = {n: iri(k) for n, k in zip(NODES, classes, strict=True)}
     base: set[tuple[str, str, Any]] = set()
-    first = world.transact(
-        [
-            __import__("app.world", fromlist=["AddInstance"]).AddInstance(n, k)
-            for n, k in instances.items()
-        ],
-        provenance="api",
-    )
+    first = world.transact([AddInstance(n, k) for n, k in instances.items()], provenance="api")
     expected, conflicts = naive_fixpoint(onto, instances, base)
     assert first.ok == (not conflicts)
     if not first.ok:
         return
-    for batch in ops:
+    snapshot = None
+    for i, batch in enumerate(ops):
+        if i == snap_at:
+            snapshot = (world.snapshot(), world.facts(), world.version)
         changes: list[Any] = []
         new_base = set(base)
         for kind, s, pname, n in batch:
@@ -160,3 +161,9 @@ def test_incremental_equals_from_scratch(
                 assert world.reach(absent.subject, absent.path) == ()
         if f.provenance == "rule":
             assert proof.nodes[0].derivations
+    again = World.from_json(onto, world.to_json())
+    assert {f.key for f in again.facts()} == {f.key for f in world.facts()}
+    if snapshot is not None:
+        world.restore(snapshot[0])
+        assert world.facts() == snapshot[1]
+        assert world.version == snapshot[2]
