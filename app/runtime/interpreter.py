@@ -141,7 +141,7 @@ class _Run:
             return self._fail(body.message, step.iri)
         entry["edge"] = body.name
         entry["to"] = local_name(body.target) if body.target else None
-        if step.terminal:
+        if step.terminal and body.name != "onUnsatisfied":
             return _Ended("completed", terminal=step.iri)
         if body.target is None:
             entry["error"] = f"{step.name} has no {body.name} edge"
