@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from app.ontology.loader import Registry as ToolRegistry
 from app.ontology.model import ToolDef
 from app.tools.errors import AdapterUnavailable, ToolError, ToolLoadError
 
@@ -41,8 +42,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: Names resolvable by ``python:NAME`` and ``rust:NAME`` bindings (shared with the loader).
-ToolRegistry = Mapping[str, Callable[..., Any]]
 
 
 @dataclass(frozen=True, kw_only=True)
