@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from app.ontology.loader import Registry as ToolRegistry
+from app.ontology.loader import Registry
 from app.ontology.model import ToolDef
 from app.tools.errors import AdapterUnavailable, ToolError, ToolLoadError
 
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     import httpx
 
 T = TypeVar("T")
-
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,6 +55,9 @@ class ToolCall:
 
 
 SchemeHandler = Callable[[ToolCall], Mapping[str, Any]]
+
+#: Names resolvable by ``python:NAME`` and ``rust:NAME`` bindings: the loader's own type.
+ToolRegistry = Registry
 
 
 def tool_aware(fn: Callable[[ToolCall], Mapping[str, Any]]) -> Callable[[ToolCall], Any]:
