@@ -102,12 +102,14 @@ def _value(p: str, n: int) -> Any:
     classes=st.lists(st.sampled_from(["Node", "A", "B"]), min_size=5, max_size=5),
     ops=st.lists(st.lists(op_strategy, min_size=1, max_size=3), min_size=1, max_size=14),
     snap_at=st.integers(0, 14),
+    late=st.tuples(st.integers(0, 14), st.sampled_from(["Node", "A", "B"])),
 )
 def test_incremental_equals_from_scratch(
     rule_set: list[Rule],
     classes: list[str],
     ops: list[list[tuple[str, str, str, int]]],
     snap_at: int,
+    late: tuple[int, str],
 ) -> None:
     c, p, inds = _vocabulary()
     onto = ontology(c, p, rule_set, inds)
@@ -123,6 +125,14 @@ def test_incremental_equals_from_scratch(
     for i, batch in enumerate(ops):
         if i == snap_at:
             snapshot = (world.snapshot(), world.facts(), world.version)
+        if i == late[0]:
+            # an instance arriving later: rules that hold on absences alone must fire for it
+            added = world.transact([AddInstance("late", iri(late[1]))], provenance="api")
+            instances["late"] = iri(late[1])
+            expected, conflicts = naive_fixpoint(onto, instances, base)
+            assert added.ok == (not conflicts)
+            if not added.ok:
+                del instances["late"]
         changes: list[Any] = []
         new_base = set(base)
         for kind, s, pname, n in batch:
