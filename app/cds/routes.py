@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
@@ -45,7 +46,7 @@ def _store_ledger(app: FastAPI) -> Any:
     return remember
 
 
-def _commit_factory(app: FastAPI) -> Any:
+def _commit_factory(app: FastAPI, http: httpx.Client) -> Any:
     try:
         from adapters.fhir.commit import CommitContext, FhirCommitAdapter
     except ImportError:  # a source tree without the commit adapter: tools take onError
@@ -56,6 +57,7 @@ def _commit_factory(app: FastAPI) -> Any:
             ontology=app.state.ontology,
             engine=app.state.engine,
             context=CommitContext.from_hook(**hook),
+            http=http,
         )
 
     return build
@@ -75,6 +77,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     )
     auth.warn_if_open()
     app.state.cds_feedback_listeners = []
+    # one blocking client for tool commits (they run in worker threads), shared by all calls:
+    # building a client per call costs more than the rest of the hook
+    commits_http = httpx.Client(follow_redirects=False, timeout=settings.fhir_timeout_seconds)
     if app.state.ontology is not None:
         await run_in_threadpool(warm)
         app.state.cds = HookService(
@@ -85,10 +90,13 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
                 authenticator=auth,
                 bridge=bridge_from_model_string(settings.bridge_model, settings),
                 fhir_timeout=settings.fhir_timeout_seconds,
-                commit_handler=_commit_factory(app),
+                commit_handler=_commit_factory(app, commits_http),
             )
         )
-    yield
+    try:
+        yield
+    finally:
+        commits_http.close()
 
 
 def add_feedback_listener(app: FastAPI, listener: FeedbackListener) -> None:
