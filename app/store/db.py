@@ -33,7 +33,12 @@ def normalize_url(url: str | URL) -> URL:
 
 
 def _configure_sqlite(engine: Engine) -> None:
-    """Foreign keys on, a busy timeout, and real BEGIN/SAVEPOINT semantics for pysqlite."""
+    """Foreign keys on, a busy timeout, WAL, and transactions that never fail on lock upgrade.
+
+    SQLite allows one writer at a time; every transaction here queues for that lock when it
+    begins, so concurrent requests wait their turn instead of failing. PostgreSQL is the
+    backend for real concurrency.
+    """
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -49,7 +54,10 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN")
+        # IMMEDIATE takes the write lock up front, waiting up to the busy timeout. A deferred
+        # transaction that read first fails at once ("database is locked") when it later
+        # writes after another connection committed: SQLite cannot upgrade a stale snapshot.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def make_engine(url: str | URL, **kwargs: Any) -> Engine:

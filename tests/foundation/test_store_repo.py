@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
 import threading
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 
 from app.errors import NotFound
-from app.store import repo, session_scope
+from app.store import make_engine, repo, session_scope
 
 WF = "https://example.org/ns#Triage"
 
@@ -253,3 +256,34 @@ def test_a_jti_is_accepted_once_until_it_expires(engine: Engine) -> None:
 def test_naive_timestamps_are_refused(engine: Engine) -> None:
     with pytest.raises(Exception, match="naive datetime"), session_scope(engine) as session:
         repo.remember_jti(session, "i", "j", datetime(2026, 1, 1))
+
+
+def test_sqlite_read_then_write_is_not_failed_by_another_writer(
+    sqlite_template: Path, tmp_path: Path
+) -> None:
+    # A deferred SQLite transaction that read first cannot write after another connection
+    # committed; the store begins every transaction IMMEDIATE so the other writer waits.
+    path = tmp_path / "h.db"
+    shutil.copyfile(sqlite_template, path)
+    engine = make_engine(f"sqlite:///{path}")
+    try:
+        run_id, _ = _claim(engine)
+        with session_scope(engine) as session:
+            assert repo.get_run(session, run_id) is not None
+            other = sqlite3.connect(path, timeout=0, isolation_level=None)
+            try:
+                other.execute("BEGIN IMMEDIATE")
+                other.execute("UPDATE runs SET hook = 'other'")
+                other.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                assert "locked" in str(exc)
+            finally:
+                other.close()
+            repo.save_outcome(
+                session, run_id, status="completed", terminal="Done", decision=None, outcome={}
+            )
+        with session_scope(engine) as session:
+            run = repo.get_run(session, run_id)
+            assert run is not None and run.status == "completed"
+    finally:
+        engine.dispose()
