@@ -79,8 +79,9 @@ def claim_run(
     Returns ``(run, created)``. Two identical concurrent calls (same service and hookInstance)
     yield exactly one ``created=True``; the other caller gets the winner's row once the winner
     commits. Commit soon after (the claim is its own short transaction) so a retry by the
-    EHR finds the claim while the workflow runs. The caller compares ``request_digest`` to detect a reused
-    hookInstance with a different body. Runs without a hookInstance are always created.
+    EHR finds the claim while the workflow runs. The caller compares ``request_digest`` to
+    detect a reused hookInstance with a different body. Runs without a hookInstance are
+    always created.
     """
     values = {
         "id": run_id or new_id(),
