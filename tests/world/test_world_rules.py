@@ -321,3 +321,28 @@ def test_a_base_value_disagreeing_with_a_derivation_is_a_conflict() -> None:
     r = world.assert_("t", "a", True)
     assert [v.code for v in r.violations] == ["conflict"]
     assert world.values("t", "kind") == ("given",) and world.values("t", "a") == ()
+
+
+def test_reading_a_first_listed_property_it_concludes_is_refused() -> None:
+    onto = ontology(
+        [cls("T"), cls("Level", one_of=("High", "Low"))],
+        [
+            prop(
+                "level",
+                "T",
+                "Level",
+                cardinality="0..1",
+                one_of=("High", "Low"),
+                resolution="FirstListed",
+            ),
+            prop("x", "T", "xsd:boolean"),
+        ],
+        [
+            rule("LowIfX", "T", [cond("x", "is", True)], [("level", "Low")]),
+            rule("HighIfLow", "T", [cond("level", "is", "Low")], [("level", "High")]),
+        ],
+        [individual("High", "Level"), individual("Low", "Level")],
+    )
+    with pytest.raises(StratificationError) as err:
+        World(onto)
+    assert err.value.rules == (iri("HighIfLow"),)
