@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
@@ -148,9 +148,7 @@ class Readiness(BaseModel):
     ontology: OntologyState
 
 
-def _ops_router() -> Any:
-    from fastapi import APIRouter
-
+def _ops_router() -> APIRouter:
     router = APIRouter(tags=["operations"])
 
     @router.get("/healthz", summary="The process is alive")
