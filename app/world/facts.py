@@ -179,11 +179,16 @@ class Violation:
     message: str
 
     def to_json(self) -> dict[str, Any]:
-        value = self.value
-        if isinstance(value, Decimal):
-            value = str(value)
-        elif not isinstance(value, str | int | float | bool | type(None)):
-            value = repr(value)
+        def enc(v: object) -> Any:
+            if isinstance(v, Decimal):
+                return json_value(v)
+            if isinstance(v, tuple | list):
+                return [enc(x) for x in v]
+            if isinstance(v, str | int | float | bool | type(None)):
+                return v
+            return repr(v)
+
+        value = enc(self.value)
         return {
             "code": self.code,
             "subject": self.subject,
