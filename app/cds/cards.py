@@ -43,6 +43,7 @@ class RunView:
     focus_id: str
     violations: Sequence[Violation] = ()
     failed_actions: Sequence[str] = ()  # "tool: why" for every tool call that did not succeed
+    notices: Sequence[str] = ()  # one sentence per EHR write the run attempted
 
 
 def _label(ontology: Ontology, iri: str) -> str:
@@ -86,6 +87,7 @@ def _detail(ontology: Ontology, workflow: WorkflowDef, world: World, run: RunVie
             parts.append(f"No rule could decide {what}. Missing data: {', '.join(missing)}.")
         else:
             parts.append(f"No rule could decide {what} from the data available.")
+    parts.extend(run.notices)
     for failure in run.failed_actions:
         parts.append(f"Not completed: {failure}")
     for v in run.violations:

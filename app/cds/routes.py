@@ -46,6 +46,14 @@ def _store_ledger(app: FastAPI) -> Any:
     return remember
 
 
+def _effect_notices() -> Any:
+    try:
+        from adapters.fhir.commit import effect_notices
+    except ImportError:
+        return None
+    return effect_notices
+
+
 def _commit_factory(app: FastAPI, http: httpx.Client) -> Any:
     try:
         from adapters.fhir.commit import CommitContext, FhirCommitAdapter
@@ -91,6 +99,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
                 bridge=bridge_from_model_string(settings.bridge_model, settings),
                 fhir_timeout=settings.fhir_timeout_seconds,
                 commit_handler=_commit_factory(app, commits_http),
+                effect_notices=_effect_notices(),
             )
         )
     try:

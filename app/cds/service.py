@@ -73,6 +73,8 @@ class HookDeps:
     bridge: Bridge | None
     fhir_timeout: float
     commit_handler: CommitHandlerFactory | None = None
+    #: ``notices(engine, run_id) -> [sentence]``: what happened to each write the run attempted
+    effect_notices: Callable[[Engine, str], list[str]] | None = None
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
 
@@ -136,7 +138,7 @@ def _failed_actions(trace: list[dict[str, Any]]) -> list[str]:
     for entry in trace:
         for call in entry.get("calls") or []:
             error = call.get("error") if isinstance(call, dict) else None
-            if isinstance(error, dict) and call.get("type") == "tool":
+            if isinstance(error, dict) and call.get("type") == "tool" and "effects" not in error:
                 out.append(f"{call.get('tool')}: {error.get('message', 'failed')}")
     return out
 
@@ -284,6 +286,8 @@ class HookService:
         base_url: str,
     ) -> dict[str, Any]:
         from app.runtime import RunContext, run_workflow
+        from app.runtime.host import outcome_document
+        from app.runtime.replay import RecordedRun
         from app.tools.invoker import ToolInvoker
 
         d = self.deps
@@ -291,6 +295,7 @@ class HookService:
         world = World(d.ontology)
         problems: list[Violation] = list(hydration.violations)
         _apply(world, hydration.changes, problems)
+        input_world = world.to_json()
         tools = ToolInvoker()
         if d.commit_handler is not None and req.fhir_server is not None:
             resources = [r for v in data.values() for r in resources_of(v)]
@@ -325,6 +330,7 @@ class HookService:
             focus_id=focus_id,
             violations=problems,
             failed_actions=_failed_actions(outcome.trace),
+            notices=d.effect_notices(d.engine, run_id) if d.effect_notices else (),
         )
         cards = build_cards(
             ontology=d.ontology,
@@ -348,11 +354,12 @@ class HookService:
             raise AssertionError(
                 f"the service built a non-conformant response: {problems_in_response}"
             )
-        record = outcome.to_json()
+        recorded = RecordedRun.of(outcome, input_world=input_world, text=hydration.text, now=now)
+        record = outcome_document(recorded)  # replayable: DESIGN §9 plus the recorded input
         record["inputViolations"] = [v.to_json() for v in problems]
         rows = [s.to_row() for s in hydration.sources]
         try:
-            self._persist(run_id, outcome, record, response, rows, world)
+            self._persist(run_id, outcome, record, response, rows)
         except SQLAlchemyError as exc:
             log.error("run %s could not be persisted, its decision is withheld: %s", run_id, exc)
             self._mark_failed(run_id)
@@ -369,10 +376,13 @@ class HookService:
         record: dict[str, Any],
         response: dict[str, Any],
         sources: list[dict[str, Any]],
-        world: World,
     ) -> None:
         """One transaction for everything the run produced. A SQLite snapshot made stale by a
-        concurrent writer (another call's claim) is retried; PostgreSQL never needs it."""
+        concurrent writer (another call's claim) is retried; PostgreSQL never needs it. A
+        suspended run keeps its whole SuspendedRun and deadline so ``/runs/{id}/resume`` works."""
+        from app.api.resume import wait_deadline
+
+        suspended = outcome.suspended
         for attempt in range(_PERSIST_ATTEMPTS):
             try:
                 with session_scope(self.deps.engine) as session:
@@ -386,8 +396,11 @@ class HookService:
                         response=response,
                         trace=outcome.trace,
                         sources=sources,
-                        world_state=world.to_json() if outcome.status == "suspended" else None,
-                        position=outcome.suspended.step if outcome.suspended else None,
+                        world_state=suspended.to_json() if suspended else None,
+                        position=suspended.step if suspended else None,
+                        wait_deadline=(
+                            wait_deadline(self.deps.ontology, suspended) if suspended else None
+                        ),
                     )
                 return
             except OperationalError as exc:

@@ -240,11 +240,6 @@ def test_two_concurrent_decisions_for_one_encounter_commit_exactly_once(
     assert all(c["summary"] != f"Triage acuity: {loser}" for c in lost_cards)
 
 
-@pytest.mark.xfail(
-    reason="the CDS card builder does not yet add adapters.fhir.commit.effect_notices to the "
-    "card detail, so the conflicted run's card does not say why it escalated",
-    strict=True,
-)
 def test_the_conflicted_decisions_card_says_the_record_changed(
     client: TestClient, fhir_server: FhirServer, pg_engine: Engine
 ) -> None:
