@@ -315,3 +315,14 @@ def test_missing_or_misaddressed_token_is_401(secured: TestClient) -> None:
     resp = secured.post(url, json=med_safety_body(), headers={"Authorization": f"Bearer {other}"})
     assert resp.status_code == 401
     assert resp.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_a_hook_run_is_readable_and_replays_to_the_same_decision(client: TestClient) -> None:
+    answer = client.post("/cds-services/horismos-med-safety", json=med_safety_body()).json()
+    run_id = answer["extension"]["dev.horismos.run"]["runId"]
+    stored = client.get(f"/runs/{run_id}")
+    assert stored.status_code == 200
+    assert stored.json()["decision"] == {"property": "orderSafety", "value": "Contraindicated"}
+    replay = client.post(f"/runs/{run_id}/replay")
+    assert replay.status_code == 200, replay.text
+    assert replay.json()["same"] is True
