@@ -326,3 +326,20 @@ def test_a_hook_run_is_readable_and_replays_to_the_same_decision(client: TestCli
     replay = client.post(f"/runs/{run_id}/replay")
     assert replay.status_code == 200, replay.text
     assert replay.json()["same"] is True
+
+
+def test_browser_clients_from_configured_origins_pass_cors(make_app_client: OpenClient) -> None:
+    sandbox = "https://sandbox.cds-hooks.org"
+    with make_app_client(cors_origins=[sandbox]) as c:
+        preflight = c.options(
+            "/cds-services/horismos-triage",
+            headers={
+                "Origin": sandbox,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "authorization,content-type",
+            },
+        )
+        assert preflight.status_code == 200
+        assert preflight.headers["access-control-allow-origin"] == sandbox
+        other = c.get("/cds-services", headers={"Origin": "https://elsewhere.example"})
+        assert "access-control-allow-origin" not in other.headers
