@@ -40,6 +40,10 @@ class Engine:
         self.violations: list[Violation] = []
         self.before: dict[FactKey, Fact | None] = {}
 
+    def end(self) -> None:
+        """Drop the transaction's bookkeeping (so a large load is not paid for by the next)."""
+        self.begin(self.tx)
+
     def begin(self, tx: int) -> None:
         self.tx = tx
         self.dirty = {}

@@ -126,8 +126,10 @@ class World:
             st.undo(st.log)
             st.log = []
             st.seq = seq0
+            eng.end()
             return TxResult(False, tx, violations=tuple(violations))
         added, removed = self._delta()
+        eng.end()
         self._marks += 1
         self._history.append((self._marks, self._version, seq0, st.log))
         st.log = []
