@@ -2,8 +2,8 @@
 
 For every property of the focus class that has mappings, the resources of the mapping's type
 (from prefetch, or from the hook context key it names, e.g. ``draftOrders``) are filtered by
-code (an Observation also matches through a component with that code, as a blood-pressure
-panel carries its systolic value) and by the ``horis:where`` FHIRPath, the ``horis:fhirPath``
+code (an Observation also matches through a component with that code, as a panel carries
+its parts) and by the ``horis:where`` FHIRPath, the ``horis:fhirPath``
 is evaluated, and ``Latest`` (by effective time) or ``All`` values are kept:
 
 - Quantities are converted with UCUM to the property's unit. A unit that is not UCUM or cannot

@@ -218,7 +218,7 @@ def _check_bundle(value: Any, where: str) -> list[Issue]:
             issues.append(
                 Issue(
                     code="required",
-                    diagnostics=f"{at}.id is required so the order can be referenced",
+                    diagnostics=f"{at}.id is required so the resource can be referenced",
                     expression=f"{at}.id",
                 )
             )
