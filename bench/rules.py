@@ -12,7 +12,7 @@ stratum) — derivations ten deep. For each workload the table gives:
 - full: materializing everything in one transaction (gate + fixed point);
 - assert: asserting one reading that starts a chain, into the materialized World (median; the
   World is frozen out of the cyclic garbage collector first, as a service holding a large World
-  would do, so collector pauses do not land in the measurement);
+  would do, and two warm-up updates run first);
 - retract: retracting that reading again, which withdraws the chain (median);
 - naive: the same fixed point recomputed from scratch (``app.world.naive``), which is what a
   non-incremental engine pays for every update; ``naive/assert`` is the speed-up;
@@ -210,11 +210,17 @@ def run_workload(
     asserts: list[float] = []
     retracts: list[float] = []
     added: list[int] = []
-    for x in idle[:reps]:
+    cpu: list[float] = []
+    for i, x in enumerate(idle[: reps + 2]):
         b = NS + f"b{int(instances[x].rsplit('K', 1)[1]) % READINGS}"
-        t = time.perf_counter()
+        if i < 2:  # warm-up: the first collection after gc.freeze() is a one-off
+            world.transact([Assert(x, b, 99)], provenance="api")
+            world.transact([Retract(x, b, 99)], provenance="api")
+            continue
+        t, c = time.perf_counter(), time.process_time()
         r = world.transact([Assert(x, b, 99)], provenance="api")
         asserts.append((time.perf_counter() - t) * 1000)
+        cpu.append((time.process_time() - c) * 1000)
         assert r.ok
         added.append(len(r.added))
         t = time.perf_counter()
@@ -239,7 +245,7 @@ def run_workload(
         "derived": n_derived,
         "full": full_ms,
         "assert": statistics.median(asserts) if asserts else float("nan"),
-        "assert_max": max(asserts) if asserts else float("nan"),
+        "assert_max": max(cpu) if cpu else float("nan"),
         "retract": statistics.median(retracts) if retracts else float("nan"),
         "chain": statistics.median(added) if added else 0,
         "naive": naive_ms,
@@ -308,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     head = (
         f"{'base':>7} {'rules':>5} {'derived':>7} {'full':>9} {'Δfacts':>6} {'assert':>7} "
-        f"{'max':>6} {'retract':>7} "
+        f"{'maxcpu':>6} {'retract':>7} "
         f"{'naive':>9} {'naive/assert':>12} {'owlrl':>9} {'owlrl/assert':>12} {'agree':>5}"
     )
     print(head)
@@ -335,7 +341,8 @@ def main(argv: list[str] | None = None) -> int:
                 worst_max = max(worst_max, row["assert_max"])
     print()
     print(
-        "Δfacts: facts an assert adds (the reading and its chain); max: slowest assert; "
+        "Δfacts: facts an assert adds (the reading and its chain); maxcpu: the slowest assert's "
+        "CPU time (wall-clock maxima on a shared machine measure the neighbours); "
         "naive: full recomputation from scratch"
     )
     print(
@@ -357,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "PASS" if worst_100k < 5 else "FAIL"
         print(
             f"target: one-fact update in a 100k-fact World < 5 ms: {worst_100k:.3f} ms median"
-            f" (slowest {worst_max:.2f} ms)  {verdict}"
+            f" (slowest {worst_max:.2f} ms CPU)  {verdict}"
         )
     if tri is not None:
         verdict = "PASS" if tri["median"] < 1 else "FAIL"
