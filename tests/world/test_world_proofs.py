@@ -137,3 +137,41 @@ def test_structured_input_of_design_section_9() -> None:
     assert {v.code for v in bad.violations} == {"unknown-class", "unknown-property"}
     bad = load_structured(world, {"instances": [{"id": "p1", "pulse": 1}]})
     assert [v.code for v in bad.violations] == ["unknown-property"]
+
+
+def test_a_path_premise_names_the_instance_it_went_through() -> None:
+    from tests.world.builders import cls, cond, individual, ontology, prop, rule
+
+    onto = ontology(
+        [cls("Patient"), cls("Symptom"), cls("Severity", one_of=("Mild", "Severe"))],
+        [
+            prop("hasSymptom", "Patient", "Symptom"),
+            prop("severity", "Symptom", "Severity", cardinality="0..1", one_of=("Mild", "Severe")),
+            prop("alarm", "Patient", "xsd:boolean", cardinality="0..1"),
+        ],
+        [
+            rule(
+                "SevereSymptom",
+                "Patient",
+                [cond(("hasSymptom", "severity"), "is", "Severe")],
+                [("alarm", True)],
+            )
+        ],
+        [individual("Mild", "Severity"), individual("Severe", "Severity")],
+    )
+    world = World(onto)
+    assert world.transact(
+        [
+            AddInstance("p1", "Patient"),
+            AddInstance("s1", "Symptom"),
+            Assert("p1", "hasSymptom", "s1"),
+            Assert("s1", "severity", "Severe", source=COND),
+        ],
+        provenance="perception",
+        confidence=0.9,
+    ).ok
+    assert world.proof("p1", "alarm").render() == (
+        "alarm = true  [rule SevereSymptom]\n"
+        "  hasSymptom → s1 isA Symptom  [perception, confidence 0.9]\n"
+        "  s1.severity = Severe  [perception Condition/c1 v1, confidence 0.9]"
+    )
