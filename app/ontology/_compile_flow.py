@@ -18,6 +18,7 @@ from app.ontology.model import (
     StepDef,
     SubflowOutcome,
     SuggestionDecl,
+    SystemActionDecl,
     TextSource,
     WorkflowDef,
     local_name,
@@ -72,6 +73,7 @@ class FlowCompiler(CompilerBase):
             f["audience"] = self.string(node, H("audience"))
             f["style"] = self.string(node, H("style"))
             f["required"] = bool(self.boolean(node, H("required")))
+            f["on_error"] = self._edge(node, "onError")  # where a required narration's failure goes
         elif kind == "ProposalStep":
             cand = r.one(node, H("candidates"))
             if cand is not None:
@@ -164,6 +166,9 @@ class FlowCompiler(CompilerBase):
             for t in r.objects(node, H("text"))
         )
         cards = tuple(self._card(c, i) for i, c in enumerate(r.objects(node, H("card"))))
+        actions = tuple(
+            self._system_action(a, i) for i, a in enumerate(r.objects(node, H("systemAction")))
+        )
         workflow = self.ref(node, H("workflow"), r.one(node, H("workflow")), ("workflow",))
         if not r.peek(node, H("workflow")):
             r.problem("missing", node, "a CDS service needs horis:workflow")
@@ -178,6 +183,7 @@ class FlowCompiler(CompilerBase):
             usage_requirements=self.string(node, H("usageRequirements")),
             text=text,
             cards=cards,
+            system_actions=actions,
         )
 
     def _card(self, node: Node, order: int) -> CardDecl:
@@ -192,14 +198,10 @@ class FlowCompiler(CompilerBase):
             behavior = None
         suggestions: list[SuggestionDecl] = []
         for s in r.objects(node, H("suggest")):
-            action = self.string(s, H("actionType"), required=True) or "create"
-            if action not in ("create", "update", "delete"):
-                r.problem("literal-type", s, 'actionType must be "create", "update" or "delete"')
-                action = "create"
             suggestions.append(
                 SuggestionDecl(
                     label=self.string(s, H("label"), required=True) or "",
-                    action_type=cast(Any, action),
+                    action_type=self._action_type(s),
                     cites=self.ref(s, H("cites"), r.one(s, H("cites")), ("property",)),
                     description=self.string(s, H("description")),
                 )
@@ -211,5 +213,26 @@ class FlowCompiler(CompilerBase):
             terminal=self._edge(node, "terminal"),
             suggestions=tuple(suggestions),
             selection_behavior=cast(Any, behavior),
+            order=order,
+        )
+
+    def _action_type(self, node: Node) -> Any:
+        """``horis:actionType`` of a suggestion or system action."""
+        action = self.string(node, H("actionType"), required=True) or "create"
+        if action not in ("create", "update", "delete"):
+            self.r.problem(
+                "literal-type", node, 'actionType must be "create", "update" or "delete"'
+            )
+            action = "create"
+        return action
+
+    def _system_action(self, node: Node, order: int) -> SystemActionDecl:
+        r = self.r
+        return SystemActionDecl(
+            action_type=self._action_type(node),
+            description=self.string(node, H("description"), required=True) or "",
+            cites=self.ref(node, H("cites"), r.one(node, H("cites")), ("property",)),
+            when=self.conditions(node, H("when")),
+            terminal=self._edge(node, "terminal"),
             order=order,
         )

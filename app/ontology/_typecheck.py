@@ -270,6 +270,33 @@ class TypeChecker:
                     f"not being assigned, and {local_name(premise)} depends on "
                     f"{local_name(conclusion)}; break the cycle (rules must be stratifiable)",
                 )
+        self._world_strata({p.node for p in self.problems if p.code == "stratification"})
+
+    def _world_strata(self, reported: set[str]) -> None:
+        """The World's own stratification (``app.world.world.ontology_index``), so that what
+        verifies also builds a World: it also refuses a cycle through reading a single-valued
+        ``horis:FirstListed`` property, whose value must be final before a rule reads it. A
+        cycle already reported above as a negation cycle is not reported twice. Imported here:
+        ``app.world`` imports ``app.ontology.model``, so a module-level import would be a cycle.
+        """
+        from app.world.facts import StratificationError
+        from app.world.world import ontology_index
+
+        try:
+            ontology_index(self.o)
+        except StratificationError as exc:
+            if reported.intersection(exc.rules):
+                return
+            for rule in exc.rules:
+                self.add(
+                    "stratification",
+                    rule,
+                    f"the World refuses these rules ({exc}); a rule may not read a single-valued "
+                    "horis:FirstListed property that its own conclusions feed back into: read a "
+                    "property outside the cycle, or break the cycle",
+                )
+        except Exception:  # anything else is reported by the other checks; a World needs both
+            return
 
     # --- tools ---------------------------------------------------------------------------
 

@@ -407,6 +407,26 @@ class CardDecl:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SystemActionDecl:
+    """``horis:systemAction [ horis:when [ … ] | horis:terminal S ; horis:actionType "delete" ;
+    horis:description "…" ; horis:cites P ]`` on a CDS service.
+
+    Matched like a card (``terminal`` and ``when`` both hold when given) after the run ends; a
+    matching declaration yields one CDS Hooks Action in the response's ``systemActions`` per
+    resource the decision's proof reaches through ``cites`` (the FHIR source of the cited
+    instance, never generated text). ``delete`` carries ``resourceId``; ``update`` carries
+    ``resourceId`` and the resource as it was read (the service builds no changed content).
+    """
+
+    action_type: Literal["create", "update", "delete"]
+    description: str
+    cites: str | None = None
+    when: tuple[Condition, ...] = ()
+    terminal: str | None = None
+    order: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
 class CdsServiceDef:
     """``S a horis:CdsService``."""
 
@@ -420,6 +440,7 @@ class CdsServiceDef:
     usage_requirements: str | None = None
     text: tuple[TextSource, ...] = ()
     cards: tuple[CardDecl, ...] = ()
+    system_actions: tuple[SystemActionDecl, ...] = ()  # horis:systemAction [ … ]…
 
 
 # --- the whole ---------------------------------------------------------------------------

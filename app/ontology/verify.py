@@ -14,8 +14,10 @@
 - ``horis:decides`` names a property of the focus class; every ``horis:requires`` property can
   be produced before the step (see ``_producible``) unless the step has ``horis:onUnsatisfied``;
   ActionStep bindings cover exactly the tool's arguments, with fitting types;
-- every CDS service runs a workflow with a focus, its card terminals are terminal steps of that
-  workflow, its card conditions type-check, ids and prefetch keys are unique.
+- every CDS service runs a workflow with a focus, its card and system action terminals are
+  terminal steps of that workflow, their conditions type-check, a system action cites an object
+  property of the focus (and is not ``create``), ids and prefetch keys are unique;
+- a NarrationStep with ``horis:required true`` declares ``horis:onError`` unless terminal.
 """
 
 from __future__ import annotations
@@ -24,7 +26,15 @@ from collections import Counter
 
 from app.ontology._typecheck import TypeChecker, conditions_of
 from app.ontology.errors import Problem
-from app.ontology.model import Ontology, StepDef, WorkflowDef, local_name
+from app.ontology.model import (
+    CdsServiceDef,
+    Condition,
+    Ontology,
+    StepDef,
+    SystemActionDecl,
+    WorkflowDef,
+    local_name,
+)
 
 
 def verify(ontology: Ontology) -> list[Problem]:
@@ -122,6 +132,11 @@ class _Verifier(TypeChecker):
             missing = "horis:onUnreachable (where to go when the goal cannot hold)"
         elif s.kind == "ActionStep" and not s.terminal and s.on_error is None:
             missing = "horis:onError (where to go when the tool fails)"
+        elif s.kind == "NarrationStep" and s.required and not s.terminal and s.on_error is None:
+            missing = (
+                "horis:onError (where to go when its required narration fails: no Bridge, a "
+                "Bridge error, nothing to narrate)"
+            )
         elif s.kind == "ChoiceStep" and s.otherwise is None:
             missing = "horis:otherwise (where to go when no branch matches)"
         elif s.kind == "WaitStep" and s.timeout is not None and s.on_timeout is None:
@@ -388,15 +403,67 @@ class _Verifier(TypeChecker):
                     self.add(
                         "service", s.iri, "a card summary must be at most 140 characters", where
                     )
-                if card.terminal is not None:
-                    step = w.steps.get(card.terminal)
-                    if step is None or not step.terminal:
-                        self.add(
-                            "service",
-                            s.iri,
-                            f"horis:terminal {local_name(card.terminal)} is not a terminal step "
-                            f"of {w.name}",
-                            where,
-                        )
-                for c in card.when:
-                    self.condition_on(c, w.focus, s.iri, where)
+                self._match(s, w, card.terminal, card.when, where)
+            for action in s.system_actions:
+                self._system_action(s, w, action)
+
+    def _match(
+        self,
+        s: CdsServiceDef,
+        w: WorkflowDef,
+        terminal: str | None,
+        when: tuple[Condition, ...],
+        where: str,
+    ) -> None:
+        """A card's or system action's ``horis:terminal`` and ``horis:when``."""
+        if terminal is not None:
+            step = w.steps.get(terminal)
+            if step is None or not step.terminal:
+                self.add(
+                    "service",
+                    s.iri,
+                    f"horis:terminal {local_name(terminal)} is not a terminal step of {w.name}",
+                    where,
+                )
+        for c in when:
+            self.condition_on(c, w.focus, s.iri, where)
+
+    def _system_action(self, s: CdsServiceDef, w: WorkflowDef, a: SystemActionDecl) -> None:
+        where = f"horis:systemAction[{a.order + 1}]"
+        self._match(s, w, a.terminal, a.when, where)
+        if a.action_type == "create":
+            self.add(
+                "service",
+                s.iri,
+                'a "create" system action needs a new resource, which the service cannot build '
+                'from the graph: use "delete" or "update" with horis:cites P',
+                where,
+            )
+            return
+        prop = self.o.properties.get(a.cites or "")
+        if prop is None:
+            self.add(
+                "service",
+                s.iri,
+                "a system action needs horis:cites P (the property through which the decision's "
+                "proof reaches the FHIR resource it acts on)",
+                where,
+            )
+            return
+        if not prop.is_object:
+            self.add(
+                "service",
+                s.iri,
+                f"horis:cites {prop.name} holds {local_name(prop.range)} values, not instances "
+                "read from FHIR resources: cite an object property",
+                where,
+            )
+        self.check_domain(prop, w.focus, s.iri, where)
+        if w.decides is None:
+            self.add(
+                "service",
+                s.iri,
+                f"a system action cites the proof of the decision, but {w.name} has no "
+                "horis:decides",
+                where,
+            )

@@ -187,11 +187,12 @@ def test_workflow_and_every_step_kind(full: Ontology) -> None:
     assert nest.workflow == F + "Sub"
     assert [(o.terminal, o.next) for o in nest.outcomes] == [(F + "SubDone", F + "Tell")]
     tell = s["Tell"]
-    assert (tell.narrates, tell.audience, tell.style, tell.required) == (
+    assert (tell.narrates, tell.audience, tell.style, tell.required, tell.on_error) == (
         F + "tier",
         "agent",
         "plain",
         True,
+        F + "Failed",
     )
     assert s["Done"].kind == "Step" and s["Done"].terminal
     assert s["Failed"].kind == "ActionStep" and s["Failed"].terminal
@@ -228,6 +229,14 @@ def test_cds_service(full: Ontology) -> None:
         F + "hasDraft",
     )
     assert svc.cards[1].terminal == F + "Failed"
+    (action,) = svc.system_actions
+    assert (action.action_type, action.description, action.cites, action.terminal) == (
+        "delete",
+        "Drop the draft.",
+        F + "hasDraft",
+        F + "Done",
+    )
+    assert [(c.path, c.op, c.value) for c in action.when] == [((F + "tier",), "is", F + "Gold")]
 
 
 def test_version_and_digest(full: Ontology) -> None:
