@@ -27,7 +27,9 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 RunStatus = Literal["running", "completed", "suspended", "failed"]
-EffectState = Literal["proposed", "attempted", "accepted", "conflicted", "failed", "unknown"]
+EffectState = Literal[
+    "proposed", "attempted", "accepted", "conflicted", "failed", "unknown", "refused"
+]
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 EFFECT_STATES: tuple[str, ...] = get_args(EffectState)
 
