@@ -133,7 +133,6 @@ def _include_routers(app: FastAPI) -> None:
     from app.api import resume
 
     app.include_router(resume.router)  # WaitStep resume; periodic reconciliation (its lifespan)
-    # Replay, resume of a WaitStep, the run page        -> add their routers below
 
 
 class OntologyState(BaseModel):

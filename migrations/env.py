@@ -5,6 +5,7 @@ from __future__ import annotations
 from logging.config import fileConfig
 
 from alembic import context
+from sqlalchemy import text
 
 from app.settings import Settings
 from app.store.db import make_engine, normalize_url
@@ -15,6 +16,7 @@ if config.config_file_name is not None and config.attributes.get("configure_logg
     fileConfig(config.config_file_name, disable_existing_loggers=False)
 
 target_metadata = Base.metadata
+_LOCK = 0x686F7269736D6F73  # an arbitrary, fixed advisory-lock key for migrations
 
 
 def _url() -> str:
@@ -50,6 +52,11 @@ def run_migrations_online() -> None:
                 render_as_batch=connection.dialect.name == "sqlite",
             )
             with context.begin_transaction():
+                if connection.dialect.name == "postgresql":
+                    # Several containers may start at once and each runs the migrations: the
+                    # transaction-scoped lock makes them take turns, and the later ones find
+                    # the schema already at head.
+                    connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK})
                 context.run_migrations()
     finally:
         engine.dispose()
