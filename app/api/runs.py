@@ -10,10 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.api.run_page import load_run_page, not_found_page, prefers_html, render_run_page
 from app.bridge import Bridge, bridge_from_model_string
 from app.deps import OntologyDep, SessionDep, SettingsDep
+from app.errors import NotFound
 from app.runtime.host import save_run, start_run, stored_outcome, stored_recording
 from app.runtime.replay import replay_run
 from app.settings import Settings
@@ -71,9 +74,34 @@ def create_run(
     return started.outcome.to_json()
 
 
-@router.get("/runs/{run_id}", summary="A run's outcome: terminal, decision, proof, trace")
-def read_run(run_id: str, session: SessionDep) -> dict[str, Any]:
-    return stored_outcome(session, run_id)
+_READ_RUN_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The stored outcome as JSON; as an HTML page (the decision record a card "
+        "links to) when `Accept` ranks `text/html` above `application/json`",
+        "content": {
+            "application/json": {"schema": {"type": "object", "additionalProperties": True}},
+            "text/html": {"schema": {"type": "string"}},
+        },
+    },
+    404: {"description": "No such run (an HTML page when HTML was asked for)"},
+}
+
+
+@router.get(
+    "/runs/{run_id}",
+    summary="A run's outcome: terminal, decision, proof, trace (JSON, or a page for browsers)",
+    response_model=None,
+    responses=_READ_RUN_RESPONSES,
+)
+def read_run(run_id: str, request: Request, session: SessionDep) -> Response:
+    vary = {"Vary": "Accept"}
+    if not prefers_html(request.headers.get("accept")):
+        return JSONResponse(stored_outcome(session, run_id), headers=vary)
+    try:
+        page = load_run_page(session, run_id)
+    except NotFound:
+        return HTMLResponse(not_found_page(run_id), status_code=404, headers=vary)
+    return HTMLResponse(render_run_page(page), headers=vary)
 
 
 @router.post("/runs/{run_id}/replay", summary="Replay a recorded run and report divergence")

@@ -1,0 +1,208 @@
+"""The run page: what a clinician sees after following a card's link to ``/runs/{id}``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.api.run_page import RunPage, prefers_html, proof_text, render_run_page
+from tests.runtime.conftest import ROOT
+
+TRIAGE = ROOT / "ontologies" / "triage.ttl"
+BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,*/*;q=0.8"
+CHEST_PAIN = {
+    "instances": [
+        {"id": "p1", "class": "Patient", "heartRate": 130, "age": 70, "hasSymptom": ["s1"]},
+        {"id": "s1", "class": "ChestPain"},
+    ]
+}
+
+
+@pytest.fixture
+def client(
+    make_app_client: Callable[..., AbstractContextManager[TestClient]],
+) -> Iterator[TestClient]:
+    with make_app_client(ontology_paths=[TRIAGE]) as c:
+        yield c
+
+
+def _run(client: TestClient, body: dict[str, Any]) -> dict[str, Any]:
+    answer = client.post("/workflows/Triage/runs", json=body)
+    assert answer.status_code == 200, answer.text
+    outcome: dict[str, Any] = answer.json()
+    return outcome
+
+
+def test_a_browser_gets_the_decision_record_page(client: TestClient) -> None:
+    outcome = _run(client, CHEST_PAIN)
+
+    page = client.get(f"/runs/{outcome['runId']}", headers={"Accept": BROWSER})
+
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    assert page.headers["vary"] == "Accept"
+    text = page.text
+    assert "acuity =</span> Immediate" in text  # the decision, as the headline
+    assert "Triage version 1.2.0" in text and "Done" in text
+    # the base facts the decision rests on, with their provenance
+    assert "heartRate = 130 /min" in text and "hasSymptom → s1 isA ChestPain" in text
+    assert '<span class="prov">api</span>' in text
+    # the overruled candidates are named, the trace lists every step and the tool call's status
+    assert "overrules acuity = Urgent" in text
+    for step in ("Intake", "Assess", "Route", "Explain", "Done"):
+        assert f"<b>{step}</b>" in text
+    assert "tool ehr.assign_queue" in text and ">proposed</span>" in text
+    assert "<script" not in text.lower()
+
+
+def test_api_clients_still_get_the_outcome_json(client: TestClient) -> None:
+    outcome = _run(client, CHEST_PAIN)
+    url = f"/runs/{outcome['runId']}"
+
+    for accept in (None, "application/json", "*/*", "application/json, text/html;q=0.9"):
+        headers = {"Accept": accept} if accept else {}
+        answer = client.get(url, headers=headers)
+        assert answer.headers["content-type"] == "application/json", accept
+        assert answer.json() == outcome
+
+
+def test_the_page_tree_carries_the_same_lines_as_the_rendered_proof(client: TestClient) -> None:
+    outcome = _run(client, CHEST_PAIN)
+    # With no Bridge the narration step records the proof rendered as text (Proof.render()).
+    (explain,) = [e for e in outcome["trace"] if e["step"] == "Explain"]
+    assert explain["narration"]["generated"] is False
+
+    assert proof_text(outcome["proof"]) == explain["narration"]["text"]
+
+
+def test_markup_in_ids_and_generated_narration_is_escaped(
+    make_app_client: Callable[..., AbstractContextManager[TestClient]], tmp_path: Path
+) -> None:
+    script = tmp_path / "bridge.json"
+    prose = '<script>alert("x")</script> Seen first.'
+    script.write_text(json.dumps({"narrate": [{"output": prose, "confidence": 1.0}]}))
+    body = {
+        "instances": [
+            {"id": "p1", "class": "Patient", "heartRate": 130, "hasSymptom": ["<script>s"]},
+            {"id": "<script>s", "class": "ChestPain"},
+        ]
+    }
+    with make_app_client(ontology_paths=[TRIAGE], bridge_model=f"mock:{script}") as client:
+        outcome = _run(client, body)
+        page = client.get(f"/runs/{outcome['runId']}", headers={"Accept": BROWSER})
+
+    assert page.status_code == 200
+    assert "<script" not in page.text.lower()
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; Seen first." in page.text
+    assert "hasSymptom → &lt;script&gt;s isA ChestPain" in page.text
+    # generated prose is marked as such
+    assert "GENERATED TEXT" in page.text
+
+
+def test_an_unknown_run_is_a_404_page_for_a_browser_and_json_for_clients(
+    client: TestClient,
+) -> None:
+    page = client.get("/runs/<b>nope", headers={"Accept": BROWSER})
+
+    assert page.status_code == 404
+    assert page.headers["content-type"].startswith("text/html")
+    assert "Run not found" in page.text and "&lt;b&gt;nope" in page.text
+
+    api = client.get("/runs/nope")
+    assert api.status_code == 404 and api.json()["error"]["code"] == "not-found"
+
+
+def test_an_undecided_run_says_so(client: TestClient) -> None:
+    outcome = _run(client, {"instances": []})
+
+    page = client.get(f"/runs/{outcome['runId']}", headers={"Accept": BROWSER})
+
+    assert "No decision" in page.text and "EscalateToNurse" in page.text
+
+
+def test_effects_sources_and_fhir_provenance_are_shown() -> None:
+    # A hook run's record: a base fact read from a FHIR resource, one EHR write, the versions read.
+    leaf = {
+        "subject": "pt",
+        "property": "heartRate",
+        "propertyIri": "urn:x#heartRate",
+        "value": 130,
+        "label": "heartRate = 130 /min",
+        "provenance": "api",
+        "tx": 1,
+        "source": {"resourceType": "Observation", "id": "o<1>", "versionId": "3"},
+    }
+    document: dict[str, Any] = {
+        "runId": "r1",
+        "workflow": "Triage",
+        "version": "1",
+        "status": "completed",
+        "terminal": "Done",
+        "decision": {"property": "acuity", "value": "Urgent"},
+        "proof": {
+            "subject": "pt",
+            "property": "acuity",
+            "values": [
+                {
+                    "subject": "pt",
+                    "property": "acuity",
+                    "value": "Urgent",
+                    "label": "acuity = Urgent",
+                    "provenance": "rule",
+                    "derivations": [
+                        {"ruleName": "Fast", "expanded": True, "premises": [leaf], "absent": []}
+                    ],
+                }
+            ],
+        },
+        "trace": [],
+        "sources": [{"resourceType": "Observation", "id": "o<1>", "versionId": "3"}],
+    }
+    effect = {"tool": "ehr.assign", "target": "Encounter/e1", "state": "conflicted"}
+    page = RunPage(
+        document=document, created_at=datetime(2026, 3, 1, 12, tzinfo=UTC), effects=[effect]
+    )
+
+    html = render_run_page(page)
+
+    assert "heartRate = 130 /min  [api Observation/o&lt;1&gt; v3]" in proof_text_of(html)
+    assert "FHIR Observation/o&lt;1&gt; (version 3)" in html
+    assert "Encounter/e1" in html and ">conflicted</span>" in html
+    assert "2026-03-01T12:00:00+00:00" in html
+    assert proof_text(document["proof"]) == (
+        "acuity = Urgent  [rule Fast]\n  heartRate = 130 /min  [api Observation/o<1> v3]"
+    )
+
+
+def proof_text_of(html: str) -> str:
+    """The proof section's text with tags stripped of their markup (spans joined)."""
+    section = html.split('<section class="card proof">', 1)[1].split("</section>", 1)[0]
+    return (
+        section.replace('<span class="fact">', "")
+        .replace('<span class="tag">', "")
+        .replace("</span>", "")
+    )
+
+
+@pytest.mark.parametrize(
+    ("accept", "html"),
+    [
+        (BROWSER, True),
+        ("text/html", True),
+        ("application/json", False),
+        ("*/*", False),
+        ("", False),
+        ("text/html;q=0.5, application/json", False),
+        ("text/*, application/json;q=0.5", True),
+        ("text/html;q=0, */*", False),
+    ],
+)
+def test_html_is_served_only_when_it_is_preferred(accept: str, html: bool) -> None:
+    assert prefers_html(accept) is html
