@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any
+
+_ANNOTATION = re.compile(r"\{[^{}]*\}")
 
 
 class UnitError(ValueError):
@@ -33,10 +36,27 @@ def warm() -> None:
     _unit("Cel")
 
 
+def annotations_of(code: str) -> list[str]:
+    """The ``{annotations}`` of a UCUM code, in order (``mL/min/{1.73_m2}`` → ``{1.73_m2}``)."""
+    return _ANNOTATION.findall(code)
+
+
 def convert(value: Decimal, source: str, target: str) -> Decimal:
-    """``value`` in UCUM unit ``source`` expressed in UCUM unit ``target``."""
+    """``value`` in UCUM unit ``source`` expressed in UCUM unit ``target``.
+
+    UCUM annotations are dimensionless, so ``mL/min`` would convert 1:1 into
+    ``mL/min/{1.73_m2}``. When ``target`` carries annotations, ``source`` must carry the same ones
+    (a clearance not indexed to body surface is not an indexed rate); an annotation only the
+    source has (``{beats}/min`` → ``/min``) is descriptive and converts.
+    """
     if source == target:
         return value
+    wanted = annotations_of(target)
+    if wanted and sorted(annotations_of(source)) != sorted(wanted):
+        raise UnitError(
+            f"{source!r} cannot be converted to {target!r}: "
+            f"the annotation {' '.join(wanted)} must be in the source unit"
+        )
     from pint.errors import DimensionalityError
 
     reg = _registry()
