@@ -181,6 +181,17 @@ def years_since(born: str, now: datetime) -> int:
     return today.year - d.year - ((today.month, today.day) < (d.month, d.day))
 
 
+def _not_ucum(quantity: Mapping[str, Any], wanted: str) -> str:
+    system, display = quantity.get("system"), quantity.get("unit")
+    if system not in (None, UCUM):
+        return (
+            f"the unit system {system!r} is not UCUM and the display {display!r} is not {wanted!r}"
+        )
+    if display is None:
+        return "a quantity without a unit"
+    return f"a quantity without a UCUM code, only the display {display!r} (not {wanted!r})"
+
+
 class _Hydrator:
     def __init__(
         self,
@@ -300,17 +311,24 @@ class _Hydrator:
             except InvalidOperation:
                 self._problem("range", prop, raw, f"{src.reference}: not a number")
                 return
+            # a code is UCUM only in the UCUM system (or with no system); display text never
+            # is, unless it is literally the unit wanted
             code = raw.get("code") if raw.get("system") in (None, UCUM) else None
-            unit = code or raw.get("unit")
+            display = raw.get("unit")
+            unit = code if code is not None else display
             if prop.unit is not None:
-                if unit is None:
-                    self._problem("unit", prop, raw, f"{src.reference}: a quantity without a unit")
-                    return
-                try:
-                    value, unit = convert(value, str(unit), prop.unit), prop.unit
-                except UnitError as exc:
-                    self._problem("unit", prop, raw.get("value"), f"{src.reference}: {exc}")
-                    return
+                if code is None:
+                    if display != prop.unit:
+                        why = _not_ucum(raw, prop.unit)
+                        self._problem("unit", prop, raw.get("value"), f"{src.reference}: {why}")
+                        return
+                    unit = prop.unit
+                else:
+                    try:
+                        value, unit = convert(value, str(code), prop.unit), prop.unit
+                    except UnitError as exc:
+                        self._problem("unit", prop, raw.get("value"), f"{src.reference}: {exc}")
+                        return
         elif isinstance(raw, float):
             value = Decimal(repr(raw))
         if prop.range == XSD + "integer" and isinstance(value, Decimal):
