@@ -22,6 +22,7 @@ source-version vector lists every resource the call read.
 
 from __future__ import annotations
 
+import calendar
 import hashlib
 import json
 import re
@@ -175,8 +176,26 @@ def _when_key(text: str) -> datetime:
     return parsed
 
 
+_FHIR_DATE = re.compile(r"(\d{4})(?:-(\d{2})(?:-(\d{2})(?:T.+)?)?)?")
+
+
+def latest_day(text: str) -> date:
+    """The last day a FHIR ``date`` (or ``dateTime``) can mean: ``1960-06`` → 1960-06-30,
+    ``1960`` → 1960-12-31. A value that is not a FHIR date raises ``ValueError``."""
+    found = _FHIR_DATE.fullmatch(text)
+    if found is None:
+        raise ValueError(f"{text!r} is not a FHIR date")
+    year, month, day = found.groups()
+    y, m = int(year), int(month or 12)
+    if not 1 <= m <= 12:
+        raise ValueError(f"{text!r} is not a FHIR date")
+    return date(y, m, int(day) if day else calendar.monthrange(y, m)[1])
+
+
 def years_since(born: str, now: datetime) -> int:
-    d = date.fromisoformat(born[:10]) if len(born) >= 10 else date(int(born[:4]), 1, 1)
+    """Whole years from ``born`` to ``now``. A partial date counts from the latest day it can
+    mean, so the result is never older than the person can be."""
+    d = latest_day(born)
     today = now.date()
     return today.year - d.year - ((today.month, today.day) < (d.month, d.day))
 
