@@ -10,23 +10,30 @@ one element of the resource the run hydrated, and only the version it hydrated:
 2. The body is the hydrated resource (or, when the host did not keep it, a GET of the current one)
    with the element set; it is PUT with ``If-Match: W/"<the hydrated versionId>"`` — never the
    version just read — so the server refuses it when the record changed since the decision.
-3. Every transition is committed to the ``effects`` table at once, ``attempted`` before the PUT
-   leaves, so a crash mid-call leaves a trace that reconciliation can settle.
+3. Each state write is one statement in its own short transaction (:class:`EffectLog`). A write
+   that sends nothing is recorded once, in its final state; one that is sent is recorded
+   ``attempted`` before the PUT leaves (so a crash mid-call leaves a row reconciliation can
+   settle) and updated once with the answer.
 
 Effect states::
 
-    proposed ─┬─> refused                 no request sent (scope, no source version, no code)
-              ├─> failed                  the read before the write failed; nothing was written
-              └─> attempted ─┬─> accepted     2xx: the server stored a new version
-                             ├─> conflicted   412 (or 409): the record changed since it was read
-                             ├─> failed       other 4xx, or the connection was never made
-                             └─> unknown      timeout / connection lost after sending / 5xx:
-                                              settled later by :mod:`adapters.fhir.reconcile`
+    (none) ─┬─> refused                 no request sent (scope, no source version, no code)
+            ├─> failed                  the read before the write failed; nothing was written
+            └─> attempted ─┬─> accepted     2xx: the server stored a new version
+                           ├─> conflicted   412 (or 409): the record changed since it was read
+                           ├─> failed       other 4xx, or the connection was never made
+                           └─> unknown      timeout / connection lost after sending / 5xx:
+                                            settled later by :mod:`adapters.fhir.reconcile`
+
+(``proposed`` is what the runtime reports when no adapter is registered at all.)
 
 Each effect is reported on its own; there is no aggregate success. The handler returns the tool
-result only when every effect is ``accepted``; otherwise it raises :class:`CommitFailed` (a
-``ToolError``: the ActionStep takes ``horis:onError`` and nothing is asserted into the World),
-whose ``effects`` say what happened to each write.
+result only when every effect is ``accepted``. When every effect was ``refused`` it raises
+:class:`CommitRefused` (an ``EffectNotExecuted``: nothing was sent, so the ActionStep records the
+refusal and follows ``horis:next`` — the decision stands, unwritten). Otherwise it raises
+:class:`CommitFailed` (a ``ToolError``: the ActionStep takes ``horis:onError``, failing closed
+because the record changed or the write broke). Either way nothing is asserted into the World,
+and the exception's ``effects`` say what happened to each write.
 """
 
 from __future__ import annotations
@@ -35,16 +42,18 @@ import copy
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import httpx
-from sqlalchemy import Engine
+from sqlalchemy import Engine, Table, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.sql.expression import Executable
 
 from adapters.fhir.scopes import permits
 from app.ontology.model import XSD, AdapterCommit, Individual, Ontology, ToolDef, local_name
 from app.store import repo, session_scope
-from app.store.models import EFFECT_STATES
-from app.tools.errors import ToolError
+from app.store.models import Effect, utcnow
+from app.tools.errors import EffectNotExecuted, ToolError
 from app.tools.invoker import ToolCall
 
 log = logging.getLogger("horismos.commit")
@@ -143,6 +152,7 @@ class EffectReport:
     element: str
     value: Any
     state: EffectState
+    resource_type: str | None = None
     status: int | None = None
     new_version: str | None = None
     detail: str | None = None
@@ -153,6 +163,7 @@ class EffectReport:
             "tool": self.tool,
             "target": self.target,
             "expectedVersion": self.expected_version,
+            "resourceType": self.resource_type,
             "element": self.element,
             "value": self.value,
             "state": self.state,
@@ -176,6 +187,22 @@ class CommitFailed(ToolError):
     def conflicted(self) -> bool:
         """Whether the record changed since the decision was computed."""
         return any(e.state == "conflicted" for e in self.effects)
+
+    def to_json(self) -> dict[str, object]:
+        body = super().to_json()
+        body["effects"] = [e.to_json() for e in self.effects]
+        return body
+
+
+class CommitRefused(EffectNotExecuted):
+    """Raised by the handler when every write was ``refused``: no request left, so the ActionStep
+    follows ``horis:next`` with the decision unwritten (``effect: "refused"`` in its trace entry,
+    the message as its reason); carries every effect's fate."""
+
+    def __init__(self, effects: Sequence[EffectReport]) -> None:
+        reasons = [f"{e.resource_type}.{e.element} was not written: {e.detail}" for e in effects]
+        super().__init__("; ".join(reasons), effect="refused")
+        self.effects = tuple(effects)
 
     def to_json(self) -> dict[str, object]:
         body = super().to_json()
@@ -250,42 +277,93 @@ def _outcome(response: httpx.Response) -> Any:
     return body
 
 
+#: States that say a request went out (or may have): a later write that sent nothing must not
+#: overwrite them, or an effect that needs reconciling would be lost.
+_SENT: tuple[str, ...] = ("attempted", "accepted", "conflicted", "unknown")
+_EFFECTS = cast(Table, Effect.__table__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EffectRow:
+    """What identifies one effect in the ``effects`` table."""
+
+    run_id: str
+    effect_id: str
+    tool: str
+    target: str
+    expected: str | None
+
+
 class EffectLog:
-    """Persists effect transitions, each in its own transaction (so they survive a crash)."""
+    """Persists effects. Every write is one statement in one short transaction, committed at once
+    (so it survives a crash) and holding no lock across a network call."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def record(
-        self, *, run_id: str, effect_id: str, tool: str, target: str, expected: str | None
+    def _execute(self, statement: Executable) -> int:
+        with self.engine.begin() as connection:
+            return int(getattr(connection.execute(statement), "rowcount", 0))
+
+    def _upsert(
+        self, row: EffectRow, *, state: EffectState, response: dict[str, Any], sent: bool
     ) -> None:
-        with session_scope(self.engine) as session:
-            repo.record_effect(
-                session,
-                run_id=run_id,
-                effect_id=effect_id,
-                tool=tool,
-                target_reference=target,
-                expected_version=expected,
+        dialect = self.engine.dialect.name
+        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        if dialect not in ("postgresql", "sqlite"):
+            raise NotImplementedError(f"no effect log for {dialect}")
+        now = utcnow()
+        table = _EFFECTS
+        statement = insert(table).values(
+            run_id=row.run_id,
+            effect_id=row.effect_id,
+            tool=row.tool,
+            target_reference=row.target,
+            expected_version=row.expected,
+            state=state,
+            attempts=1 if sent else 0,
+            remote_response=response,
+            created_at=now,
+            updated_at=now,
+        )
+        changes: dict[str, Any] = {
+            "state": state,
+            "remote_response": response,
+            "target_reference": row.target,
+            "expected_version": row.expected,
+            "updated_at": now,
+        }
+        if sent:
+            changes["attempts"] = table.c.attempts + 1
+        self._execute(
+            statement.on_conflict_do_update(
+                index_elements=["run_id", "effect_id"],
+                set_=changes,
+                # A retried call that sends nothing never hides an earlier sent attempt.
+                where=None if sent else table.c.state.not_in(_SENT),
             )
+        )
+
+    def attempt(self, row: EffectRow, response: dict[str, Any]) -> None:
+        """Record the effect ``attempted`` (one more attempt): call before the request leaves."""
+        self._upsert(row, state="attempted", response=response, sent=True)
+
+    def unsent(self, row: EffectRow, state: EffectState, response: dict[str, Any]) -> None:
+        """Record an effect for which no write was sent, directly in its final ``state``."""
+        self._upsert(row, state=state, response=response, sent=False)
 
     def set(
-        self,
-        run_id: str,
-        effect_id: str,
-        state: EffectState,
-        response: dict[str, Any],
-        *,
-        attempted: bool = False,
+        self, run_id: str, effect_id: str, state: EffectState, response: dict[str, Any]
     ) -> None:
-        stored: Any = state
-        if state not in EFFECT_STATES:  # a store without the state: keep the fact in the response
-            stored = "failed"
-            response = {**response, state: True}
-        with session_scope(self.engine) as session:
-            repo.set_effect_state(
-                session, run_id, effect_id, stored, remote_response=response, attempted=attempted
-            )
+        """Move a recorded effect to ``state`` (the answer to its request, or reconciliation)."""
+        table = _EFFECTS
+        done = self._execute(
+            update(table)
+            .where(table.c.run_id == run_id, table.c.effect_id == effect_id)
+            .values(state=state, remote_response=response, updated_at=utcnow())
+        )
+        if done != 1:
+            raise LookupError(f"no effect {effect_id} in run {run_id}")
 
 
 class FhirCommitAdapter:
@@ -311,6 +389,8 @@ class FhirCommitAdapter:
         if call.run_id is None:
             raise ToolError(f"{call.tool.name}: a commit needs a persisted run", kind="contract")
         effects = self.commit(call.tool, call.args, run_id=call.run_id, timeout=call.timeout)
+        if effects and all(e.state == "refused" for e in effects):
+            raise CommitRefused(effects)  # nothing sent: the decision stands, unwritten
         if any(e.state != "accepted" for e in effects):
             raise CommitFailed(effects)
         return self._result(call.tool, effects)
@@ -365,26 +445,34 @@ class FhirCommitAdapter:
             value, untranslatable = element_value(self.ontology, commit, raw), None
         except LookupError as exc:
             value, untranslatable = raw, str(exc)
-        report = _Report(effect_id, tool.iri, url, expected, commit.element, value)
-        self.log.record(
+        report = _Report(
+            effect_id, tool.iri, url, expected, commit.resource_type, commit.element, value
+        )
+        row = EffectRow(
             run_id=run_id, effect_id=effect_id, tool=tool.iri, target=url, expected=expected
         )
 
+        def unsent(state: EffectState, response: dict[str, Any], **kw: Any) -> EffectReport:
+            """No write left: one row, written once, in its final state."""
+            self.log.unsent(row, state, {**response, "change": report.change()})
+            log.info("effect %s of run %s: %s (nothing written)", effect_id, run_id, state)
+            return report.build(state, **kw)
+
         def settle(state: EffectState, response: dict[str, Any], **kw: Any) -> EffectReport:
-            done = report.build(state, **kw)
+            """The answer to the PUT (or its absence): one update of the ``attempted`` row."""
             self.log.set(run_id, effect_id, state, {**response, "change": report.change()})
             log.info("effect %s of run %s: %s", effect_id, run_id, state)
-            return done
+            return report.build(state, **kw)
 
         if not isinstance(target, SourceRef):
-            return settle("refused", {"reason": target}, detail=target)
+            return unsent("refused", {"reason": target}, detail=target)
         if not permits(self.context.scope, commit.scope, commit.operation):
             reason = f"fhirAuthorization.scope does not grant {commit.scope}"
-            return settle(
+            return unsent(
                 "refused", {"reason": reason, "granted": self.context.scope}, detail=reason
             )
         if untranslatable is not None:
-            return settle("refused", {"reason": untranslatable}, detail=untranslatable)
+            return unsent("refused", {"reason": untranslatable}, detail=untranslatable)
 
         headers = {"accept": FHIR_JSON}
         if self.context.access_token:
@@ -397,10 +485,10 @@ class FhirCommitAdapter:
                 current = client.get(url, headers=headers, timeout=budget)
             except httpx.HTTPError as exc:
                 msg = f"reading {ref} failed: {type(exc).__name__}: {exc}"
-                return settle("failed", {"error": msg}, detail=msg)
+                return unsent("failed", {"error": msg}, detail=msg)
             if current.status_code != 200:
                 msg = f"reading {ref} answered {current.status_code}"
-                return settle(
+                return unsent(
                     "failed",
                     {"status": current.status_code, "body": _outcome(current)},
                     detail=msg,
@@ -416,13 +504,7 @@ class FhirCommitAdapter:
 
         if_match = f'W/"{expected}"'
         request = {"method": "PUT", "url": url, "ifMatch": if_match}
-        self.log.set(
-            run_id,
-            effect_id,
-            "attempted",
-            {"request": request, "change": report.change()},
-            attempted=True,
-        )
+        self.log.attempt(row, {"request": request, "change": report.change()})
         try:
             response = client.put(
                 url,
@@ -480,11 +562,12 @@ class _Report:
     tool: str
     target: str
     expected: str | None
+    resource_type: str
     element: str
     value: Any
 
     def change(self) -> dict[str, Any]:
-        return {"element": self.element, "value": self.value}
+        return {"resourceType": self.resource_type, "element": self.element, "value": self.value}
 
     def build(self, state: EffectState, **kw: Any) -> EffectReport:
         return EffectReport(
@@ -492,6 +575,7 @@ class _Report:
             tool=self.tool,
             target=self.target,
             expected_version=self.expected,
+            resource_type=self.resource_type,
             element=self.element,
             value=self.value,
             state=state,
@@ -507,18 +591,18 @@ def effect_reports(engine: Engine, run_id: str) -> list[dict[str, Any]]:
 
 
 def effect_json(row: Any) -> dict[str, Any]:
-    """One persisted effect as JSON; a ``failed`` row flagged ``refused`` reads as ``refused``."""
+    """One persisted effect as JSON."""
     response = row.remote_response or {}
-    state = "refused" if response.get("refused") is True else row.state
     change = response.get("change") or {}
     return {
         "effectId": row.effect_id,
         "tool": row.tool,
         "target": row.target_reference,
         "expectedVersion": row.expected_version,
+        "resourceType": change.get("resourceType"),
         "element": change.get("element"),
         "value": change.get("value"),
-        "state": state,
+        "state": row.state,
         "status": response.get("status"),
         "newVersion": response.get("newVersion"),
         "detail": response.get("reason") or response.get("error"),
@@ -526,10 +610,20 @@ def effect_json(row: Any) -> dict[str, Any]:
     }
 
 
+def _reference(effect: Mapping[str, Any]) -> str | None:
+    """``Type/id`` of the effect's target, or None when the write had no target resource."""
+    target = str(effect.get("target") or "")
+    kind = effect.get("resourceType")
+    if kind:
+        marker = f"/{kind}/"
+        return target[target.rindex(marker) + 1 :] if marker in target else None
+    parts = target.rsplit("/", 2)
+    return "/".join(parts[-2:]) if len(parts) >= 2 else target or None
+
+
 def effect_notice(effect: Mapping[str, Any]) -> str:
     """One plain sentence for a card about what happened to a write (``effect_reports`` item)."""
-    target = str(effect.get("target") or "").rsplit("/", 2)
-    ref = "/".join(target[-2:]) if len(target) >= 2 else str(effect.get("target"))
+    ref = _reference(effect)
     what = f"{effect.get('element')} of {ref}"
     state = effect.get("state")
     if state == "accepted":
@@ -541,7 +635,13 @@ def effect_notice(effect: Mapping[str, Any]) -> str:
             "Review the current record before acting on this decision."
         )
     if state == "refused":
-        return f"Not recorded in the EHR: {what} was not written ({effect.get('detail')})."
+        kind = effect.get("resourceType") or (ref or "").split("/")[0] or "the record"
+        element = f"{kind}.{effect.get('element')}"
+        where = f" ({ref})" if ref else ""
+        return (
+            f"The decision was not written to the EHR. {element}{where} was not written: "
+            f"{effect.get('detail')}."
+        )
     if state == "unknown":
         return (
             f"Not confirmed: the EHR did not answer the update of {what}; it will be checked again."

@@ -144,11 +144,10 @@ def _settle(
             state, why, evidence = judge(client, effect, token=token)
             after = state or effect["state"]
             if state is not None:
-                response = {
-                    "reconciled": why,
-                    "change": {"element": effect["element"], "value": effect["value"]},
-                    **evidence,
-                }
+                change = {"element": effect["element"], "value": effect["value"]}
+                if effect.get("resourceType"):
+                    change["resourceType"] = effect["resourceType"]
+                response = {"reconciled": why, "change": change, **evidence}
                 effects.set(run_id, effect["effectId"], state, response)
             log.info(
                 "reconciled %s of run %s: %s -> %s (%s)",

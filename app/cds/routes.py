@@ -75,7 +75,7 @@ def _commit_factory(app: FastAPI, http: httpx.Client) -> Any:
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     """Build the hook service once the app's engine, HTTP client and ontology exist."""
     from adapters.fhir.units import warm
-    from app.bridge import bridge_from_model_string
+    from app.bridge import BridgeResolver
 
     settings: Settings = app.state.settings
     auth = ClientAuthenticator(
@@ -90,13 +90,15 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     commits_http = httpx.Client(follow_redirects=False, timeout=settings.fhir_timeout_seconds)
     if app.state.ontology is not None:
         await run_in_threadpool(warm)
+        bridges = BridgeResolver.from_settings(settings)  # a step's horis:model, else the default
         app.state.cds = HookService(
             HookDeps(
                 ontology=app.state.ontology,
                 engine=app.state.engine,
                 http=app.state.http,
                 authenticator=auth,
-                bridge=bridge_from_model_string(settings.bridge_model, settings),
+                bridge=bridges.default,
+                bridge_for=bridges,
                 fhir_timeout=settings.fhir_timeout_seconds,
                 commit_handler=_commit_factory(app, commits_http),
                 effect_notices=_effect_notices(),

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from app.bridge.protocol import BridgeError, BridgeResult
 from app.ontology.model import ToolDef
 from app.runtime.context import RunContext
-from app.tools.errors import AdapterUnavailable, ToolError
+from app.tools.errors import AdapterUnavailable, EffectNotExecuted, ToolError
 
 T = TypeVar("T")
 
@@ -92,8 +92,8 @@ class ExternalCalls:
             result = self.ctx.tools.invoke(
                 tool, args, timeout=tool.timeout, now=self.ctx.now, run_id=self.ctx.run_id
             )
-        except AdapterUnavailable as exc:
-            record["status"] = "proposed"
+        except EffectNotExecuted as exc:  # nothing was sent: proposed or refused
+            record["status"] = exc.effect
             record["error"] = exc.to_json()
             raise
         except ToolError as exc:
@@ -111,6 +111,11 @@ class ExternalCalls:
         if found.get("status") == "proposed":
             record["status"] = "proposed"
             raise AdapterUnavailable("fhir")
+        if found.get("status") == "refused":
+            record["status"] = "refused"
+            record["error"] = found.get("error")
+            message = (found.get("error") or {}).get("message", "the write was refused")
+            raise EffectNotExecuted(str(message), effect="refused")
         error = found.get("error")
         if error:
             record["error"] = error

@@ -27,7 +27,7 @@ from app.runtime.effects import ContractError, effect_changes, resolve_args
 from app.runtime.names import condition_json, namespace_of, qualify_structured, show
 from app.runtime.outcome import Outcome, SuspendedRun
 from app.runtime.perception import extraction_changes
-from app.tools.errors import AdapterUnavailable, ToolError
+from app.tools.errors import EffectNotExecuted, ToolError
 from app.world import World
 from app.world.facts import Assert, Fact, TxResult
 
@@ -296,8 +296,8 @@ class _Run:
         for attempt in range(budget + 1):
             try:
                 raw = self.calls.tool_call(entry, key, tool, args, attempt)
-            except AdapterUnavailable as exc:
-                entry["effect"] = "proposed"
+            except EffectNotExecuted as exc:  # nothing sent: the decision stands, unwritten
+                entry["effect"] = exc.effect
                 entry["reason"] = exc.message
                 return _Edge("next", step.next)
             except ToolError as exc:

@@ -8,8 +8,15 @@
       kind="error"            the tool or its server failed (retryable unless it said otherwise)
       kind="contract"         the call or its result is outside the declared contract (not
                               retryable: the same call would be refused the same way)
-      AdapterUnavailable      an adapter-mediated tool (``fhir:``) with no handler registered by
-                              the host: the effect is recorded as ``proposed``, never executed
+      EffectNotExecuted       the call deliberately sent nothing, so the outside world is as
+                              it was: the ActionStep records ``effect`` (``proposed`` or
+                              ``refused``) and the reason in its trace entry, asserts nothing
+                              into the World and follows ``horis:next`` — not ``onError``: the
+                              decision stands, only its write did not happen
+        AdapterUnavailable    an adapter-mediated tool (``fhir:``) with no handler registered by
+                              the host: the effect is ``proposed``, never executed
+        (commit refusals)     the adapter would not send the write (a missing SMART scope, no
+                              hydrated target, a value without a code): ``refused``
     ToolLoadError             a binding that cannot resolve (unknown scheme, unregistered name,
                               bad dotted path): a configuration mistake, raised before any call
 """
@@ -18,7 +25,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-ToolErrorKind = Literal["timeout", "error", "contract", "unavailable"]
+ToolErrorKind = Literal["timeout", "error", "contract", "unavailable", "refused"]
+NotExecuted = Literal["proposed", "refused"]
 
 
 class ToolError(Exception):
@@ -36,14 +44,32 @@ class ToolError(Exception):
         return {"kind": self.kind, "message": self.message, "retryable": self.retryable}
 
 
-class AdapterUnavailable(ToolError):
+class EffectNotExecuted(ToolError):
+    """No request was sent: the effect is ``proposed`` or ``refused``, not failed.
+
+    Raised only when nothing reached the outside world, so there is nothing to fail closed on:
+    the interpreter records ``effect`` and the reason (``message``) in the step's trace entry,
+    asserts none of the tool's effects and follows ``horis:next``. A write that was sent and did
+    not land (conflicted, failed, unknown) is a plain :class:`ToolError` and takes ``onError``.
+    Never retried: the same call would be declined the same way.
+    """
+
+    def __init__(self, message: str, *, effect: NotExecuted) -> None:
+        super().__init__(
+            message,
+            retryable=False,
+            kind="unavailable" if effect == "proposed" else "refused",
+        )
+        self.effect: NotExecuted = effect
+
+
+class AdapterUnavailable(EffectNotExecuted):
     """No handler is registered for an adapter scheme: the effect stays ``proposed``."""
 
     def __init__(self, scheme: str) -> None:
         super().__init__(
             f"no {scheme}: adapter is registered; the effect is proposed, not executed",
-            retryable=False,
-            kind="unavailable",
+            effect="proposed",
         )
         self.scheme = scheme
 

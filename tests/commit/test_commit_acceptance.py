@@ -19,9 +19,12 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
+from sqlalchemy.orm import Session
 
 from adapters.fhir.commit import effect_reports
 from app.main import create_app
+from app.runtime.host import stored_recording
+from app.runtime.replay import replay_run
 from app.settings import Settings
 from tests.commit.dropping_proxy import dropping_proxy
 from tests.support.fhir_server import FhirServer
@@ -249,7 +252,7 @@ def test_the_conflicted_decisions_card_says_the_record_changed(
     assert any(CHANGED in c.get("detail", "") for c in lost_cards)
 
 
-def test_without_a_write_scope_nothing_reaches_the_fhir_server(
+def test_without_a_write_scope_nothing_reaches_the_fhir_server_and_the_decision_stands(
     client: TestClient, fhir_server: FhirServer, pg_engine: Engine
 ) -> None:
     patient, encounter = _patient_and_encounter(fhir_server)
@@ -270,8 +273,50 @@ def test_without_a_write_scope_nothing_reaches_the_fhir_server(
     [effect] = effect_reports(pg_engine, run_id)
     assert effect["state"] == "refused"
     assert effect["attempts"] == 0
-    assert run["terminal"] != "Done"
-    assert cards
+    # A read-only grant is the common CDS Hooks case: the decision was computed, so the run
+    # finishes normally and its card says the write did not happen, and why.
+    assert (run["terminal"], run["decision"]["value"]) == ("Done", "Immediate")
+    [card] = cards
+    assert (card["summary"], card["indicator"]) == ("Triage acuity: Immediate", "critical")
+    assert (
+        f"The decision was not written to the EHR. Encounter.priority (Encounter/{encounter['id']})"
+        " was not written: fhirAuthorization.scope does not grant user/Encounter.write."
+    ) in card["detail"]
+
+
+def test_a_refused_write_is_traced_as_refused_and_replays_as_refused(
+    client: TestClient, fhir_server: FhirServer, pg_engine: Engine
+) -> None:
+    patient, encounter = _patient_and_encounter(fhir_server)
+    prefetch = _prefetch(patient, encounter, [_heart_rate(patient["id"], 160)])
+    run_id, _, _ = _answer(
+        client.post(
+            "/cds-services/horismos-triage",
+            json=_hook(
+                fhir_server.base_url, patient, encounter, scope=READ_ONLY_SCOPE, prefetch=prefetch
+            ),
+        )
+    )
+    why = "Encounter.priority was not written: fhirAuthorization.scope does not grant "
+    why += "user/Encounter.write"
+
+    stored = client.get(f"/runs/{run_id}").json()
+    [route] = [e for e in stored["trace"] if e.get("step") == "Route"]
+    assert (route["effect"], route["reason"]) == ("refused", why)
+    assert "error" not in route
+
+    with Session(pg_engine) as session:
+        recorded = stored_recording(session, run_id)
+    mark = fhir_server.mark()
+    report = replay_run(client.app.state.ontology, recorded)  # type: ignore[attr-defined]
+
+    assert report.same, report.divergences
+    assert report.outcome is not None and report.outcome.terminal == "Done"
+    properties = {str(f[1]) for f in report.outcome.facts}
+    assert "acuity" in properties and "queuedAt" not in properties  # nothing asserted
+    [replayed] = [e for e in report.outcome.trace if e.get("step") == "Route"]
+    assert (replayed["effect"], replayed["reason"]) == ("refused", why)
+    assert fhir_server.requests(since=mark) == []
 
 
 def test_a_lost_answer_is_settled_by_horismos_reconcile(

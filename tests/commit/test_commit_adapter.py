@@ -12,6 +12,7 @@ from sqlalchemy import Engine
 from adapters.fhir.commit import (
     CommitContext,
     CommitFailed,
+    CommitRefused,
     FhirCommitAdapter,
     SourceRef,
     effect_notices,
@@ -201,15 +202,27 @@ def test_missing_write_scope_sends_nothing_and_records_a_refusal(
     )
     mark = fhir_server.mark()
 
-    with pytest.raises(CommitFailed) as failure:
+    with pytest.raises(CommitRefused) as refusal:
         adapter(_call(run_id))
 
     assert fhir_server.requests(since=mark) == []
-    assert [e.state for e in failure.value.effects] == ["refused"]
+    # Not a failure: nothing was sent, so the step goes on without escalating.
+    assert not isinstance(refusal.value, CommitFailed)
+    assert refusal.value.effect == "refused"
+    assert refusal.value.message == (
+        "Encounter.priority was not written: fhirAuthorization.scope does not grant "
+        "user/Encounter.write"
+    )
+    assert [e.state for e in refusal.value.effects] == ["refused"]
     [effect] = effect_reports(pg_engine, run_id)
     assert effect["state"] == "refused"
     assert effect["attempts"] == 0
     assert "user/Encounter.write" in effect["detail"]
+    [notice] = effect_notices(pg_engine, run_id)
+    assert notice == (
+        f"The decision was not written to the EHR. Encounter.priority (Encounter/{encounter['id']})"
+        " was not written: fhirAuthorization.scope does not grant user/Encounter.write."
+    )
 
 
 def test_a_target_the_run_never_read_is_refused_without_a_call(
@@ -219,7 +232,7 @@ def test_a_target_the_run_never_read_is_refused_without_a_call(
     adapter = FhirCommitAdapter(ontology=ONTOLOGY, engine=pg_engine, context=context)
     mark = fhir_server.mark()
 
-    with pytest.raises(CommitFailed):
+    with pytest.raises(CommitRefused):
         adapter(_call(run_id))
 
     assert fhir_server.requests(since=mark) == []
@@ -232,7 +245,7 @@ def test_a_value_without_a_code_in_the_declared_system_is_refused(
     adapter = _adapter(pg_engine, fhir_server.base_url, encounter)
     mark = fhir_server.mark()
 
-    with pytest.raises(CommitFailed):
+    with pytest.raises(CommitRefused):
         adapter(_call(run_id, level=NS + "Uncoded"))
 
     assert fhir_server.requests(since=mark) == []
@@ -347,7 +360,7 @@ def test_accepted_feedback_settles_a_refused_effect_the_ehr_then_applied(
     http: httpx.Client,
 ) -> None:
     adapter = _adapter(pg_engine, fhir_server.base_url, encounter, scope="user/Encounter.read")
-    with pytest.raises(CommitFailed):
+    with pytest.raises(CommitRefused):
         adapter(_call(run_id))
     applied = fhir_server.update(
         {
