@@ -155,6 +155,28 @@ def _codings(concept: Any) -> list[str]:
     ]
 
 
+# FHIR R4 statuses under which a resource of that type is a result a decision may read (status
+# is a modifier element); every other type is limited only by "entered-in-error" below.
+_USABLE_STATUS: dict[str, frozenset[str]] = {
+    "Observation": frozenset({"final", "amended", "corrected", "preliminary"}),
+}
+_IN_ERROR = "entered-in-error"
+_ABSENT = "dataAbsentReason"  # on a resource or component: there is no value to read
+
+
+def _is_record(resource: Mapping[str, Any]) -> bool:
+    """Whether the resource's status lets it become a fact at all: a usable status for its type
+    (an Observation that is registered, cancelled or of unknown status is no result), and never
+    ``entered-in-error`` as ``status`` or ``verificationStatus``."""
+    status = resource.get("status")
+    usable = _USABLE_STATUS.get(str(resource.get("resourceType")))
+    if status == _IN_ERROR or (usable is not None and status not in usable):
+        return False
+    verification = resource.get("verificationStatus")
+    codings = verification.get("coding") if isinstance(verification, dict) else None
+    return not any(isinstance(c, dict) and c.get("code") == _IN_ERROR for c in codings or [])
+
+
 def _effective(resource: Mapping[str, Any]) -> str:
     for path in _TIME_PATHS:
         node: Any = resource
@@ -256,17 +278,17 @@ class _Hydrator:
         return [r for r in found if r.get("resourceType") == m.resource_type]
 
     def _targets(self, m: FhirMapping, r: dict[str, Any]) -> list[Mapping[str, Any]]:
-        if m.where is not None and evaluate(r, m.where) != [True]:
+        if not _is_record(r) or (m.where is not None and evaluate(r, m.where) != [True]):
             return []
-        if not m.codings:
-            return [r]
+        if not m.codings or set(m.codings) & set(_codings(r.get("code"))):
+            return [] if _ABSENT in r else [r]
         wanted = set(m.codings)
-        if wanted & set(_codings(r.get("code"))):
-            return [r]
         return [
             comp
             for comp in r.get("component") or []
-            if isinstance(comp, dict) and wanted & set(_codings(comp.get("code")))
+            if isinstance(comp, dict)
+            and _ABSENT not in comp
+            and wanted & set(_codings(comp.get("code")))
         ]
 
     def run(self, texts: Iterable[TextSource]) -> Hydration:
