@@ -35,9 +35,11 @@ from app.bridge import Bridge
 from app.cds.auth import ClientAuthenticator
 from app.cds.cards import RunView, build_cards, build_system_actions
 from app.cds.errors import (
+    CdsError,
     HookInstanceConflict,
     Issue,
     RequestInvalid,
+    RunFailed,
     ServiceNotFound,
     StoreUnavailable,
 )
@@ -126,7 +128,12 @@ def _apply(world: World, changes: list[Change], problems: list[Violation]) -> No
             return
         problems.extend(result.violations)
         bad = {(v.subject, v.property) for v in result.violations}
-        kept = [c for c in pending if (c.subject, c.property) not in bad]  # type: ignore[union-attr]
+        # AddInstance has no subject/property: it is only dropped when its instance is refused
+        kept = [
+            c
+            for c in pending
+            if (getattr(c, "subject", None), getattr(c, "property", None)) not in bad
+        ]
         if len(kept) == len(pending):  # an instance itself was refused: keep nothing of it
             bad_ids = {v.subject for v in result.violations}
             kept = [c for c in pending if getattr(c, "id", None) not in bad_ids]
@@ -216,11 +223,22 @@ class HookService:
         run_id, created, stored = await self._claim(service, workflow, req, digest)
         if not created:
             return stored if stored is not None else await self._await_answer(run_id, req)
-        return await to_thread.run_sync(
-            lambda: self._run(
-                service, workflow, req, hydration, gathered.data, run_id, now, base_url
+        try:
+            return await to_thread.run_sync(
+                lambda: self._run(
+                    service, workflow, req, hydration, gathered.data, run_id, now, base_url
+                )
             )
-        )
+        except Exception as exc:  # the run is claimed: it must not stay "running"
+            if not isinstance(exc, StoreUnavailable):  # that one was marked failed already
+                log.exception("run %s of %s failed after its claim", run_id, workflow.name)
+                await to_thread.run_sync(lambda: self._mark_failed(run_id))
+            if isinstance(exc, CdsError):
+                raise
+            raise RunFailed.one(
+                "exception",
+                f"run {run_id} failed and is recorded as failed; send a new hookInstance",
+            ) from None
 
     # --- idempotency ---------------------------------------------------------------------
 
@@ -378,8 +396,10 @@ class HookService:
         response["extension"] = {EXTENSION_KEY: ext}
         problems_in_response = check_response(response)
         if problems_in_response:
-            raise AssertionError(
-                f"the service built a non-conformant response: {problems_in_response}"
+            raise RunFailed.one(
+                "exception",
+                f"run {run_id} built a response that breaks CDS Hooks 2.0 and was not answered: "
+                + "; ".join(str(p) for p in problems_in_response),
             )
         recorded = RecordedRun.of(outcome, input_world=input_world, text=hydration.text, now=now)
         record = outcome_document(recorded)  # replayable: DESIGN §9 plus the recorded input
