@@ -177,6 +177,30 @@ def _is_record(resource: Mapping[str, Any]) -> bool:
     return not any(isinstance(c, dict) and c.get("code") == _IN_ERROR for c in codings or [])
 
 
+_FOCUS_TYPE = "Patient"  # the resource type of CDS Hooks' context.patientId
+_ABOUT = ("subject", "patient")  # the element that says whom a resource is about
+
+
+def about(resource: Mapping[str, Any]) -> str | None:
+    """The reference to whom ``resource`` is about: its ``subject`` or ``patient`` Reference (a
+    focus-type resource is about itself); None when it names no one."""
+    if resource.get("resourceType") == _FOCUS_TYPE:
+        return f"{_FOCUS_TYPE}/{resource.get('id')}"
+    for name in _ABOUT:
+        node = resource.get(name)
+        if isinstance(node, dict):
+            ref = node.get("reference")
+            return ref if isinstance(ref, str) else None
+    return None
+
+
+def refers_to(reference: str, target: str) -> bool:
+    """``reference`` names ``target`` (``Type/id``): relative, an absolute URL ending in it, or
+    either with a ``/_history/N`` version."""
+    plain = reference.split("/_history/", 1)[0]
+    return plain == target or plain.endswith("/" + target)
+
+
 def _effective(resource: Mapping[str, Any]) -> str:
     for path in _TIME_PATHS:
         node: Any = resource
@@ -256,6 +280,7 @@ class _Hydrator:
             for r in resources_of(value):
                 self._remember(r)
         self.instances: dict[str, tuple[str, str]] = {}  # instance id -> (type/id, class)
+        self._about_focus_of: dict[tuple[str, str], bool] = {}
 
     def _remember(self, resource: dict[str, Any]) -> None:
         key = (str(resource.get("resourceType")), str(resource.get("id")))
@@ -291,6 +316,25 @@ class _Hydrator:
             and wanted & set(_codings(comp.get("code")))
         ]
 
+    def _about_focus(self, r: Mapping[str, Any], prop: str | None) -> bool:
+        """Whether ``r`` is about the focus. One that is not (or names no one) would have become
+        a fact: it is recorded, once, as a ``subject`` violation, and read no further."""
+        key = (str(r.get("resourceType")), str(r.get("id")))
+        known = self._about_focus_of.get(key)
+        if known is not None:
+            return known
+        focus = f"{_FOCUS_TYPE}/{self.focus_id}"
+        whom = about(r)
+        ok = whom is not None and refers_to(whom, focus)
+        self._about_focus_of[key] = ok
+        if not ok:
+            said = f"is about {whom}" if whom is not None else "names no subject"
+            message = f"{source_of(r).reference} {said}, not {focus}: not read"
+            self.out.violations.append(
+                Violation("subject", self.focus_id, prop, whom, message)  # type: ignore[arg-type]
+            )
+        return ok
+
     def run(self, texts: Iterable[TextSource]) -> Hydration:
         focus_source = self._seen.get(("Patient", self.focus_id))
         self.out.changes.append(
@@ -306,14 +350,16 @@ class _Hydrator:
                     self._object(prop, m)
                 else:
                     self._datum(prop, m)
-        pieces = [
-            str(v)
-            for t in texts
-            for r in self.pool
-            if r.get("resourceType") == t.resource_type
-            for v in evaluate(r, t.fhir_path)
-            if isinstance(v, str) and v.strip()
-        ]
+        pieces: list[str] = []
+        for t in texts:
+            for r in self.pool:
+                if r.get("resourceType") != t.resource_type or not _is_record(r):
+                    continue
+                said = [
+                    str(v) for v in evaluate(r, t.fhir_path) if isinstance(v, str) and v.strip()
+                ]
+                if said and self._about_focus(r, None):
+                    pieces.extend(said)
         self.out.text = "\n".join(dict.fromkeys(pieces)) or None
         return self.out
 
@@ -322,7 +368,10 @@ class _Hydrator:
     def _datum(self, prop: PropertyDef, m: FhirMapping) -> None:
         found: list[tuple[datetime, dict[str, Any], Any]] = []
         for r in self._candidates(m):
-            for target in self._targets(m, r):
+            targets = self._targets(m, r)
+            if targets and not self._about_focus(r, prop.iri):
+                continue
+            for target in targets:
                 for v in evaluate(target, m.fhir_path):
                     if v is not None:
                         found.append((_when_key(_effective(r)), r, v))
@@ -395,6 +444,8 @@ class _Hydrator:
             elif m.context_key is not None:
                 cls = prop.range
             else:
+                continue
+            if not self._about_focus(r, prop.iri):
                 continue
             src = source_of(r)
             instance_id = self._instance_id(src, cls)
