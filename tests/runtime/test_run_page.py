@@ -14,6 +14,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.api.run_page import RunPage, prefers_html, proof_text, render_run_page
+from app.store import repo
+from app.store.db import session_scope
+from app.store.models import SourceVersion
 from tests.runtime.conftest import ROOT
 
 TRIAGE = ROOT / "ontologies" / "triage.ttl"
@@ -126,6 +129,34 @@ def test_an_undecided_run_says_so(client: TestClient) -> None:
     page = client.get(f"/runs/{outcome['runId']}", headers={"Accept": BROWSER})
 
     assert "No decision" in page.text and "EscalateToNurse" in page.text
+
+
+def test_the_page_reads_the_stored_effects_and_source_versions(client: TestClient) -> None:
+    # What a hook run stores beside its outcome: the writes it proposed and the versions it read.
+    run_id = _run(client, CHEST_PAIN)["runId"]
+    with session_scope(client.app.state.engine) as session:  # type: ignore[attr-defined]
+        repo.record_effect(
+            session,
+            run_id=run_id,
+            effect_id="e1",
+            tool="ehr.assign_queue",
+            target_reference="http://fhir.test/Encounter/enc-<1>",
+            expected_version="4",
+        )
+        repo.set_effect_state(
+            session, run_id, "e1", "accepted", remote_response={"newVersion": "5"}, attempted=True
+        )
+        session.add(
+            SourceVersion(
+                run_id=run_id, resource_type="Observation", resource_id="hr-9", version_id="2"
+            )
+        )
+
+    page = client.get(f"/runs/{run_id}", headers={"Accept": BROWSER})
+
+    assert "http://fhir.test/Encounter/enc-&lt;1&gt;" in page.text
+    assert '<span class="st ok">accepted</span>' in page.text and "<td>5</td>" in page.text
+    assert "<td>Observation</td><td>hr-9</td><td>2</td>" in page.text
 
 
 def test_effects_sources_and_fhir_provenance_are_shown() -> None:
