@@ -22,6 +22,7 @@ source-version vector lists every resource the call read.
 
 from __future__ import annotations
 
+import calendar
 import hashlib
 import json
 import re
@@ -154,6 +155,52 @@ def _codings(concept: Any) -> list[str]:
     ]
 
 
+# FHIR R4 statuses under which a resource of that type is a result a decision may read (status
+# is a modifier element); every other type is limited only by "entered-in-error" below.
+_USABLE_STATUS: dict[str, frozenset[str]] = {
+    "Observation": frozenset({"final", "amended", "corrected", "preliminary"}),
+}
+_IN_ERROR = "entered-in-error"
+_ABSENT = "dataAbsentReason"  # on a resource or component: there is no value to read
+
+
+def _is_record(resource: Mapping[str, Any]) -> bool:
+    """Whether the resource's status lets it become a fact at all: a usable status for its type
+    (an Observation that is registered, cancelled or of unknown status is no result), and never
+    ``entered-in-error`` as ``status`` or ``verificationStatus``."""
+    status = resource.get("status")
+    usable = _USABLE_STATUS.get(str(resource.get("resourceType")))
+    if status == _IN_ERROR or (usable is not None and status not in usable):
+        return False
+    verification = resource.get("verificationStatus")
+    codings = verification.get("coding") if isinstance(verification, dict) else None
+    return not any(isinstance(c, dict) and c.get("code") == _IN_ERROR for c in codings or [])
+
+
+_FOCUS_TYPE = "Patient"  # the resource type of CDS Hooks' context.patientId
+_ABOUT = ("subject", "patient")  # the element that says whom a resource is about
+
+
+def about(resource: Mapping[str, Any]) -> str | None:
+    """The reference to whom ``resource`` is about: its ``subject`` or ``patient`` Reference (a
+    focus-type resource is about itself); None when it names no one."""
+    if resource.get("resourceType") == _FOCUS_TYPE:
+        return f"{_FOCUS_TYPE}/{resource.get('id')}"
+    for name in _ABOUT:
+        node = resource.get(name)
+        if isinstance(node, dict):
+            ref = node.get("reference")
+            return ref if isinstance(ref, str) else None
+    return None
+
+
+def refers_to(reference: str, target: str) -> bool:
+    """``reference`` names ``target`` (``Type/id``): relative, an absolute URL ending in it, or
+    either with a ``/_history/N`` version."""
+    plain = reference.split("/_history/", 1)[0]
+    return plain == target or plain.endswith("/" + target)
+
+
 def _effective(resource: Mapping[str, Any]) -> str:
     for path in _TIME_PATHS:
         node: Any = resource
@@ -175,10 +222,39 @@ def _when_key(text: str) -> datetime:
     return parsed
 
 
+_FHIR_DATE = re.compile(r"(\d{4})(?:-(\d{2})(?:-(\d{2})(?:T.+)?)?)?")
+
+
+def latest_day(text: str) -> date:
+    """The last day a FHIR ``date`` (or ``dateTime``) can mean: ``1960-06`` → 1960-06-30,
+    ``1960`` → 1960-12-31. A value that is not a FHIR date raises ``ValueError``."""
+    found = _FHIR_DATE.fullmatch(text)
+    if found is None:
+        raise ValueError(f"{text!r} is not a FHIR date")
+    year, month, day = found.groups()
+    y, m = int(year), int(month or 12)
+    if not 1 <= m <= 12:
+        raise ValueError(f"{text!r} is not a FHIR date")
+    return date(y, m, int(day) if day else calendar.monthrange(y, m)[1])
+
+
 def years_since(born: str, now: datetime) -> int:
-    d = date.fromisoformat(born[:10]) if len(born) >= 10 else date(int(born[:4]), 1, 1)
+    """Whole years from ``born`` to ``now``. A partial date counts from the latest day it can
+    mean, so the result is never older than the person can be."""
+    d = latest_day(born)
     today = now.date()
     return today.year - d.year - ((today.month, today.day) < (d.month, d.day))
+
+
+def _not_ucum(quantity: Mapping[str, Any], wanted: str) -> str:
+    system, display = quantity.get("system"), quantity.get("unit")
+    if system not in (None, UCUM):
+        return (
+            f"the unit system {system!r} is not UCUM and the display {display!r} is not {wanted!r}"
+        )
+    if display is None:
+        return "a quantity without a unit"
+    return f"a quantity without a UCUM code, only the display {display!r} (not {wanted!r})"
 
 
 class _Hydrator:
@@ -204,6 +280,7 @@ class _Hydrator:
             for r in resources_of(value):
                 self._remember(r)
         self.instances: dict[str, tuple[str, str]] = {}  # instance id -> (type/id, class)
+        self._about_focus_of: dict[tuple[str, str], bool] = {}
 
     def _remember(self, resource: dict[str, Any]) -> None:
         key = (str(resource.get("resourceType")), str(resource.get("id")))
@@ -226,18 +303,37 @@ class _Hydrator:
         return [r for r in found if r.get("resourceType") == m.resource_type]
 
     def _targets(self, m: FhirMapping, r: dict[str, Any]) -> list[Mapping[str, Any]]:
-        if m.where is not None and evaluate(r, m.where) != [True]:
+        if not _is_record(r) or (m.where is not None and evaluate(r, m.where) != [True]):
             return []
-        if not m.codings:
-            return [r]
+        if not m.codings or set(m.codings) & set(_codings(r.get("code"))):
+            return [] if _ABSENT in r else [r]
         wanted = set(m.codings)
-        if wanted & set(_codings(r.get("code"))):
-            return [r]
         return [
             comp
             for comp in r.get("component") or []
-            if isinstance(comp, dict) and wanted & set(_codings(comp.get("code")))
+            if isinstance(comp, dict)
+            and _ABSENT not in comp
+            and wanted & set(_codings(comp.get("code")))
         ]
+
+    def _about_focus(self, r: Mapping[str, Any], prop: str | None) -> bool:
+        """Whether ``r`` is about the focus. One that is not (or names no one) would have become
+        a fact: it is recorded, once, as a ``subject`` violation, and read no further."""
+        key = (str(r.get("resourceType")), str(r.get("id")))
+        known = self._about_focus_of.get(key)
+        if known is not None:
+            return known
+        focus = f"{_FOCUS_TYPE}/{self.focus_id}"
+        whom = about(r)
+        ok = whom is not None and refers_to(whom, focus)
+        self._about_focus_of[key] = ok
+        if not ok:
+            said = f"is about {whom}" if whom is not None else "names no subject"
+            message = f"{source_of(r).reference} {said}, not {focus}: not read"
+            self.out.violations.append(
+                Violation("subject", self.focus_id, prop, whom, message)  # type: ignore[arg-type]
+            )
+        return ok
 
     def run(self, texts: Iterable[TextSource]) -> Hydration:
         focus_source = self._seen.get(("Patient", self.focus_id))
@@ -254,14 +350,16 @@ class _Hydrator:
                     self._object(prop, m)
                 else:
                     self._datum(prop, m)
-        pieces = [
-            str(v)
-            for t in texts
-            for r in self.pool
-            if r.get("resourceType") == t.resource_type
-            for v in evaluate(r, t.fhir_path)
-            if isinstance(v, str) and v.strip()
-        ]
+        pieces: list[str] = []
+        for t in texts:
+            for r in self.pool:
+                if r.get("resourceType") != t.resource_type or not _is_record(r):
+                    continue
+                said = [
+                    str(v) for v in evaluate(r, t.fhir_path) if isinstance(v, str) and v.strip()
+                ]
+                if said and self._about_focus(r, None):
+                    pieces.extend(said)
         self.out.text = "\n".join(dict.fromkeys(pieces)) or None
         return self.out
 
@@ -270,7 +368,10 @@ class _Hydrator:
     def _datum(self, prop: PropertyDef, m: FhirMapping) -> None:
         found: list[tuple[datetime, dict[str, Any], Any]] = []
         for r in self._candidates(m):
-            for target in self._targets(m, r):
+            targets = self._targets(m, r)
+            if targets and not self._about_focus(r, prop.iri):
+                continue
+            for target in targets:
                 for v in evaluate(target, m.fhir_path):
                     if v is not None:
                         found.append((_when_key(_effective(r)), r, v))
@@ -300,17 +401,24 @@ class _Hydrator:
             except InvalidOperation:
                 self._problem("range", prop, raw, f"{src.reference}: not a number")
                 return
+            # a code is UCUM only in the UCUM system (or with no system); display text never
+            # is, unless it is literally the unit wanted
             code = raw.get("code") if raw.get("system") in (None, UCUM) else None
-            unit = code or raw.get("unit")
+            display = raw.get("unit")
+            unit = code if code is not None else display
             if prop.unit is not None:
-                if unit is None:
-                    self._problem("unit", prop, raw, f"{src.reference}: a quantity without a unit")
-                    return
-                try:
-                    value, unit = convert(value, str(unit), prop.unit), prop.unit
-                except UnitError as exc:
-                    self._problem("unit", prop, raw.get("value"), f"{src.reference}: {exc}")
-                    return
+                if code is None:
+                    if display != prop.unit:
+                        why = _not_ucum(raw, prop.unit)
+                        self._problem("unit", prop, raw.get("value"), f"{src.reference}: {why}")
+                        return
+                    unit = prop.unit
+                else:
+                    try:
+                        value, unit = convert(value, str(code), prop.unit), prop.unit
+                    except UnitError as exc:
+                        self._problem("unit", prop, raw.get("value"), f"{src.reference}: {exc}")
+                        return
         elif isinstance(raw, float):
             value = Decimal(repr(raw))
         if prop.range == XSD + "integer" and isinstance(value, Decimal):
@@ -336,6 +444,8 @@ class _Hydrator:
             elif m.context_key is not None:
                 cls = prop.range
             else:
+                continue
+            if not self._about_focus(r, prop.iri):
                 continue
             src = source_of(r)
             instance_id = self._instance_id(src, cls)

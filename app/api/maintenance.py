@@ -1,6 +1,7 @@
-"""The service's periodic work: settle unknown commit effects, end overdue waits.
+"""The service's periodic work: settle unknown commit effects, end overdue waits, forget old jtis.
 
 Every ``settings.reconcile_interval_seconds`` (0 turns it off) one tick runs in a worker thread:
+:func:`app.store.repo.purge_expired_jtis` (client JWT ids whose tokens can no longer be accepted),
 :func:`adapters.fhir.reconcile.reconcile_pending`, then
 :func:`app.api.resume.expire_overdue_waits`. With several workers each runs its own loop; the
 work is idempotent (a settled effect is not pending any more, a resumed run is not suspended).
@@ -23,6 +24,8 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
+from app.store import repo, session_scope
+
 log = logging.getLogger("horismos.maintenance")
 
 
@@ -32,6 +35,8 @@ class TickReport:
 
     settled: list[dict[str, str]]
     expired: list[str]
+    #: client JWT ids forgotten because their tokens can no longer be accepted
+    forgotten_jtis: int = 0
 
 
 def tick(app: FastAPI, *, now: datetime | None = None) -> TickReport:
@@ -42,6 +47,8 @@ def tick(app: FastAPI, *, now: datetime | None = None) -> TickReport:
 
     engine = app.state.engine
     moment = now or datetime.now(UTC)
+    with session_scope(engine) as session:
+        forgotten = repo.purge_expired_jtis(session, moment)
     settled = [s.to_json() for s in reconcile_pending(engine, now=moment)]
     expired: list[str] = []
     ontology = getattr(app.state, "ontology", None)
@@ -50,7 +57,7 @@ def tick(app: FastAPI, *, now: datetime | None = None) -> TickReport:
         bridge = bridge_from_model_string(settings.bridge_model, settings)
         outcomes = expire_overdue_waits(engine, ontology, now=moment, bridge=bridge)
         expired = [o.run_id for o in outcomes]
-    return TickReport(settled=settled, expired=expired)
+    return TickReport(settled=settled, expired=expired, forgotten_jtis=forgotten)
 
 
 async def _loop(app: FastAPI, interval: float) -> None:

@@ -17,11 +17,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Depends
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app.api import maintenance
+from app.cds.auth import require_client
 from app.deps import EngineDep, OntologyDep, SettingsDep
 from app.errors import BadRequest, Conflict, NotFound
 from app.ontology.model import Ontology, StepDef, WorkflowDef
@@ -173,7 +174,10 @@ def expire_overdue_waits(
     return done
 
 
-router = APIRouter(tags=["runs"], lifespan=maintenance.lifespan)
+#: with trusted issuers configured, resuming needs the same client JWT as the CDS routes
+router = APIRouter(
+    tags=["runs"], lifespan=maintenance.lifespan, dependencies=[Depends(require_client)]
+)
 
 _EXAMPLE = {"instances": [{"id": "c1", "approved": True}]}
 

@@ -228,15 +228,12 @@ def _proof_html(lines: Sequence[_Line]) -> str:
     for line in lines:
         node = line.node
         if node is not None:
-            tag = _tag(node)
-            label = str(node.get("label"))
-            body = f'<span class="fact">{_e(label)}</span>  <span class="tag">{_e(tag)}</span>'
-            if line.kind == "base":
-                extra = [f'<span class="prov">{_e(node.get("provenance"))}</span>']
-                source = node.get("source")
-                if isinstance(source, Mapping):
-                    extra.append(f'<span class="src">FHIR {_e(_source_ref(source))}</span>')
-                body += " " + "".join(extra)
+            # the tag names the provenance and, for a base fact, the FHIR resource version
+            tag_css = "tag" if line.kind == "derived" else "tag src"
+            body = (
+                f'<span class="fact">{_e(node.get("label"))}</span>  '
+                f'<span class="{tag_css}">{_e(_tag(node))}</span>'
+            )
         else:
             body = f"<span>{_e(line.text)}</span>"
         children = f"<ul>{_proof_html(line.children)}</ul>" if line.children else ""
@@ -305,13 +302,22 @@ def _violations_html(violations: Iterable[Mapping[str, Any]]) -> str:
     )
 
 
+def _time(at: Any) -> str:
+    """A trace timestamp as its time of day (the date is in the header); the full value on hover."""
+    text = str(at or "")
+    short = text.split("T", 1)[1][:12] if "T" in text else text
+    return f'<span class="muted" title="{_e(text)}">{_e(short)}</span>'
+
+
 def _trace_rows(trace: Sequence[Mapping[str, Any]], prefix: str = "") -> list[list[str]]:
     rows: list[list[str]] = []
     for i, entry in enumerate(trace, 1):
         number = f"{prefix}{i}"
+        calls = [c for c in entry.get("calls") or [] if isinstance(c, Mapping)]
+        said = {str((c.get("error") or {}).get("message")) for c in calls}
         notes: list[str] = []
         for key in ("skipped", "reason", "effect"):
-            if entry.get(key):
+            if entry.get(key) and str(entry[key]) not in said:
                 notes.append(f"{escape(key)}: {_e(entry[key])}")
         if isinstance(entry.get("error"), Mapping):
             notes.append(f"error: {_e(entry['error'].get('message'))}")
@@ -331,9 +337,9 @@ def _trace_rows(trace: Sequence[Mapping[str, Any]], prefix: str = "") -> list[li
                 _e(entry.get("kind")),
                 edge,
                 _violations_html(entry.get("violations") or []),
-                "".join(_call_html(c) for c in entry.get("calls") or [] if isinstance(c, Mapping)),
+                "".join(_call_html(c) for c in calls),
                 "<br>".join(notes),
-                f'<span class="muted">{_e(entry.get("at"))}</span>',
+                _time(entry.get("at")),
             ]
         )
         subflow = entry.get("subflow")
@@ -373,12 +379,12 @@ code,.mono,.proof{font-family:ui-monospace,"SFMono-Regular",Menlo,Consolas,monos
 .proof>ul{padding-left:0;border-left:0}
 .proof li{margin:3px 0}
 .proof .tag{color:#5b6472}
+.proof .tag.src{color:#1f4e9c;background:#eef3fc;border-radius:3px;padding:0 4px}
 .proof .derived>.fact{font-weight:600}
-.proof .overruled,.proof .overruled .tag{color:#8d96a3;text-decoration:line-through}
+.proof .overruled,.proof .overruled .tag{color:#8d96a3}
 .proof .absent{color:#5b6472;font-style:italic}
-.prov,.src,.st{display:inline-block;border-radius:3px;padding:0 5px;margin-left:6px;
+.st{display:inline-block;border-radius:3px;padding:0 5px;margin-left:6px;
   font:12px/1.6 system-ui,sans-serif}
-.prov{background:#e6eefb;color:#1f4e9c}.src{background:#eef6ea;color:#2f6b1f}
 .st.ok{background:#eef6ea;color:#2f6b1f}.st.warn{background:#fdf1dc;color:#8a4b00}
 table{border-collapse:collapse;width:100%;background:#fff;border:1px solid #d5d9e0}
 th,td{text-align:left;vertical-align:top;padding:5px 8px;border-bottom:1px solid #e6e9ee}

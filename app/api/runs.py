@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.run_page import load_run_page, not_found_page, prefers_html, render_run_page
 from app.bridge import Bridge, bridge_from_model_string
+from app.cds.auth import require_client
 from app.deps import OntologyDep, SessionDep, SettingsDep
 from app.errors import NotFound
 from app.runtime.host import save_run, start_run, stored_outcome, stored_recording
@@ -22,7 +23,8 @@ from app.runtime.replay import replay_run
 from app.settings import Settings
 from app.tools import ToolInvoker
 
-router = APIRouter(tags=["runs"])
+#: with trusted issuers configured, every run route needs the same client JWT as the CDS routes
+router = APIRouter(tags=["runs"], dependencies=[Depends(require_client)])
 
 
 class RunInput(BaseModel):

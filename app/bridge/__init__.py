@@ -13,11 +13,13 @@ from app.bridge.protocol import (
     schema_hash,
     with_confidence,
 )
+from app.bridge.resolve import BridgeResolver
 
 __all__ = [
     "Bridge",
     "BridgeConfigError",
     "BridgeError",
+    "BridgeResolver",
     "BridgeResult",
     "MockBridge",
     "bridge_from_model_string",

@@ -16,14 +16,19 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
+from fastapi import Request
 from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
 from app.cds.errors import Issue, Unauthorized
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+    from sqlalchemy import Engine
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +48,8 @@ ALLOWED_ALGORITHMS = (
 LEEWAY_SECONDS = 30
 JWKS_CACHE_SECONDS = 300
 
-#: ``remember(iss, jti, exp) -> True`` when first seen, ``False`` for a replay.
+#: ``remember(iss, jti, until) -> True`` when first seen, ``False`` for a replay; ``until`` is
+#: the last moment (epoch seconds) the token is accepted: its ``exp`` plus the leeway.
 JtiLedger = Callable[[str, str, int], Awaitable[bool]]
 
 
@@ -144,7 +150,8 @@ class ClientAuthenticator:
             raise _refuse(f"JWT signature does not verify: {exc.description}") from None
         claims = dict(decoded.claims)
         self._check_claims(claims, audience)
-        exp = int(claims["exp"])
+        # remembered for as long as the token is acceptable: its exp plus the leeway
+        exp = int(claims["exp"]) + self.leeway
         if not await self.remember_jti(issuer.iss, str(claims["jti"]), exp):
             raise _refuse(f"JWT jti {claims['jti']!r} was already used (replay)")
         return ClientIdentity(iss=issuer.iss, claims=claims)
@@ -214,3 +221,59 @@ class MemoryJtiLedger:
             return False
         self._seen.add((iss, jti))
         return True
+
+
+# --- the shared FastAPI dependency -------------------------------------------------------
+
+
+def store_jti_ledger(engine: Engine) -> JtiLedger:
+    """A jti ledger in the database (``store.repo.remember_jti``): refusals hold across workers."""
+    from datetime import UTC, datetime
+
+    from starlette.concurrency import run_in_threadpool
+
+    from app.store import repo, session_scope
+
+    async def remember(iss: str, jti: str, until: int) -> bool:
+        def write() -> bool:
+            with session_scope(engine) as session:
+                return repo.remember_jti(session, iss, jti, datetime.fromtimestamp(until, UTC))
+
+        return await run_in_threadpool(write)
+
+    return remember
+
+
+def client_authenticator(app: FastAPI) -> ClientAuthenticator:
+    """The app's one authenticator (built on first use from ``settings.trusted_issuers``)."""
+    existing = getattr(app.state, "client_authenticator", None)
+    if isinstance(existing, ClientAuthenticator):
+        return existing
+    settings = app.state.settings
+    auth = ClientAuthenticator(
+        issuers=[TrustedIssuer.from_config(i.model_dump()) for i in settings.trusted_issuers],
+        remember_jti=store_jti_ledger(app.state.engine),
+        http=getattr(app.state, "http", None),
+    )
+    app.state.client_authenticator = auth
+    return auth
+
+
+def called_url(request: Request) -> tuple[str, str]:
+    """(the URL that was called, the service's base URL) as the client sees them: the JWT's
+    ``aud``. ``public_base_url`` + path when set (behind a proxy), else the request URL."""
+    base_setting = getattr(request.app.state.settings, "public_base_url", None)
+    if base_setting:
+        base = str(base_setting).rstrip("/")
+        return base + request.url.path, base
+    return str(request.url.replace(query=None)), str(request.base_url).rstrip("/")
+
+
+async def require_client(request: Request) -> ClientIdentity | None:
+    """FastAPI dependency: the verified CDS client (401 otherwise); ``None`` in open mode.
+
+    The CDS routes and the run routes (``/workflows/{id}/runs``, ``/runs/{id}``, replay,
+    resume) use this same verifier, so one configuration protects both."""
+    auth = client_authenticator(request.app)
+    audience, _base = called_url(request)
+    return await auth.verify(request.headers.get("authorization"), audience)

@@ -6,14 +6,15 @@ document order, becomes one card. The detail is the run's narration, else the pr
 decided property rendered as text; a run that ended without a decision says which inputs the
 deciding rules would have read but had no value. A suggestion's resource comes from the graph:
 the premises of the decision's own justifications reached through the cited property, mapped back
-to the FHIR resource each instance was read from, never from generated text.
+to the FHIR resource each instance was read from, never from generated text. The service's
+``horis:systemAction`` declarations cite resources the same way (``build_system_actions``).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from app.ontology.model import (
@@ -21,6 +22,7 @@ from app.ontology.model import (
     CdsServiceDef,
     Ontology,
     SuggestionDecl,
+    SystemActionDecl,
     WorkflowDef,
     local_name,
 )
@@ -44,6 +46,8 @@ class RunView:
     violations: Sequence[Violation] = ()
     failed_actions: Sequence[str] = ()  # "tool: why" for every tool call that did not succeed
     notices: Sequence[str] = ()  # one sentence per EHR write the run attempted
+    #: the FHIR resources the call read (prefetch and context), by ``Type/id``
+    resources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def _label(ontology: Ontology, iri: str) -> str:
@@ -54,7 +58,7 @@ def _label(ontology: Ontology, iri: str) -> str:
     return local_name(iri)
 
 
-def _matches(decl: CardDecl, world: World, run: RunView) -> bool:
+def _matches(decl: CardDecl | SystemActionDecl, world: World, run: RunView) -> bool:
     if decl.terminal is not None and local_name(decl.terminal) != run.terminal:
         return False
     return not decl.when or world.holds(run.focus_id, decl.when)
@@ -117,6 +121,24 @@ def cited_resources(world: World, workflow: WorkflowDef, focus_id: str, cites: s
     return list(refs)
 
 
+def cited_action(
+    action_type: str, description: str, ref: str, resources: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any] | None:
+    """A CDS Hooks Action on the cited resource ``ref``, or None when none can be built.
+
+    ``delete``: ``resourceId``. ``update``: ``resourceId`` and the resource as the call read it
+    (the service computes no changed content; without the body in hand there is no action).
+    ``create`` needs a new resource, which no declaration provides.
+    """
+    action: dict[str, Any] = {"type": action_type, "description": description, "resourceId": ref}
+    if action_type == "delete":
+        return action
+    if action_type == "update" and ref in resources:
+        action["resource"] = dict(resources[ref])
+        return action
+    return None
+
+
 def _suggestions(
     decl: SuggestionDecl, world: World, workflow: WorkflowDef, run: RunView
 ) -> list[dict[str, Any]]:
@@ -124,14 +146,9 @@ def _suggestions(
         return []
     out = []
     for ref in cited_resources(world, workflow, run.focus_id, decl.cites):
-        action: dict[str, Any] = {
-            "type": decl.action_type,
-            "description": decl.description or decl.label,
-        }
-        if decl.action_type == "delete":
-            action["resourceId"] = ref
-        else:
-            continue  # create/update need a resource body; no declaration provides one yet
+        action = cited_action(decl.action_type, decl.description or decl.label, ref, run.resources)
+        if action is None:
+            continue
         out.append(
             {"label": f"{decl.label} ({ref})", "uuid": str(uuid.uuid4()), "actions": [action]}
         )
@@ -168,3 +185,19 @@ def build_cards(
             card["selectionBehavior"] = decl.selection_behavior or "at-most-one"
         cards.append(card)
     return cards
+
+
+def build_system_actions(
+    *, service: CdsServiceDef, workflow: WorkflowDef, world: World, run: RunView
+) -> list[dict[str, Any]]:
+    """The response's ``systemActions``: for every matching ``horis:systemAction``, in document
+    order, one action per resource the decision's proof cites (duplicates dropped)."""
+    out: list[dict[str, Any]] = []
+    for decl in sorted(service.system_actions, key=lambda d: d.order):
+        if decl.cites is None or not _matches(decl, world, run):
+            continue
+        for ref in cited_resources(world, workflow, run.focus_id, decl.cites):
+            action = cited_action(decl.action_type, decl.description, ref, run.resources)
+            if action is not None and action not in out:
+                out.append(action)
+    return out

@@ -9,6 +9,8 @@ Every error carries the HTTP status the route answers with and renders (``to_bod
     ├── ServiceNotFound       404  no CDS service with that id in the ontology
     ├── HookInstanceConflict  409  a hookInstance reused with a different request body
     ├── PrefetchUnavailable   412  data the service needs could not be obtained
+    ├── PayloadTooLarge       413  the request body is larger than the service accepts
+    ├── RunFailed             500  the run broke after it was claimed; it is recorded as failed
     └── StoreUnavailable      503  the run could not be persisted; no decision is returned
 """
 
@@ -119,6 +121,19 @@ class PrefetchUnavailable(CdsError):
     """Raised when a prefetch key cannot be obtained (no FHIR server, fetch failed, bad data)."""
 
     status = 412
+
+
+class PayloadTooLarge(CdsError):
+    """Raised when a request body exceeds the size limit of the CDS routes."""
+
+    status = 413
+
+
+class RunFailed(CdsError):
+    """Raised when a claimed run breaks before it is answered; the run is stored as failed, so
+    the same hookInstance is refused (409) and the EHR must send a new one."""
+
+    status = 500
 
 
 class StoreUnavailable(CdsError):

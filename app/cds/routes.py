@@ -13,7 +13,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from app.cds.auth import ClientAuthenticator, TrustedIssuer
+from app.cds.auth import called_url, client_authenticator
 from app.cds.discovery import discovery
 from app.cds.errors import RequestInvalid
 from app.cds.feedback import FeedbackListener, store_feedback
@@ -28,22 +28,8 @@ from app.cds.schemas import (
 from app.cds.service import HookDeps, HookService
 from app.deps import OntologyDep
 from app.settings import Settings
-from app.store import repo, session_scope
 
 log = logging.getLogger("horismos.cds")
-
-
-def _store_ledger(app: FastAPI) -> Any:
-    from datetime import UTC, datetime
-
-    async def remember(iss: str, jti: str, exp: int) -> bool:
-        def write() -> bool:
-            with session_scope(app.state.engine) as session:
-                return repo.remember_jti(session, iss, jti, datetime.fromtimestamp(exp, UTC))
-
-        return await run_in_threadpool(write)
-
-    return remember
 
 
 def _effect_notices() -> Any:
@@ -75,14 +61,10 @@ def _commit_factory(app: FastAPI, http: httpx.Client) -> Any:
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     """Build the hook service once the app's engine, HTTP client and ontology exist."""
     from adapters.fhir.units import warm
-    from app.bridge import bridge_from_model_string
+    from app.bridge import BridgeResolver
 
     settings: Settings = app.state.settings
-    auth = ClientAuthenticator(
-        issuers=[TrustedIssuer.from_config(i.model_dump()) for i in settings.trusted_issuers],
-        remember_jti=_store_ledger(app),
-        http=app.state.http,
-    )
+    auth = client_authenticator(app)  # shared with the run routes (app.cds.auth.require_client)
     auth.warn_if_open()
     app.state.cds_feedback_listeners = []
     # one blocking client for tool commits (they run in worker threads), shared by all calls:
@@ -90,13 +72,15 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     commits_http = httpx.Client(follow_redirects=False, timeout=settings.fhir_timeout_seconds)
     if app.state.ontology is not None:
         await run_in_threadpool(warm)
+        bridges = BridgeResolver.from_settings(settings)  # a step's horis:model, else the default
         app.state.cds = HookService(
             HookDeps(
                 ontology=app.state.ontology,
                 engine=app.state.engine,
                 http=app.state.http,
                 authenticator=auth,
-                bridge=bridge_from_model_string(settings.bridge_model, settings),
+                bridge=bridges.default,
+                bridge_for=bridges,
                 fhir_timeout=settings.fhir_timeout_seconds,
                 commit_handler=_commit_factory(app, commits_http),
                 effect_notices=_effect_notices(),
@@ -126,11 +110,7 @@ async def _json(request: Request) -> Any:
 
 def _public_url(request: Request) -> tuple[str, str]:
     """(the URL that was called, the service's base URL) as the client sees them."""
-    settings: Settings = request.app.state.settings
-    if settings.public_base_url:
-        base = settings.public_base_url.rstrip("/")
-        return base + request.url.path, base
-    return str(request.url.replace(query=None)), str(request.base_url).rstrip("/")
+    return called_url(request)
 
 
 @router.get(

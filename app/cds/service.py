@@ -33,11 +33,13 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from adapters.fhir.hydrate import Hydration, hydrate, resources_of
 from app.bridge import Bridge
 from app.cds.auth import ClientAuthenticator
-from app.cds.cards import RunView, build_cards
+from app.cds.cards import RunView, build_cards, build_system_actions
 from app.cds.errors import (
+    CdsError,
     HookInstanceConflict,
     Issue,
     RequestInvalid,
+    RunFailed,
     ServiceNotFound,
     StoreUnavailable,
 )
@@ -72,6 +74,9 @@ class HookDeps:
     authenticator: ClientAuthenticator
     bridge: Bridge | None
     fhir_timeout: float
+    #: picks the Bridge for a step's ``horis:model`` (``app.bridge.BridgeResolver``); None:
+    #: ``bridge`` serves every step
+    bridge_for: Callable[[str | None], Bridge | None] | None = None
     commit_handler: CommitHandlerFactory | None = None
     #: ``notices(engine, run_id) -> [sentence]``: what happened to each write the run attempted
     effect_notices: Callable[[Engine, str], list[str]] | None = None
@@ -123,7 +128,12 @@ def _apply(world: World, changes: list[Change], problems: list[Violation]) -> No
             return
         problems.extend(result.violations)
         bad = {(v.subject, v.property) for v in result.violations}
-        kept = [c for c in pending if (c.subject, c.property) not in bad]  # type: ignore[union-attr]
+        # AddInstance has no subject/property: it is only dropped when its instance is refused
+        kept = [
+            c
+            for c in pending
+            if (getattr(c, "subject", None), getattr(c, "property", None)) not in bad
+        ]
         if len(kept) == len(pending):  # an instance itself was refused: keep nothing of it
             bad_ids = {v.subject for v in result.violations}
             kept = [c for c in pending if getattr(c, "id", None) not in bad_ids]
@@ -154,6 +164,20 @@ def _narration(trace: list[dict[str, Any]]) -> str | None:
             if isinstance(value, str) and value.strip():
                 return value
     return None
+
+
+def _context_resources(context: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """FHIR resources the hook context carries (e.g. ``draftOrders``)."""
+    return [r for v in context.values() for r in resources_of(v)]
+
+
+def _by_reference(resources: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``Type/id`` → the resource as read; the first one read wins."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in resources:
+        if isinstance(r.get("resourceType"), str) and isinstance(r.get("id"), str):
+            out.setdefault(f"{r['resourceType']}/{r['id']}", r)
+    return out
 
 
 class HookService:
@@ -199,11 +223,22 @@ class HookService:
         run_id, created, stored = await self._claim(service, workflow, req, digest)
         if not created:
             return stored if stored is not None else await self._await_answer(run_id, req)
-        return await to_thread.run_sync(
-            lambda: self._run(
-                service, workflow, req, hydration, gathered.data, run_id, now, base_url
+        try:
+            return await to_thread.run_sync(
+                lambda: self._run(
+                    service, workflow, req, hydration, gathered.data, run_id, now, base_url
+                )
             )
-        )
+        except Exception as exc:  # the run is claimed: it must not stay "running"
+            if not isinstance(exc, StoreUnavailable):  # that one was marked failed already
+                log.exception("run %s of %s failed after its claim", run_id, workflow.name)
+                await to_thread.run_sync(lambda: self._mark_failed(run_id))
+            if isinstance(exc, CdsError):
+                raise
+            raise RunFailed.one(
+                "exception",
+                f"run {run_id} failed and is recorded as failed; send a new hookInstance",
+            ) from None
 
     # --- idempotency ---------------------------------------------------------------------
 
@@ -297,8 +332,8 @@ class HookService:
         _apply(world, hydration.changes, problems)
         input_world = world.to_json()
         tools = ToolInvoker()
+        resources = [r for v in data.values() for r in resources_of(v)]
         if d.commit_handler is not None and req.fhir_server is not None:
-            resources = [r for v in data.values() for r in resources_of(v)]
             handler = d.commit_handler(
                 fhir_server=req.fhir_server,
                 fhir_authorization=req.authorization.model_dump() if req.authorization else None,
@@ -314,7 +349,12 @@ class HookService:
                 workflow.iri,
                 world,
                 RunContext(
-                    now=now, bridge=d.bridge, tools=tools, text=hydration.text, run_id=run_id
+                    now=now,
+                    bridge=d.bridge,
+                    bridge_for=d.bridge_for,
+                    tools=tools,
+                    text=hydration.text,
+                    run_id=run_id,
                 ),
             )
         except Exception:
@@ -331,6 +371,7 @@ class HookService:
             violations=problems,
             failed_actions=_failed_actions(outcome.trace),
             notices=d.effect_notices(d.engine, run_id) if d.effect_notices else (),
+            resources=_by_reference([*resources, *_context_resources(req.context)]),
         )
         cards = build_cards(
             ontology=d.ontology,
@@ -348,11 +389,17 @@ class HookService:
         }
         if outcome.decision is not None:
             ext["decision"] = outcome.decision
-        response: dict[str, Any] = {"cards": cards, "extension": {EXTENSION_KEY: ext}}
+        response: dict[str, Any] = {"cards": cards}
+        actions = build_system_actions(service=service, workflow=workflow, world=world, run=view)
+        if actions:
+            response["systemActions"] = actions
+        response["extension"] = {EXTENSION_KEY: ext}
         problems_in_response = check_response(response)
         if problems_in_response:
-            raise AssertionError(
-                f"the service built a non-conformant response: {problems_in_response}"
+            raise RunFailed.one(
+                "exception",
+                f"run {run_id} built a response that breaks CDS Hooks 2.0 and was not answered: "
+                + "; ".join(str(p) for p in problems_in_response),
             )
         recorded = RecordedRun.of(outcome, input_world=input_world, text=hydration.text, now=now)
         record = outcome_document(recorded)  # replayable: DESIGN §9 plus the recorded input

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from app.bridge.protocol import BridgeError, BridgeResult
+from app.bridge.protocol import Bridge, BridgeError, BridgeResult
 from app.ontology.model import ToolDef
 from app.runtime.context import RunContext
 from app.tools.errors import AdapterUnavailable, EffectNotExecuted, ToolError
@@ -28,7 +28,11 @@ class ExternalCalls:
         op: str,
         call: Callable[[], BridgeResult[T]] | None,
         details: dict[str, Any],
+        *,
+        bridge: Bridge | None = None,
     ) -> BridgeResult[T]:
+        """Make (or, on replay, substitute) one Bridge call; ``bridge`` is the one ``call`` uses
+        (the step's own model, else the host's Bridge): its model is recorded as ``model``."""
         record: dict[str, Any] = {"type": "bridge", "op": op, **details}
         entry["calls"].append(record)
         if self.ctx.recorded is not None:
@@ -48,8 +52,8 @@ class ExternalCalls:
             return BridgeResult(output=output, confidence=float(found["confidence"]))
         if call is None:
             raise BridgeError("no Bridge configured", kind="unavailable")
-        bridge = self.ctx.bridge
-        record["model"] = bridge.model if bridge is not None else None
+        used = bridge if bridge is not None else self.ctx.bridge
+        record["model"] = used.model if used is not None else None
         started = self.ctx.time()
         try:
             result = call()

@@ -72,7 +72,9 @@ class RunContext:
     timestamps trace entries (else every entry carries ``now``). ``bridge=None`` is a supported
     configuration: perception and proposals take their fallbacks, narration renders the proof.
     ``recorded`` turns the run into a replay: Bridge answers and non-idempotent tool results come
-    from it, and idempotent tools re-run only with ``rerun_idempotent``.
+    from it, and idempotent tools re-run only with ``rerun_idempotent``. ``bridge_for``, when
+    given, picks the Bridge for a step's ``horis:model`` (the host builds it, e.g.
+    ``app.bridge.BridgeResolver``); without it ``bridge`` serves every step.
     """
 
     now: datetime
@@ -83,6 +85,11 @@ class RunContext:
     recorded: Recording | None = None
     rerun_idempotent: bool = False
     clock: Callable[[], datetime] | None = None
+    bridge_for: Callable[[str | None], Bridge | None] | None = None
 
     def time(self) -> datetime:
         return self.clock() if self.clock is not None else self.now
+
+    def bridge_of(self, model: str | None) -> Bridge | None:
+        """The Bridge that serves a step whose ``horis:model`` is ``model`` (None: no Bridge)."""
+        return self.bridge_for(model) if self.bridge_for is not None else self.bridge

@@ -5,9 +5,9 @@ One current step. Per step: snapshot the World (the trace records its version) â
 chains and reaches the fixed point) â†’ follow the edge the body selected. A terminal step ends the
 run after its body. Nothing passes between steps except through the World.
 
-Where a run cannot continue although the ontology verified (a missing failure edge, a required
-narration that failed with no edge to take), the run ends with status ``failed`` and a violation
-saying why; no exception escapes ``run_workflow``.
+Where a run cannot continue although the ontology did not verify (a missing failure edge, such
+as a required narration that failed with no ``horis:onError``), the run ends with status
+``failed`` and a violation saying why; no exception escapes ``run_workflow``.
 """
 
 from __future__ import annotations
@@ -230,7 +230,8 @@ class _Run:
         if not text:
             entry["skipped"] = "no input text"
             return _Edge("next", step.next)
-        if self.ctx.bridge is None and self.ctx.recorded is None:
+        bridge = self.ctx.bridge_of(step.model)
+        if bridge is None and self.ctx.recorded is None:
             entry["reason"] = "no Bridge configured"
             return _Edge("fallback", step.fallback)
         from app.ontology import derive_schema
@@ -241,7 +242,6 @@ class _Run:
         budget = step.retries if step.retries is not None else PERCEPTION_RETRIES
         feedback: list[dict[str, Any]] = []
         for attempt in range(budget + 1):
-            bridge = self.ctx.bridge
             try:
                 result: BridgeResult[dict[str, Any]] = self.calls.bridge_call(
                     entry,
@@ -250,7 +250,13 @@ class _Run:
                     None
                     if bridge is None
                     else partial(bridge.extract, text, schema, feedback=list(feedback)),
-                    {"schemaHash": digest, "attempt": attempt, "feedback": list(feedback)},
+                    {
+                        "schemaHash": digest,
+                        "attempt": attempt,
+                        "feedback": list(feedback),
+                        **_requested(step),
+                    },
+                    bridge=bridge,
                 )
             except BridgeError as exc:
                 entry["reason"] = f"Bridge {exc.kind}: {exc.message}"
@@ -329,7 +335,7 @@ class _Run:
             entry["reason"] = "nothing to narrate"
             return self.narration_failed(step, entry)
         rendered = self.world.proof(focus, step.narrates).render()
-        bridge = self.ctx.bridge
+        bridge = self.ctx.bridge_of(step.model)
         if bridge is None and self.ctx.recorded is None:
             entry["reason"] = "no Bridge configured"
         else:
@@ -341,7 +347,8 @@ class _Run:
                     None
                     if bridge is None
                     else lambda: bridge.narrate(rendered, step.audience, step.style),
-                    {"audience": step.audience, "style": step.style},
+                    {"audience": step.audience, "style": step.style, **_requested(step)},
+                    bridge=bridge,
                 )
                 entry["narration"] = {
                     "text": told.output,
@@ -360,6 +367,8 @@ class _Run:
         entry["required"] = True
         if step.on_error:
             return _Edge("onError", step.on_error)
+        if step.terminal:  # the run ends here all the same; the trace says the narration failed
+            return _Edge("onError", None)
         if step.fallback:
             return _Edge("fallback", step.fallback)
         return _Fail(f"the required narration of {step.name} failed")
@@ -383,7 +392,7 @@ class _Run:
         if not names:
             entry["reason"] = "no legal candidates"
             return _Edge("fallback", step.fallback)
-        bridge = self.ctx.bridge
+        bridge = self.ctx.bridge_of(step.model)
         if bridge is None and self.ctx.recorded is None:
             entry["reason"] = "no Bridge configured"
             return _Edge("fallback", step.fallback)
@@ -395,7 +404,8 @@ class _Run:
                 key,
                 "rank",
                 None if bridge is None else lambda: bridge.rank(names, criterion, text=text),
-                {"candidates": names, "criterion": criterion},
+                {"candidates": names, "criterion": criterion, **_requested(step)},
+                bridge=bridge,
             )
         except BridgeError as exc:
             entry["reason"] = f"Bridge {exc.kind}: {exc.message}"
@@ -487,6 +497,11 @@ class _Run:
             if outcome.terminal == ended.terminal:
                 return _Edge("outcome", outcome.next)
         return _Edge("otherwise", step.otherwise)
+
+
+def _requested(step: StepDef) -> dict[str, str]:
+    """The step's own ``horis:model``, recorded next to the model that actually served it."""
+    return {"requestedModel": step.model} if step.model else {}
 
 
 # --- the public entry points -------------------------------------------------------------

@@ -32,6 +32,7 @@ def obs(oid: str, code: str, value: float, unit: str, when: str, **extra: Any) -
         "meta": {"versionId": "7", "lastUpdated": "2025-06-01T11:00:00Z"},
         "status": "final",
         "code": {"coding": [{"system": LOINC, "code": code}]},
+        "subject": {"reference": "Patient/p1"},
         "valueQuantity": {
             "value": value,
             "unit": unit,
@@ -98,6 +99,7 @@ def test_systolic_from_a_blood_pressure_panel_component(onto: Ontology) -> None:
         "resourceType": "Observation",
         "id": "bp1",
         "status": "final",
+        "subject": {"reference": "Patient/p1"},
         "code": {"coding": [{"system": LOINC, "code": "85354-9"}]},
         "effectiveDateTime": "2025-06-01T11:00:00Z",
         "component": [
@@ -181,6 +183,7 @@ def test_chief_complaint_text_and_source_vector(onto: Ontology) -> None:
         "meta": {"versionId": "3"},
         "status": "in-progress",
         "class": {"code": "EMER"},
+        "subject": {"reference": "Patient/p1"},
         "reasonCode": [{"text": "crushing chest pain since an hour"}],
     }
     h = triage(onto, encounter=encounter, vitals=None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.bridge import MockBridge
 from app.ontology.model import Ontology
-from tests.runtime.conftest import run
+from tests.runtime.conftest import run, steps
 
 CASE = {"instances": [{"id": "c1", "class": "Case", "score": 70}]}
 
@@ -22,18 +22,41 @@ def test_narration_is_generated_from_the_proof_only(flows: Ontology) -> None:
     assert request["audience"] == "reviewer"
 
 
-def test_a_required_narration_that_fails_fails_the_run(flows: Ontology) -> None:
+def test_a_required_narration_that_fails_follows_its_on_error_edge(flows: Ontology) -> None:
     bridge = MockBridge({"narrate": [{"error": "provider"}]})
     outcome, _ = run(flows, "Explained", CASE, bridge=bridge)
 
-    assert outcome.status == "failed"
-    assert outcome.terminal is None and outcome.decision is None
+    # every run ends at a terminal step: the failure edge, not a failed run
+    assert outcome.status == "completed"
+    assert outcome.terminal == "ExplainFailed"
+    assert steps(outcome) == [("ExplainLevel", "onError"), ("ExplainFailed", "next")]
     assert outcome.trace[0]["narration"]["generated"] is False
-    assert any("required narration" in v["message"] for v in outcome.violations)
+    assert outcome.trace[0]["required"] is True
+    assert outcome.trace[0]["reason"].startswith("Bridge provider")
 
 
-def test_a_required_narration_without_a_bridge_fails_the_run(flows: Ontology) -> None:
+def test_a_required_narration_without_a_bridge_follows_its_on_error_edge(
+    flows: Ontology,
+) -> None:
     outcome, _ = run(flows, "Explained", CASE)
 
-    assert outcome.status == "failed"
+    assert (outcome.status, outcome.terminal) == ("completed", "ExplainFailed")
     assert outcome.trace[0]["reason"] == "no Bridge configured"
+    assert outcome.trace[0]["edge"] == "onError"
+
+
+def test_a_required_narration_that_succeeds_goes_on(flows: Ontology) -> None:
+    bridge = MockBridge({"narrate": [{"output": "High.", "confidence": 1}]})
+    outcome, _ = run(flows, "Explained", CASE, bridge=bridge)
+
+    assert (outcome.status, outcome.terminal) == ("completed", "ExplainedDone")
+
+
+def test_a_terminal_required_narration_that_fails_still_ends_the_run_there(
+    flows: Ontology,
+) -> None:
+    outcome, _ = run(flows, "ExplainedLast", CASE)
+
+    assert (outcome.status, outcome.terminal) == ("completed", "ExplainAndEnd")
+    assert outcome.trace[0]["required"] is True
+    assert outcome.trace[0]["narration"]["generated"] is False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
@@ -13,6 +14,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.api.run_page import RunPage, prefers_html, proof_text, render_run_page
+from app.store import repo
+from app.store.db import session_scope
+from app.store.models import SourceVersion
 from tests.runtime.conftest import ROOT
 
 TRIAGE = ROOT / "ontologies" / "triage.ttl"
@@ -53,7 +57,7 @@ def test_a_browser_gets_the_decision_record_page(client: TestClient) -> None:
     assert "Triage version 1.2.0" in text and "Done" in text
     # the base facts the decision rests on, with their provenance
     assert "heartRate = 130 /min" in text and "hasSymptom → s1 isA ChestPain" in text
-    assert '<span class="prov">api</span>' in text
+    assert '<span class="tag src">[api]</span>' in text
     # the overruled candidates are named, the trace lists every step and the tool call's status
     assert "overrules acuity = Urgent" in text
     for step in ("Intake", "Assess", "Route", "Explain", "Done"):
@@ -127,6 +131,34 @@ def test_an_undecided_run_says_so(client: TestClient) -> None:
     assert "No decision" in page.text and "EscalateToNurse" in page.text
 
 
+def test_the_page_reads_the_stored_effects_and_source_versions(client: TestClient) -> None:
+    # What a hook run stores beside its outcome: the writes it proposed and the versions it read.
+    run_id = _run(client, CHEST_PAIN)["runId"]
+    with session_scope(client.app.state.engine) as session:  # type: ignore[attr-defined]
+        repo.record_effect(
+            session,
+            run_id=run_id,
+            effect_id="e1",
+            tool="ehr.assign_queue",
+            target_reference="http://fhir.test/Encounter/enc-<1>",
+            expected_version="4",
+        )
+        repo.set_effect_state(
+            session, run_id, "e1", "accepted", remote_response={"newVersion": "5"}, attempted=True
+        )
+        session.add(
+            SourceVersion(
+                run_id=run_id, resource_type="Observation", resource_id="hr-9", version_id="2"
+            )
+        )
+
+    page = client.get(f"/runs/{run_id}", headers={"Accept": BROWSER})
+
+    assert "http://fhir.test/Encounter/enc-&lt;1&gt;" in page.text
+    assert '<span class="st ok">accepted</span>' in page.text and "<td>5</td>" in page.text
+    assert "<td>Observation</td><td>hr-9</td><td>2</td>" in page.text
+
+
 def test_effects_sources_and_fhir_provenance_are_shown() -> None:
     # A hook run's record: a base fact read from a FHIR resource, one EHR write, the versions read.
     leaf = {
@@ -173,7 +205,7 @@ def test_effects_sources_and_fhir_provenance_are_shown() -> None:
     html = render_run_page(page)
 
     assert "heartRate = 130 /min  [api Observation/o&lt;1&gt; v3]" in proof_text_of(html)
-    assert "FHIR Observation/o&lt;1&gt; (version 3)" in html
+    assert "<td>Observation/o&lt;1&gt; (version 3)</td>" in html  # the base facts table
     assert "Encounter/e1" in html and ">conflicted</span>" in html
     assert "2026-03-01T12:00:00+00:00" in html
     assert proof_text(document["proof"]) == (
@@ -182,13 +214,9 @@ def test_effects_sources_and_fhir_provenance_are_shown() -> None:
 
 
 def proof_text_of(html: str) -> str:
-    """The proof section's text with tags stripped of their markup (spans joined)."""
+    """The proof section's text without its markup (still escaped)."""
     section = html.split('<section class="card proof">', 1)[1].split("</section>", 1)[0]
-    return (
-        section.replace('<span class="fact">', "")
-        .replace('<span class="tag">', "")
-        .replace("</span>", "")
-    )
+    return re.sub(r"<[^>]+>", "", section)
 
 
 @pytest.mark.parametrize(
