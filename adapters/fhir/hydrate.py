@@ -330,9 +330,7 @@ class _Hydrator:
         if not ok:
             said = f"is about {whom}" if whom is not None else "names no subject"
             message = f"{source_of(r).reference} {said}, not {focus}: not read"
-            self.out.violations.append(
-                Violation("subject", self.focus_id, prop, whom, message)  # type: ignore[arg-type]
-            )
+            self.out.violations.append(Violation("subject", self.focus_id, prop, whom, message))
         return ok
 
     def run(self, texts: Iterable[TextSource]) -> Hydration:

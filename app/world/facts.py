@@ -165,6 +165,7 @@ ViolationCode = Literal[
     "derived",
     "confidence",
     "duplicate-instance",
+    "subject",  # the FHIR adapter: a resource about someone other than the focus, not read
 ]
 
 
