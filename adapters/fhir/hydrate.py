@@ -6,10 +6,16 @@ code (an Observation also matches through a component with that code, as a panel
 its parts) and by the ``horis:where`` FHIRPath, the ``horis:fhirPath``
 is evaluated, and ``Latest`` (by effective time) or ``All`` values are kept:
 
-- Quantities are converted with UCUM to the property's unit. A unit that is not UCUM or cannot
-  be converted yields a ``unit`` violation and no fact (never a silent misread; an older reading
-  is not used in its place).
-- ``horis:transform horis:YearsSince`` turns a date into whole years at the hook's time.
+- Whatever the mapping says, a record that is no usable result (an Observation not ``final``,
+  ``amended``, ``corrected`` or ``preliminary``; anything ``entered-in-error``; a
+  ``dataAbsentReason``) is not read, and a resource about anyone but the focus (its
+  ``subject``/``patient`` reference) is not read and is recorded as a ``subject`` violation.
+- Quantities are converted with UCUM to the property's unit, from the ``code`` of a UCUM (or
+  system-less) Quantity only; an annotated target unit needs the same annotation in the source.
+  A unit that is not UCUM or cannot be converted yields a ``unit`` violation and no fact (never
+  a silent misread; an older reading is not used in its place).
+- ``horis:transform horis:YearsSince`` turns a date into whole years at the hook's time,
+  counting a partial date from the latest day it can mean (never an overstated age).
 - CodeableConcepts of object properties map to classes (``horis:code``, through the range's
   subclass tree) and become instances linked from the focus; each instance is the resource
   it came from. A resource the clinician is acting on (from the hook context) becomes an
