@@ -26,6 +26,7 @@ from app.runtime.host import stored_outcome
 from app.store import repo
 
 __all__ = [
+    "PAGE_HEADERS",
     "RunPage",
     "load_run_page",
     "not_found_page",
@@ -33,6 +34,16 @@ __all__ = [
     "proof_text",
     "render_run_page",
 ]
+
+
+#: Sent with every page: nothing but the inline style may load or run, the page holds patient
+#: data so no cache keeps it, and the content type is not second-guessed.
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
+    "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+    "Vary": "Accept",
+}
 
 
 # --- content negotiation ------------------------------------------------------------------

@@ -13,7 +13,13 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.run_page import load_run_page, not_found_page, prefers_html, render_run_page
+from app.api.run_page import (
+    PAGE_HEADERS,
+    load_run_page,
+    not_found_page,
+    prefers_html,
+    render_run_page,
+)
 from app.bridge import Bridge, bridge_from_model_string
 from app.cds.auth import require_client
 from app.deps import OntologyDep, SessionDep, SettingsDep
@@ -96,14 +102,13 @@ _READ_RUN_RESPONSES: dict[int | str, dict[str, Any]] = {
     responses=_READ_RUN_RESPONSES,
 )
 def read_run(run_id: str, request: Request, session: SessionDep) -> Response:
-    vary = {"Vary": "Accept"}
     if not prefers_html(request.headers.get("accept")):
-        return JSONResponse(stored_outcome(session, run_id), headers=vary)
+        return JSONResponse(stored_outcome(session, run_id), headers={"Vary": "Accept"})
     try:
         page = load_run_page(session, run_id)
     except NotFound:
-        return HTMLResponse(not_found_page(run_id), status_code=404, headers=vary)
-    return HTMLResponse(render_run_page(page), headers=vary)
+        return HTMLResponse(not_found_page(run_id), status_code=404, headers=PAGE_HEADERS)
+    return HTMLResponse(render_run_page(page), headers=PAGE_HEADERS)
 
 
 @router.post("/runs/{run_id}/replay", summary="Replay a recorded run and report divergence")

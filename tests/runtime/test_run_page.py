@@ -52,6 +52,7 @@ def test_a_browser_gets_the_decision_record_page(client: TestClient) -> None:
     assert page.status_code == 200
     assert page.headers["content-type"].startswith("text/html")
     assert page.headers["vary"] == "Accept"
+    assert page.headers["content-security-policy"].startswith("default-src 'none'")
     text = page.text
     assert "acuity =</span> Immediate" in text  # the decision, as the headline
     assert "Triage version 1.2.0" in text and "Done" in text
