@@ -87,7 +87,7 @@ class CommitContext:
     """What one hook call gives the adapter: where to write, under which grant, from what."""
 
     fhir_server: str
-    access_token: str | None = None
+    access_token: str | None = field(default=None, repr=False)
     scope: str | None = None
     sources: tuple[SourceRef, ...] = ()
     #: Hydrated resource bodies by ``Type/id``; without one the adapter GETs the current body.

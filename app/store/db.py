@@ -61,8 +61,12 @@ def _configure_sqlite(engine: Engine) -> None:
 
 
 def make_engine(url: str | URL, **kwargs: Any) -> Engine:
-    """An engine for ``url`` with the right driver and per-backend settings."""
+    """An engine for ``url`` with the right driver and per-backend settings.
+
+    ``hide_parameters``: a failing statement is logged and raised without its bound values,
+    which carry patient facts."""
     normalized = normalize_url(url)
+    kwargs.setdefault("hide_parameters", True)
     if normalized.get_backend_name() == "sqlite":
         engine = create_engine(
             normalized,

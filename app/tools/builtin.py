@@ -1,9 +1,10 @@
 """Generic tools that ship with the runtime (bound from Turtle as ``python:app.tools.builtin.X``).
 
-``notify`` records a notification (arguments, tool, run) in an in-process outbox and the log, and
-answers with the declared effect keys: a notification id for ``xsd:string`` effects, ``true`` for
-``xsd:boolean``, the run's clock for ``xsd:dateTime``, the outbox size for ``xsd:integer``. What
-the notification means (who is paged, why) is the ontology's business, not this code's.
+``notify`` records a notification (arguments, tool, run) in an in-process outbox, logs its id and
+argument names (never the values: they are patient data), and answers with the declared effect
+keys: a notification id for ``xsd:string`` effects, ``true`` for ``xsd:boolean``, the run's clock
+for ``xsd:dateTime``, the outbox size for ``xsd:integer``. What the notification means (who is
+paged, why) is the ontology's business, not this code's.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def notify(call: ToolCall) -> Mapping[str, Any]:
         OUTBOX.append(record)
         del OUTBOX[:-_OUTBOX_LIMIT]
         count = len(OUTBOX)
-    log.info("notification %s: %s", ident, call.args)
+    # the argument values are patient data: the log names them, the outbox keeps them
+    log.info("notification %s (arguments: %s)", ident, ", ".join(sorted(call.args)) or "none")
     out: dict[str, Any] = {}
     for effect in call.tool.effects:
         if effect.now or effect.type is None:
