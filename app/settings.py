@@ -62,10 +62,16 @@ class Settings(BaseSettings):
     public_base_url: str | None = None
     #: Deadline for all FHIR traffic of one hook call, in seconds.
     fhir_timeout_seconds: float = Field(default=5.0, gt=0)
+    #: URL prefixes a hook call's ``fhirServer`` must start with; empty accepts any (open mode).
+    allowed_fhir_servers: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    #: Largest request body the CDS routes read, in bytes (larger: 413).
+    max_request_bytes: int = Field(default=5_000_000, gt=0)
+    #: Largest FHIR answer one prefetch key may read, all its pages together, in bytes.
+    max_fhir_response_bytes: int = Field(default=20_000_000, gt=0)
     #: How often pending commit effects are reconciled; 0 disables the background loop.
     reconcile_interval_seconds: float = Field(default=60.0, ge=0)
 
-    @field_validator("ontology_paths", "cors_origins", mode="before")
+    @field_validator("ontology_paths", "cors_origins", "allowed_fhir_servers", mode="before")
     @classmethod
     def _lists_from_text(cls, value: object) -> object:
         return _split_list(value)

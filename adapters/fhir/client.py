@@ -4,18 +4,30 @@ Errors are typed by who must act next::
 
     FhirError                      a read failed; ``retryable`` says whether trying again can help
     ├── FhirUnavailable            connection failure, timeout, 5xx, 429        (retryable)
-    └── FhirRefused                4xx: not found, forbidden, bad query         (not retryable)
+    └── FhirRefused                4xx: not found, forbidden, bad query; an invalid URL, an answer
+                                   too large, a ``next`` link to another origin (not retryable)
+
+Error messages reach the CDS client (in a 412), so they never quote low-level connection errors
+(which would make the service a port scanner for whoever picks ``fhirServer``); the detail is
+logged. The Bearer token only goes to ``fhirServer``'s origin: searchset ``next`` links
+elsewhere are not followed, and redirects are not followed at all (the shared client's setting).
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+log = logging.getLogger("horismos.fhir")
+
 FHIR_JSON = "application/fhir+json"
 MAX_PAGES = 10
+#: The most one ``read`` (all its pages) takes in, in bytes, unless the caller says otherwise.
+MAX_RESPONSE_BYTES = 20_000_000
 
 
 @dataclass(kw_only=True)
@@ -55,13 +67,25 @@ def _diagnostics(body: Any) -> str:
     return ""
 
 
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    return (url.scheme, url.host, url.port)
+
+
 class FhirClient:
     """Reads ``{base}/{query}`` with the CDS client's Bearer token."""
 
-    def __init__(self, http: httpx.AsyncClient, base_url: str, token: str | None) -> None:
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        base_url: str,
+        token: str | None,
+        *,
+        max_bytes: int = MAX_RESPONSE_BYTES,
+    ) -> None:
         self._http = http
         self._base = base_url.rstrip("/")
         self._headers = {"Accept": FHIR_JSON}
+        self._max_bytes = max_bytes
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
 
@@ -69,20 +93,29 @@ class FhirClient:
         return query if query.startswith(("http://", "https://")) else f"{self._base}/{query}"
 
     async def read(self, query: str) -> dict[str, Any]:
-        """GET a resource or a search; searchset pages are followed and merged (at most 10)."""
+        """GET a resource or a search; searchset pages are followed and merged (at most 10, all
+        of them together at most ``max_bytes``), only while they stay on ``fhirServer``'s origin.
+        """
         url = self.url(query)
-        body = await self._get(url)
+        budget = [self._max_bytes]
+        body = await self._get(url, budget)
         if body.get("resourceType") != "Bundle":
             return body
         entries = list(body.get("entry") or [])
         pages = 1
         while pages < MAX_PAGES:
+            links = body.get("link")
             nxt = next(
-                (ln.get("url") for ln in body.get("link", []) if ln.get("relation") == "next"), None
+                (
+                    ln.get("url")
+                    for ln in (links if isinstance(links, list) else [])
+                    if isinstance(ln, dict) and ln.get("relation") == "next"
+                ),
+                None,
             )
             if not nxt:
                 break
-            body = await self._get(str(nxt))
+            body = await self._get(self._same_origin(url, str(nxt)), budget)
             entries.extend(body.get("entry") or [])
             pages += 1
         merged = dict(body)
@@ -90,15 +123,42 @@ class FhirClient:
         merged.pop("link", None)
         return merged
 
-    async def _get(self, url: str) -> dict[str, Any]:
+    def _same_origin(self, first: str, nxt: str) -> str:
+        """The ``next`` link, resolved against the page that carried it; refused unless it is on
+        ``fhirServer``'s origin (the Bearer token must not travel to another host)."""
         try:
-            resp = await self._http.get(url, headers=self._headers)
+            base = httpx.URL(self._base)
+            target = httpx.URL(first).join(nxt)
+        except (httpx.InvalidURL, TypeError, ValueError):
+            raise FhirRefused(
+                message="a searchset 'next' link is not a valid URL", url=nxt
+            ) from None
+        if _origin(target) != _origin(base):
+            log.warning("not following a 'next' link to another origin: %s", target)
+            raise FhirRefused(
+                message="the search's next page is on another server than fhirServer; "
+                "it was not followed (the access token is only sent to fhirServer)",
+                url=str(target),
+            )
+        return str(target)
+
+    async def _get(self, url: str, budget: list[int]) -> dict[str, Any]:
+        try:
+            async with self._http.stream("GET", url, headers=self._headers) as resp:
+                raw = await self._body(resp, url, budget)
+        except httpx.InvalidURL as exc:
+            log.info("invalid FHIR URL %s: %s", url, exc)
+            raise FhirRefused(message="the FHIR URL is not valid", url=url) from None
         except httpx.TimeoutException as exc:
-            raise FhirUnavailable(message=f"timed out reading {url}", url=url) from exc
+            log.info("FHIR read of %s timed out: %r", url, exc)
+            raise FhirUnavailable(
+                message="the FHIR server did not answer in time", url=url
+            ) from None
         except httpx.HTTPError as exc:
-            raise FhirUnavailable(message=f"cannot reach {url}: {exc}", url=url) from exc
+            log.info("FHIR read of %s failed: %r", url, exc)
+            raise FhirUnavailable(message="the FHIR server could not be reached", url=url) from None
         try:
-            body = resp.json()
+            body = json.loads(raw)
         except ValueError:
             body = None
         if resp.status_code >= 400:
@@ -109,20 +169,42 @@ class FhirClient:
                 else FhirRefused
             )
             raise cls(
-                message=f"{resp.status_code} from {url}: {detail}",
+                message=f"the FHIR server answered {resp.status_code}: {detail}",
                 url=url,
                 status=resp.status_code,
                 outcome=body if isinstance(body, dict) else None,
             )
         if not isinstance(body, dict) or not isinstance(body.get("resourceType"), str):
             raise FhirRefused(
-                message=f"{url} did not return a FHIR resource", url=url, status=resp.status_code
+                message="the FHIR server did not return a FHIR resource",
+                url=url,
+                status=resp.status_code,
             )
         if body["resourceType"] == "OperationOutcome":
             raise FhirRefused(
-                message=f"{url} answered with an OperationOutcome: {_diagnostics(body)}",
+                message=f"the FHIR server answered with an OperationOutcome: {_diagnostics(body)}",
                 url=url,
                 status=resp.status_code,
                 outcome=body,
             )
         return body
+
+    async def _body(self, resp: httpx.Response, url: str, budget: list[int]) -> bytes:
+        """The answer's bytes, refusing to read past what is left of the read's byte budget."""
+        declared = resp.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > budget[0]:
+            raise self._too_large(url)
+        chunks: list[bytes] = []
+        async for chunk in resp.aiter_bytes():
+            budget[0] -= len(chunk)
+            if budget[0] < 0:
+                raise self._too_large(url)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _too_large(self, url: str) -> FhirRefused:
+        log.warning("FHIR answer from %s exceeds %d bytes", url, self._max_bytes)
+        return FhirRefused(
+            message=f"the FHIR server's answer exceeds the {self._max_bytes}-byte limit",
+            url=url,
+        )

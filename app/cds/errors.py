@@ -37,6 +37,7 @@ IssueCode = Literal[
     "transient",
     "processing",
     "duplicate",
+    "too-costly",
 ]
 
 

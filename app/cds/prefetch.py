@@ -3,7 +3,8 @@
 Keys the client sent are used as sent (``null`` = the client has no such data). Keys it did not
 send, or sent as an ``OperationOutcome`` (its own fetch failed), are read from ``fhirServer``
 with the client's Bearer token, concurrently and under one deadline for the whole hook. A key
-whose data cannot be obtained stops the call with 412 naming the key and the reason.
+whose data cannot be obtained stops the call with 412 naming the key and a reason; a failed
+connection is reported generically (the detail is logged, not sent to the caller).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import anyio
 import httpx
 
-from adapters.fhir.client import FhirClient, FhirError
+from adapters.fhir.client import MAX_RESPONSE_BYTES, FhirClient, FhirError
 from app.cds.errors import Issue, PrefetchUnavailable, RequestInvalid
 from app.cds.fhir_data import resource_issues
 from app.cds.requests import HookRequest
@@ -76,6 +77,7 @@ async def gather(
     http: httpx.AsyncClient,
     *,
     deadline: float,
+    max_bytes: int = MAX_RESPONSE_BYTES,
 ) -> Gathered:
     data: dict[str, dict[str, Any] | None] = {}
     to_fetch: dict[str, str] = {}
@@ -115,7 +117,7 @@ async def gather(
             ]
         )
     token = request.authorization.access_token if request.authorization else None
-    client = FhirClient(http, request.fhir_server, token)
+    client = FhirClient(http, request.fhir_server, token, max_bytes=max_bytes)
     results: dict[str, dict[str, Any]] = {}
     failures: dict[str, FhirError] = {}
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.cds.errors import Issue, RequestInvalid
@@ -22,7 +24,7 @@ class FhirAuthorization(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    access_token: str
+    access_token: str = Field(repr=False)
     token_type: str
     expires_in: int
     scope: str
@@ -272,8 +274,70 @@ def pydantic_issues(exc: ValidationError) -> list[Issue]:
     return issues
 
 
-def parse_hook_request(body: Any) -> HookRequest:
-    """Validate a decoded hook call against CDS Hooks 2.0; raise ``RequestInvalid`` otherwise."""
+def _valid_base_url(value: str) -> httpx.URL | None:
+    """``value`` as an http(s) URL with a host (and a numeric port if any), else None."""
+    if not re.match(r"^https?://[^\s/]+", value) or any(c.isspace() for c in value):
+        return None
+    try:
+        url = httpx.URL(value)
+        url.port  # noqa: B018 - a port that is not a number raises here or above
+    except (httpx.InvalidURL, ValueError, TypeError):
+        return None
+    if url.scheme not in ("http", "https") or not url.host or url.query or url.fragment:
+        return None
+    if url.port is not None and not 0 < url.port < 65536:
+        return None
+    return url
+
+
+def fhir_server_allowed(url: httpx.URL, prefixes: Sequence[str]) -> bool:
+    """True when ``prefixes`` is empty (open mode) or ``url`` lies under one of them: the same
+    scheme, host and port, and a path that is the prefix's path or continues it after a ``/``
+    (so ``https://ehr.example/fhir`` does not admit ``https://ehr.example.evil/`` or
+    ``https://ehr.example/fhir-other``)."""
+    if not prefixes:
+        return True
+    path = url.path.rstrip("/")
+    for prefix in prefixes:
+        allowed = _valid_base_url(prefix)
+        if allowed is None or (allowed.scheme, allowed.host, allowed.port) != (
+            url.scheme,
+            url.host,
+            url.port,
+        ):
+            continue
+        root = allowed.path.rstrip("/")
+        if path == root or path.startswith(root + "/"):
+            return True
+    return False
+
+
+def _check_fhir_server(value: str, allowed: Sequence[str]) -> list[Issue]:
+    url = _valid_base_url(value)
+    if url is None:
+        return [
+            Issue(
+                code="invalid",
+                diagnostics=f"fhirServer must be an http(s) base URL, got {value!r}",
+                expression="fhirServer",
+            )
+        ]
+    if not fhir_server_allowed(url, allowed):
+        return [
+            Issue(
+                code="security",
+                diagnostics=f"fhirServer {value!r} is not one of the FHIR servers this service "
+                "is allowed to read from",
+                expression="fhirServer",
+            )
+        ]
+    return []
+
+
+def parse_hook_request(body: Any, *, allowed_fhir_servers: Sequence[str] = ()) -> HookRequest:
+    """Validate a decoded hook call against CDS Hooks 2.0; raise ``RequestInvalid`` otherwise.
+
+    ``allowed_fhir_servers``: URL prefixes ``fhirServer`` must lie under (empty: any server)."""
     if not isinstance(body, dict):
         raise RequestInvalid.one("structure", "the request body must be a JSON object")
     try:
@@ -299,14 +363,8 @@ def parse_hook_request(body: Any) -> HookRequest:
                 expression="fhirServer",
             )
         )
-    if model.fhirServer is not None and not re.match(r"^https?://[^\s/]+", model.fhirServer):
-        issues.append(
-            Issue(
-                code="invalid",
-                diagnostics=f"fhirServer must be an http(s) base URL, got {model.fhirServer!r}",
-                expression="fhirServer",
-            )
-        )
+    if model.fhirServer is not None:
+        issues.extend(_check_fhir_server(model.fhirServer, allowed_fhir_servers))
     if model.fhirAuthorization is not None:
         auth = model.fhirAuthorization
         if auth.token_type.lower() != "bearer":

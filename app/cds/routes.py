@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.cds.auth import called_url, client_authenticator
 from app.cds.discovery import discovery
-from app.cds.errors import RequestInvalid
+from app.cds.errors import PayloadTooLarge, RequestInvalid
 from app.cds.feedback import FeedbackListener, store_feedback
 from app.cds.schemas import (
     FEEDBACK_REQUEST_BODY,
@@ -66,6 +66,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
     auth = client_authenticator(app)  # shared with the run routes (app.cds.auth.require_client)
     auth.warn_if_open()
+    if not settings.allowed_fhir_servers:
+        log.warning(
+            "fhirServer restriction is OFF (open mode): hook calls may make the service read "
+            "from any FHIR server they name; set HORISMOS_ALLOWED_FHIR_SERVERS to restrict it"
+        )
     app.state.cds_feedback_listeners = []
     # one blocking client for tool commits (they run in worker threads), shared by all calls:
     # building a client per call costs more than the rest of the hook
@@ -82,6 +87,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
                 bridge=bridges.default,
                 bridge_for=bridges,
                 fhir_timeout=settings.fhir_timeout_seconds,
+                allowed_fhir_servers=tuple(settings.allowed_fhir_servers),
+                max_fhir_response_bytes=settings.max_fhir_response_bytes,
                 commit_handler=_commit_factory(app, commits_http),
                 effect_notices=_effect_notices(),
             )
@@ -101,11 +108,31 @@ router = APIRouter(tags=["CDS Hooks"], lifespan=lifespan)
 
 
 async def _json(request: Request) -> Any:
-    raw = await request.body()
+    raw = await _bounded_body(request)
     try:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         raise RequestInvalid.one("structure", "the body is not valid JSON") from None
+
+
+def _too_large(limit: int) -> PayloadTooLarge:
+    return PayloadTooLarge.one("too-costly", f"the request body exceeds {limit} bytes")
+
+
+async def _bounded_body(request: Request) -> bytes:
+    """The body, read no further than ``settings.max_request_bytes`` (else 413)."""
+    limit = int(request.app.state.settings.max_request_bytes)
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _public_url(request: Request) -> tuple[str, str]:
@@ -129,7 +156,7 @@ def get_services(ontology: OntologyDep) -> dict[str, Any]:
     openapi_extra=HOOK_REQUEST_BODY,
     responses={
         200: {"model": CdsResponse, "description": "Cards, and the run that produced them"},
-        **error_responses(400, 401, 404, 409, 412, 503),
+        **error_responses(400, 401, 404, 409, 412, 413, 500, 503),
     },
 )
 async def call_service(service_id: str, request: Request, ontology: OntologyDep) -> JSONResponse:
@@ -151,7 +178,7 @@ async def call_service(service_id: str, request: Request, ontology: OntologyDep)
     openapi_extra=FEEDBACK_REQUEST_BODY,
     responses={
         200: {"model": FeedbackResult, "description": "Stored; duplicates are counted, not errors"},
-        **error_responses(400, 401, 404, 503),
+        **error_responses(400, 401, 404, 413, 503),
     },
 )
 async def post_feedback(service_id: str, request: Request, ontology: OntologyDep) -> JSONResponse:

@@ -74,6 +74,10 @@ class HookDeps:
     authenticator: ClientAuthenticator
     bridge: Bridge | None
     fhir_timeout: float
+    #: URL prefixes ``fhirServer`` must lie under (empty: any server, open mode)
+    allowed_fhir_servers: tuple[str, ...] = ()
+    #: the most one prefetch key's FHIR answer (all its pages) may take in, in bytes
+    max_fhir_response_bytes: int = 20_000_000
     #: picks the Bridge for a step's ``horis:model`` (``app.bridge.BridgeResolver``); None:
     #: ``bridge`` serves every step
     bridge_for: Callable[[str | None], Bridge | None] | None = None
@@ -198,7 +202,7 @@ class HookService:
         d = self.deps
         service, workflow = find_service(d.ontology, service_id)
         await d.authenticator.verify(authorization, audience)
-        req = parse_hook_request(body)
+        req = parse_hook_request(body, allowed_fhir_servers=d.allowed_fhir_servers)
         if req.hook != service.hook:
             raise RequestInvalid.one(
                 "not-supported",
@@ -208,7 +212,13 @@ class HookService:
         if workflow.focus is None:
             raise RequestInvalid.one("not-supported", f"{workflow.name} declares no focus")
         _check_context_resources(d.ontology, workflow, req)
-        gathered = await gather(service.prefetch, req, d.http, deadline=d.fhir_timeout)
+        gathered = await gather(
+            service.prefetch,
+            req,
+            d.http,
+            deadline=d.fhir_timeout,
+            max_bytes=d.max_fhir_response_bytes,
+        )
         now = d.clock()
         hydration = hydrate(
             d.ontology,

@@ -202,3 +202,146 @@ def test_the_periodic_task_forgets_token_ids_of_expired_tokens(
         with session_scope(eng) as session:
             left = session.execute(select(SeenJti.jti)).scalars().all()
         assert left == ["live"]
+
+
+# --- fhirServer: which servers, which URLs, what the caller learns ---------------------------
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _triage_without_prefetch(fhir_server: str) -> dict[str, Any]:
+    return fx.hook_request(
+        "encounter-start",
+        {"patientId": fx.new_id(), "encounterId": fx.new_id()},
+        fhir_server=fhir_server,
+    )
+
+
+@pytest.mark.parametrize(
+    "server",
+    [
+        "http://127.0.0.1:8080/fhir",
+        "http://169.254.169.254/latest",
+        "https://ehr.example.test.evil.example/fhir",
+        "https://ehr.example.test/fhir-other",
+        "http://ehr.example.test/fhir",
+    ],
+)
+def test_a_fhir_server_outside_the_allowed_list_is_400_naming_the_field(
+    make_app_client: OpenClient, server: str
+) -> None:
+    with make_app_client(allowed_fhir_servers=["https://ehr.example.test/fhir"]) as c:
+        resp = c.post("/cds-services/horismos-triage", json=_triage_without_prefetch(server))
+        assert resp.status_code == 400, resp.text
+        [issue] = resp.json()["issue"]
+        assert issue["expression"] == ["fhirServer"]
+        allowed = triage_body()
+        allowed["fhirServer"] = "https://ehr.example.test/fhir/r4"
+        ok = c.post("/cds-services/horismos-triage", json=allowed)
+        assert ok.status_code == 200, ok.text  # everything was prefetched: nothing is read
+
+
+def test_an_unreachable_fhir_server_is_412_without_the_connection_error(
+    client: TestClient,
+) -> None:
+    body = _triage_without_prefetch(f"http://127.0.0.1:{_closed_port()}/fhir")
+    resp = client.post("/cds-services/horismos-triage", json=body)
+    assert resp.status_code == 412
+    issues = resp.json()["issue"]
+    assert {i["expression"][0] for i in issues} >= {"prefetch.patient", "prefetch.vitals"}
+    for issue in issues:
+        assert "could not be reached" in issue["diagnostics"]
+        for leak in ("Errno", "refused", "Connect", "127.0.0.1"):
+            assert leak not in issue["diagnostics"]
+
+
+@pytest.mark.parametrize("server", ["https://host:abc", "https://host:99999/fhir", "https://a b/"])
+def test_a_fhir_server_that_is_not_a_url_is_400_naming_the_field(
+    client: TestClient, server: str
+) -> None:
+    resp = client.post("/cds-services/horismos-triage", json=_triage_without_prefetch(server))
+    assert resp.status_code == 400, resp.text
+    assert resp.json()["issue"][0]["expression"] == ["fhirServer"]
+
+
+def test_allowed_fhir_servers_are_read_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from app.settings import Settings
+
+    monkeypatch.setenv("HORISMOS_ALLOWED_FHIR_SERVERS", "https://a.example/fhir, https://b.example")
+    assert Settings().allowed_fhir_servers == ["https://a.example/fhir", "https://b.example"]
+
+
+# --- bounded reads ----------------------------------------------------------------------------
+
+
+def test_a_request_body_over_the_limit_is_413_with_an_operation_outcome(
+    make_app_client: OpenClient, database_url: str
+) -> None:
+    with make_app_client(max_request_bytes=2_000) as c:
+        body = triage_body()
+        body["extension"] = {"padding": "x" * 5_000}
+        resp = c.post("/cds-services/horismos-triage", json=body)
+        assert resp.status_code == 413
+        assert resp.json()["resourceType"] == "OperationOutcome"
+        assert "2000 bytes" in resp.json()["issue"][0]["diagnostics"]
+        chunked = c.post(
+            "/cds-services/horismos-triage",
+            content=iter([json_text(body).encode()]),  # no Content-Length: streamed
+            headers={"Content-Type": "application/json"},
+        )
+        assert chunked.status_code == 413
+        assert c.post("/cds-services/horismos-triage", json=triage_body()).status_code == 200
+    assert _statuses(database_url) == ["completed"]
+
+
+# --- no patient data or tokens in logs and reprs ----------------------------------------------
+
+
+def test_a_failing_statement_does_not_carry_its_values(database_url: str) -> None:
+    from sqlalchemy.exc import DBAPIError
+
+    eng = make_engine(database_url)
+    try:
+        with pytest.raises(DBAPIError) as info, eng.connect() as conn:
+            conn.execute(text("INSERT INTO no_such_table VALUES (:v)"), {"v": "Jane Doe 1970"})
+    finally:
+        eng.dispose()
+    assert "Jane Doe" not in str(info.value)
+
+
+def test_access_tokens_are_not_in_reprs() -> None:
+    from adapters.fhir.commit import CommitContext
+    from app.cds.requests import parse_hook_request
+
+    ctx = CommitContext(fhir_server="https://ehr.example.test/fhir", access_token="s3cr3t-tok")
+    assert "s3cr3t-tok" not in repr(ctx)
+    body = _triage_without_prefetch("https://ehr.example.test/fhir")
+    body["fhirAuthorization"]["access_token"] = "s3cr3t-tok"
+    assert "s3cr3t-tok" not in repr(parse_hook_request(body))
+
+
+def test_notify_logs_argument_names_not_values(caplog: pytest.LogCaptureFixture) -> None:
+    from app.ontology.model import XSD, EffectDecl, ToolArg, ToolDef
+    from app.tools import ToolInvoker
+
+    ns = "https://example.test/ns#"
+    tool = ToolDef(
+        iri=ns + "page",
+        name="page",
+        args=(ToolArg(name="patient", type=ns + "P"),),
+        effects=(EffectDecl(property=ns + "ref", type=XSD + "string"),),
+        binding="python:app.tools.builtin.notify",
+    )
+    with caplog.at_level("INFO", logger="horismos.notify"):
+        ToolInvoker().invoke(tool, {"patient": "Jane Doe 1970"}, timeout=5, run_id="r1")
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    assert "patient" in logged
+    assert "Jane Doe" not in logged

@@ -1,0 +1,102 @@
+"""The FHIR read client's limits: the token stays on fhirServer's origin, answers are bounded,
+an invalid URL is a typed refusal (httpx MockTransport: a unit test of the HTTP client)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from adapters.fhir.client import FhirClient, FhirRefused
+
+BASE = "https://ehr.example.test/fhir"
+
+
+def _page(entries: int, nxt: str | None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "resourceType": "Bundle",
+        "type": "searchset",
+        "entry": [
+            {"resource": {"resourceType": "Observation", "id": f"o{i}"}} for i in range(entries)
+        ],
+    }
+    if nxt:
+        body["link"] = [{"relation": "next", "url": nxt}]
+    return body
+
+
+def _read(
+    pages: dict[str, dict[str, Any]], query: str, *, base: str = BASE, **kw: Any
+) -> tuple[Any, list[httpx.Request]]:
+    seen: list[httpx.Request] = []
+
+    def serve(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        key = str(request.url)
+        if key not in pages:
+            return httpx.Response(404, json={"resourceType": "OperationOutcome", "issue": []})
+        return httpx.Response(200, json=pages[key])
+
+    async def go() -> Any:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(serve)) as http:
+            return await FhirClient(http, base, "secret-token", **kw).read(query)
+
+    try:
+        return anyio.run(go), seen
+    except FhirRefused as exc:
+        return exc, seen
+
+
+def test_next_pages_on_the_same_origin_are_followed_and_merged() -> None:
+    pages = {
+        f"{BASE}/Observation?patient=1": _page(2, f"{BASE}/Observation?page=2"),
+        f"{BASE}/Observation?page=2": _page(1, None),
+    }
+    result, seen = _read(pages, "Observation?patient=1")
+    assert len(result["entry"]) == 3
+    assert len(seen) == 2
+
+
+def test_a_next_link_to_another_host_is_not_followed_and_gets_no_token() -> None:
+    evil = "https://collector.example.org/steal?page=2"
+    pages = {f"{BASE}/Observation?patient=1": _page(2, evil), evil: _page(1, None)}
+    result, seen = _read(pages, "Observation?patient=1")
+    assert isinstance(result, FhirRefused)
+    assert "another server" in result.message
+    assert [r.url.host for r in seen] == ["ehr.example.test"]
+
+
+@pytest.mark.parametrize(
+    "nxt", ["http://ehr.example.test/fhir/Observation?page=2", "https://ehr.example.test:8443/x"]
+)
+def test_a_next_link_to_another_scheme_or_port_is_refused(nxt: str) -> None:
+    pages = {f"{BASE}/Observation?patient=1": _page(1, nxt), nxt: _page(1, None)}
+    result, seen = _read(pages, "Observation?patient=1")
+    assert isinstance(result, FhirRefused)
+    assert len(seen) == 1
+
+
+def test_an_answer_larger_than_the_limit_is_refused() -> None:
+    pages = {f"{BASE}/Observation?patient=1": _page(200, None)}
+    result, _seen = _read(pages, "Observation?patient=1", max_bytes=1_000)
+    assert isinstance(result, FhirRefused)
+    assert "1000-byte limit" in result.message
+
+
+def test_the_limit_covers_all_pages_of_one_read() -> None:
+    pages = {
+        f"{BASE}/Observation?patient=1": _page(5, f"{BASE}/Observation?page=2"),
+        f"{BASE}/Observation?page=2": _page(5, None),
+    }
+    first_page = len(httpx.Response(200, json=pages[f"{BASE}/Observation?patient=1"]).content)
+    result, seen = _read(pages, "Observation?patient=1", max_bytes=first_page + 10)
+    assert isinstance(result, FhirRefused)
+    assert len(seen) == 2
+
+
+def test_an_invalid_server_url_is_a_refusal_not_a_crash() -> None:
+    result, seen = _read({}, "Patient/1", base="https://host:abc")
+    assert isinstance(result, FhirRefused)
+    assert seen == []
