@@ -22,7 +22,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app.api import maintenance
-from app.cds.auth import require_client
+from app.cds.auth import CLIENT_JWT_RESPONSE, require_client
 from app.deps import EngineDep, OntologyDep, SettingsDep
 from app.errors import BadRequest, Conflict, NotFound
 from app.ontology.model import Ontology, StepDef, WorkflowDef
@@ -176,7 +176,10 @@ def expire_overdue_waits(
 
 #: with trusted issuers configured, resuming needs the same client JWT as the CDS routes
 router = APIRouter(
-    tags=["runs"], lifespan=maintenance.lifespan, dependencies=[Depends(require_client)]
+    tags=["runs"],
+    lifespan=maintenance.lifespan,
+    dependencies=[Depends(require_client)],
+    responses=CLIENT_JWT_RESPONSE,
 )
 
 _EXAMPLE = {"instances": [{"id": "c1", "approved": True}]}

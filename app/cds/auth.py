@@ -269,6 +269,12 @@ def called_url(request: Request) -> tuple[str, str]:
     return str(request.url.replace(query=None)), str(request.base_url).rstrip("/")
 
 
+#: OpenAPI ``responses`` entry for routes guarded by ``require_client``.
+CLIENT_JWT_RESPONSE: dict[int | str, dict[str, Any]] = {
+    401: {"description": "Trusted issuers are configured and the client JWT is missing or invalid"}
+}
+
+
 async def require_client(request: Request) -> ClientIdentity | None:
     """FastAPI dependency: the verified CDS client (401 otherwise); ``None`` in open mode.
 
