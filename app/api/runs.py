@@ -20,7 +20,7 @@ from app.api.run_page import (
     prefers_html,
     render_run_page,
 )
-from app.bridge import Bridge, bridge_from_model_string
+from app.bridge import BridgeResolver
 from app.cds.auth import CLIENT_JWT_RESPONSE, require_client
 from app.deps import OntologyDep, SessionDep, SettingsDep
 from app.errors import NotFound
@@ -50,12 +50,13 @@ class ReplayOptions(BaseModel):
     rerun_idempotent: bool = False
 
 
-def _bridge(request: Request, settings: Settings) -> Bridge | None:
+def _bridges(request: Request, settings: Settings) -> BridgeResolver:
+    """The configured Bridge, and a step's own ``horis:model`` where the host can build it."""
     state = request.app.state
-    if not hasattr(state, "runtime_bridge"):
-        state.runtime_bridge = bridge_from_model_string(settings.bridge_model, settings)
-    bridge: Bridge | None = state.runtime_bridge
-    return bridge
+    if not hasattr(state, "runtime_bridges"):
+        state.runtime_bridges = BridgeResolver.from_settings(settings)
+    bridges: BridgeResolver = state.runtime_bridges
+    return bridges
 
 
 def _tools(request: Request) -> ToolInvoker:
@@ -76,7 +77,8 @@ def create_run(
         ontology,
         workflow,
         body.model_dump(),
-        bridge=_bridge(request, settings),
+        bridge=_bridges(request, settings).default,
+        bridge_for=_bridges(request, settings),
         tools=_tools(request),
     )
     with session.begin():

@@ -27,7 +27,7 @@ def run_files(
     out: Echo,
     err: Echo,
 ) -> int:
-    from app.bridge import bridge_from_model_string
+    from app.bridge import BridgeResolver, bridge_from_model_string
     from app.errors import HorismosError
     from app.ontology import OntologyError, default_ontology_paths, load_ontology
     from app.runtime.host import InputRejected, save_run, start_run
@@ -50,7 +50,15 @@ def run_files(
             return 1
     bridge = bridge_from_model_string(model or settings.bridge_model, settings)
     try:
-        started = start_run(ontology, workflow, data, bridge=bridge, tools=ToolInvoker(), text=text)
+        started = start_run(
+            ontology,
+            workflow,
+            data,
+            bridge=bridge,
+            bridge_for=BridgeResolver(bridge, settings),
+            tools=ToolInvoker(),
+            text=text,
+        )
     except InputRejected as exc:
         err(exc.message)
         for violation in exc.violations:

@@ -8,6 +8,7 @@ produced with the store's repository functions.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -66,8 +67,10 @@ def start_run(
     text: str | None = None,
     run_id: str | None = None,
     now: datetime | None = None,
+    bridge_for: Callable[[str | None], Bridge | None] | None = None,
 ) -> StartedRun:
-    """Load the structured input (provenance ``api``) and run ``workflow`` on it."""
+    """Load the structured input (provenance ``api``) and run ``workflow`` on it; ``bridge_for``
+    picks the Bridge of a step's ``horis:model`` (``app.bridge.BridgeResolver``)."""
     wf = find_workflow(ontology, workflow)
     world = World(ontology)
     if data.get("instances"):
@@ -80,6 +83,7 @@ def start_run(
     ctx = RunContext(
         now=started,
         bridge=bridge,
+        bridge_for=bridge_for,
         tools=tools,
         text=text if isinstance(text, str) else None,
         run_id=run_id or str(uuid.uuid4()),

@@ -5,8 +5,12 @@ served each call."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
+
+from fastapi.testclient import TestClient
 
 from app.bridge import BridgeResolver, MockBridge
 from app.ontology.model import Ontology
@@ -17,6 +21,7 @@ from tests.support.fake_messages_api import fake_messages_api
 
 CASE = {"instances": [{"id": "c1", "class": "Case", "score": 70}]}
 STEP_MODEL = "claude:claude-step-model"
+SYSACT = Path(__file__).parents[1] / "data/cds/system_actions.ttl"
 
 
 def run_with(flows: Ontology, resolver: BridgeResolver) -> Outcome:
@@ -90,3 +95,28 @@ def test_a_mock_step_model_is_built_only_when_the_host_configures_a_mock(tmp_pat
     assert production(f"mock:{script}") is production.default
     assert production(None) is production.default
     assert production("claude:claude-default") is production.default
+
+
+def test_the_runs_api_serves_a_step_with_its_own_model(
+    make_app_client: Callable[..., AbstractContextManager[TestClient]],
+) -> None:
+    data = {
+        "instances": [
+            {"id": "p1", "class": "Patient", "hasOrder": ["o1"]},
+            {"id": "o1", "class": "Flagged"},
+        ]
+    }
+    with fake_messages_api() as api:
+        api.replies.append({"tool_input": {"text": "From the step's model.", "confidence": 1}})
+        with make_app_client(
+            ontology_paths=[SYSACT],
+            bridge_model="mock:",
+            anthropic_api_key="test-key",
+            anthropic_base_url=api.base_url,
+        ) as client:
+            resp = client.post("/workflows/Check/runs", json=data)
+
+    assert resp.status_code == 200, resp.text
+    (entry,) = [e for e in resp.json()["trace"] if e["kind"] == "NarrationStep"]
+    assert entry["narration"]["text"] == "From the step's model."
+    assert entry["calls"][0]["model"] == STEP_MODEL
