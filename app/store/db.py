@@ -16,6 +16,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 #: How long a SQLite writer waits for another writer before failing, in milliseconds.
 SQLITE_BUSY_TIMEOUT_MS = 15_000
+#: PostgreSQL connections kept open per process (and as many more opened under bursts).
+POOL_SIZE = 10
 
 
 def normalize_url(url: str | URL) -> URL:
@@ -76,6 +78,10 @@ def make_engine(url: str | URL, **kwargs: Any) -> Engine:
         _configure_sqlite(engine)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
+    # Enough pooled connections for the requests one process serves at once: beyond
+    # pool_size, each checkout opens a new server connection and closes it on return.
+    kwargs.setdefault("pool_size", POOL_SIZE)
+    kwargs.setdefault("max_overflow", POOL_SIZE)
     return create_engine(normalized, **kwargs)
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -101,30 +101,31 @@ def claim_run(
         session.add(run)
         session.flush()
         return run, True
+    # One round trip: the row comes back with the INSERT (no second SELECT for the winner).
     stmt = (
         _insert(session, Run)
         .values(**values)
         .on_conflict_do_nothing(index_elements=["service_id", "hook_instance"])
-        .returning(Run.id)
+        .returning(Run)
     )
-    inserted = session.execute(stmt).scalar_one_or_none()
+    inserted = session.scalars(stmt).one_or_none()
     if inserted is not None:
-        return session.get_one(Run, inserted), True
+        return inserted, True
     existing = session.execute(
         select(Run).where(Run.service_id == service_id, Run.hook_instance == hook_instance)
     ).scalar_one()
     return existing, False
 
 
-def _source_row(run_id: str, source: Mapping[str, Any]) -> SourceVersion:
-    return SourceVersion(
-        run_id=run_id,
-        resource_type=source["resource_type"],
-        resource_id=source["resource_id"] if "resource_id" in source else source["id"],
-        version_id=source.get("version_id"),
-        last_updated=source.get("last_updated"),
-        content_hash=source.get("content_hash"),
-    )
+def _source_row(run_id: str, source: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "resource_type": source["resource_type"],
+        "resource_id": source["resource_id"] if "resource_id" in source else source["id"],
+        "version_id": source.get("version_id"),
+        "last_updated": source.get("last_updated"),
+        "content_hash": source.get("content_hash"),
+    }
 
 
 def save_outcome(
@@ -152,34 +153,48 @@ def save_outcome(
     """
     if status not in RUN_STATUSES:
         raise ValueError(f"unknown run status {status!r}")
-    run = session.get(Run, run_id, with_for_update=True)
+    # Set-based statements, no unit of work: the UPDATE locks the row (as SELECT ... FOR UPDATE
+    # did) and returns it; trace events and source versions go in as one bulk INSERT each.
+    run = session.scalars(
+        update(Run)
+        .where(Run.id == run_id)
+        .values(
+            status=status,
+            terminal=terminal,
+            decision=decision,
+            outcome=outcome,
+            response=response,
+            world_state=world_state,
+            position=position,
+            wait_deadline=wait_deadline,
+            updated_at=utcnow(),
+        )
+        .returning(Run)
+    ).one_or_none()
     if run is None:
         raise NotFound(where="run", message=f"no run {run_id}")
-    run.status = status
-    run.terminal = terminal
-    run.decision = decision
-    run.outcome = outcome
-    run.response = response
-    run.world_state = world_state
-    run.position = position
-    run.wait_deadline = wait_deadline
-    run.updated_at = utcnow()
-    last = session.execute(
-        select(func.max(TraceEvent.seq)).where(TraceEvent.run_id == run_id)
-    ).scalar_one()
-    start = 0 if last is None else last + 1
-    session.add_all(
-        TraceEvent(
-            run_id=run_id,
-            seq=start + offset,
-            step=entry.get("step"),
-            kind=str(entry.get("kind") or "event"),
-            payload=dict(entry),
+    if trace:
+        # read after the row lock is held, so concurrent appends to one run cannot interleave
+        last = session.execute(
+            select(func.max(TraceEvent.seq)).where(TraceEvent.run_id == run_id)
+        ).scalar_one()
+        start = 0 if last is None else last + 1
+        session.execute(
+            insert(TraceEvent),
+            [
+                {
+                    "run_id": run_id,
+                    "seq": start + offset,
+                    "step": entry.get("step"),
+                    "kind": str(entry.get("kind") or "event"),
+                    "payload": dict(entry),
+                }
+                for offset, entry in enumerate(trace)
+            ],
         )
-        for offset, entry in enumerate(trace)
-    )
-    session.add_all(_source_row(run_id, source) for source in sources)
-    session.flush()
+    rows = [_source_row(run_id, source) for source in sources]
+    if rows:
+        session.execute(insert(SourceVersion), rows)
     return run
 
 
