@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -402,12 +402,22 @@ class FhirCommitAdapter:
         commits = (tool.commits,) if tool.commits is not None else ()
         if not commits:
             raise ToolError(f"{tool.name} declares no horis:commits", kind="contract")
-        client = self._http or httpx.Client(follow_redirects=False)
+        owned: list[httpx.Client] = []
+
+        def client() -> httpx.Client:
+            """The host's client, else one built on first use: building one (TLS context) costs
+            more than the rest of a refused write, so a write that sends nothing builds none."""
+            if self._http is not None:
+                return self._http
+            if not owned:
+                owned.append(httpx.Client(follow_redirects=False))
+            return owned[0]
+
         try:
             return [self._one(client, tool, c, args, run_id, timeout) for c in commits]
         finally:
-            if self._http is None:
-                client.close()
+            for made in owned:
+                made.close()
 
     # -- one effect -----------------------------------------------------------------------
 
@@ -428,7 +438,7 @@ class FhirCommitAdapter:
 
     def _one(
         self,
-        client: httpx.Client,
+        client: Callable[[], httpx.Client],
         tool: ToolDef,
         commit: AdapterCommit,
         args: Mapping[str, Any],
@@ -482,7 +492,7 @@ class FhirCommitAdapter:
         body = self._hydrated(ref, expected)
         if body is None:
             try:
-                current = client.get(url, headers=headers, timeout=budget)
+                current = client().get(url, headers=headers, timeout=budget)
             except httpx.HTTPError as exc:
                 msg = f"reading {ref} failed: {type(exc).__name__}: {exc}"
                 return unsent("failed", {"error": msg}, detail=msg)
@@ -506,7 +516,7 @@ class FhirCommitAdapter:
         request = {"method": "PUT", "url": url, "ifMatch": if_match}
         self.log.attempt(row, {"request": request, "change": report.change()})
         try:
-            response = client.put(
+            response = client().put(
                 url,
                 json=body,
                 headers={**headers, "content-type": FHIR_JSON, "if-match": if_match},
