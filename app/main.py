@@ -129,7 +129,8 @@ def _include_routers(app: FastAPI) -> None:
     app.include_router(cds_routes.router)  # CDS Hooks: discovery, hook calls, feedback
     from app.api import runs
 
-    app.include_router(runs.router)  # Runs: POST /workflows/{id}/runs, GET /runs/{id}, replay
+    app.include_router(runs.router)  # Runs: POST /workflows/{id}/runs, replay
+    app.include_router(runs.record_router)  # GET /runs/{id}: client JWT or a signed card link
     from app.api import resume
 
     app.include_router(resume.router)  # WaitStep resume; periodic reconciliation (its lifespan)

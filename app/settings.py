@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite:///./horismos.db"
+#: A shorter link secret could be guessed offline from one signed link.
+MIN_LINK_SECRET_LENGTH = 32
 
 
 class TrustedIssuer(BaseModel):
@@ -70,11 +72,27 @@ class Settings(BaseSettings):
     max_fhir_response_bytes: int = Field(default=20_000_000, gt=0)
     #: How often pending commit effects are reconciled; 0 disables the background loop.
     reconcile_interval_seconds: float = Field(default=60.0, ge=0)
+    #: Signs the card's link to a run's record (HMAC-SHA256) so a browser can open that one
+    #: record without a client JWT until the link expires; unset: plain links.
+    link_secret: SecretStr | None = None
+    #: How long a signed card link stays valid, in seconds.
+    link_ttl_seconds: int = Field(default=86_400, gt=0)
 
     @field_validator("ontology_paths", "cors_origins", "allowed_fhir_servers", mode="before")
     @classmethod
     def _lists_from_text(cls, value: object) -> object:
         return _split_list(value)
+
+    @field_validator("link_secret")
+    @classmethod
+    def _link_secret_strong_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value():
+            return None  # an empty variable means unset
+        if len(value.get_secret_value()) < MIN_LINK_SECRET_LENGTH:
+            raise ValueError(
+                f"HORISMOS_LINK_SECRET must be at least {MIN_LINK_SECRET_LENGTH} characters"
+            )
+        return value
 
 
 @lru_cache(maxsize=1)

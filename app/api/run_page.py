@@ -28,6 +28,7 @@ from app.store import repo
 __all__ = [
     "PAGE_HEADERS",
     "RunPage",
+    "link_refused_page",
     "load_run_page",
     "not_found_page",
     "prefers_html",
@@ -577,4 +578,12 @@ def not_found_page(run_id: str) -> str:
         "Run not found",
         "<h1>Run not found</h1>"
         f'<p class="sub">No run <code>{_e(run_id)}</code> is recorded by this service.</p>',
+    )
+
+
+def link_refused_page(reason: str) -> str:
+    """The 401 page for a card link whose signature is wrong or whose time is up."""
+    return _page(
+        "Link not valid",
+        f'<h1>This link cannot open the decision record</h1><p class="sub">{escape(reason)}.</p>',
     )

@@ -7,7 +7,7 @@ caller gets an error, never an unrecorded decision.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -15,13 +15,21 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.run_page import (
     PAGE_HEADERS,
+    link_refused_page,
     load_run_page,
     not_found_page,
     prefers_html,
     render_run_page,
 )
 from app.bridge import BridgeResolver
-from app.cds.auth import CLIENT_JWT_RESPONSE, require_client
+from app.cds.auth import (
+    CLIENT_JWT_OR_LINK_RESPONSE,
+    CLIENT_JWT_RESPONSE,
+    RunRecordAccess,
+    refuse_link,
+    require_client,
+    require_client_or_run_link,
+)
 from app.deps import OntologyDep, SessionDep, SettingsDep
 from app.errors import NotFound
 from app.runtime.host import save_run, start_run, stored_outcome, stored_recording
@@ -33,6 +41,9 @@ from app.tools import ToolInvoker
 router = APIRouter(
     tags=["runs"], dependencies=[Depends(require_client)], responses=CLIENT_JWT_RESPONSE
 )
+#: ``GET /runs/{id}`` alone: the client JWT, or the card's signed link for that one run
+#: (``app.cds.links``); kept apart so no other run route can accept a link
+record_router = APIRouter(tags=["runs"], responses=CLIENT_JWT_OR_LINK_RESPONSE)
 
 
 class RunInput(BaseModel):
@@ -99,13 +110,23 @@ _READ_RUN_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.get(
+@record_router.get(
     "/runs/{run_id}",
     summary="A run's outcome: terminal, decision, proof, trace (JSON, or a page for browsers)",
     response_model=None,
     responses=_READ_RUN_RESPONSES,
 )
-def read_run(run_id: str, request: Request, session: SessionDep) -> Response:
+def read_run(
+    run_id: str,
+    request: Request,
+    session: SessionDep,
+    access: Annotated[RunRecordAccess, Depends(require_client_or_run_link)],
+) -> Response:
+    if access.refused is not None:
+        if not prefers_html(request.headers.get("accept")):
+            raise refuse_link(access.refused)
+        headers = {**PAGE_HEADERS, **(refuse_link(access.refused).headers() or {})}
+        return HTMLResponse(link_refused_page(access.refused), status_code=401, headers=headers)
     if not prefers_html(request.headers.get("accept")):
         return JSONResponse(stored_outcome(session, run_id), headers={"Vary": "Accept"})
     try:

@@ -16,15 +16,16 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import httpx
-from fastapi import Request
+from fastapi import Query, Request
 from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
 from app.cds.errors import Issue, Unauthorized
+from app.cds.links import INVALID, RunLinks, run_link
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -103,6 +104,8 @@ class ClientAuthenticator:
     http: httpx.AsyncClient | None = None
     leeway: int = LEEWAY_SECONDS
     clock: Callable[[], float] = time.time
+    #: signs the card's link to a run's record (``HORISMOS_LINK_SECRET``); None: plain links
+    links: RunLinks | None = None
     _jwks_cache: dict[str, tuple[float, KeySet]] = field(default_factory=dict)
 
     @property
@@ -110,11 +113,22 @@ class ClientAuthenticator:
         return not self.issuers
 
     def warn_if_open(self) -> None:
+        """Say at start what is not protected, or what will not work, in this configuration."""
         if self.open_mode:
             log.warning(
                 "CDS client authentication is OFF (open mode): no trusted issuers configured; "
                 "set HORISMOS_TRUSTED_ISSUERS to require signed client JWTs"
             )
+        elif self.links is None:
+            log.warning(
+                "card links to the decision record will need a client credential: trusted "
+                "issuers are configured but HORISMOS_LINK_SECRET is not set, so a browser "
+                "following a card's link is refused (401)"
+            )
+
+    def run_url(self, base_url: str, run_id: str) -> str:
+        """The card's link to a run's record: signed and expiring when a link secret is set."""
+        return run_link(base_url, run_id, self.links)
 
     async def verify(self, authorization: str | None, audience: str) -> ClientIdentity | None:
         """The caller's identity, ``None`` in open mode; raises ``Unauthorized`` otherwise."""
@@ -250,10 +264,16 @@ def client_authenticator(app: FastAPI) -> ClientAuthenticator:
     if isinstance(existing, ClientAuthenticator):
         return existing
     settings = app.state.settings
+    secret = getattr(settings, "link_secret", None)
     auth = ClientAuthenticator(
         issuers=[TrustedIssuer.from_config(i.model_dump()) for i in settings.trusted_issuers],
         remember_jti=store_jti_ledger(app.state.engine),
         http=getattr(app.state, "http", None),
+        links=None
+        if secret is None
+        else RunLinks(
+            secret=secret.get_secret_value().encode(), ttl_seconds=settings.link_ttl_seconds
+        ),
     )
     app.state.client_authenticator = auth
     return auth
@@ -283,3 +303,53 @@ async def require_client(request: Request) -> ClientIdentity | None:
     auth = client_authenticator(request.app)
     audience, _base = called_url(request)
     return await auth.verify(request.headers.get("authorization"), audience)
+
+
+#: OpenAPI ``responses`` entry for ``GET /runs/{id}`` (``require_client_or_run_link``).
+CLIENT_JWT_OR_LINK_RESPONSE: dict[int | str, dict[str, Any]] = {
+    401: {
+        "description": "Trusted issuers are configured and neither a valid client JWT nor a "
+        "valid, unexpired signed link (`exp`, `sig`) for this run was presented"
+    }
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRecordAccess:
+    """Who may read a run's record: a verified client, a signed link, or anyone (open mode).
+
+    ``refused`` holds the reason a signed link was refused, so the route can tell a browser in
+    a page rather than in JSON."""
+
+    client: ClientIdentity | None = None
+    by_link: bool = False
+    refused: str | None = None
+
+
+async def require_client_or_run_link(
+    request: Request,
+    exp: Annotated[str | None, Query(description="Signed card link: expiry, unix seconds")] = None,
+    sig: Annotated[
+        str | None,
+        Query(description="Signed card link: base64url HMAC-SHA256 of `GET /runs/{id}\\n{exp}`"),
+    ] = None,
+) -> RunRecordAccess:
+    """FastAPI dependency of ``GET /runs/{run_id}`` only: the client JWT as everywhere, or a
+    signed link (``app.cds.links``) for exactly this run. A request with an ``Authorization``
+    header is judged by its JWT alone; in open mode everything is accepted as before."""
+    auth = client_authenticator(request.app)
+    if auth.open_mode:
+        return RunRecordAccess()
+    has_link = exp is not None or sig is not None
+    if request.headers.get("authorization") or not has_link:
+        return RunRecordAccess(client=await require_client(request))
+    run_id = request.path_params.get("run_id")
+    if auth.links is None or request.method != "GET" or not isinstance(run_id, str):
+        return RunRecordAccess(refused=INVALID)
+    refused = auth.links.refusal(run_id, exp, sig)
+    return RunRecordAccess(by_link=refused is None, refused=refused)
+
+
+def refuse_link(reason: str) -> Unauthorized:
+    """The 401 for a refused signed link (an OperationOutcome naming the query)."""
+    return Unauthorized(issues=[Issue(code="login", diagnostics=reason, expression="sig")])

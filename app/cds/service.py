@@ -389,7 +389,7 @@ class HookService:
             workflow=workflow,
             world=world,
             run=view,
-            run_url=f"{base_url.rstrip('/')}/runs/{run_id}",
+            run_url=d.authenticator.run_url(base_url, run_id),
         )
         ext: dict[str, Any] = {
             "runId": run_id,
