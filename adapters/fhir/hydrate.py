@@ -29,8 +29,6 @@ source-version vector lists every resource the call read.
 from __future__ import annotations
 
 import calendar
-import hashlib
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -42,6 +40,7 @@ from typing import Any
 from fhirpathpy import compile as fhirpath_compile
 
 from adapters.fhir.units import UnitError, convert
+from app.digest import canonical_digest
 from app.ontology.model import XSD, FhirMapping, Ontology, PropertyDef, TextSource
 from app.world.facts import AddInstance, Assert, Change, Source, Violation
 
@@ -132,8 +131,7 @@ def source_of(resource: Mapping[str, Any]) -> Source:
 
 
 def _digest(resource: Mapping[str, Any]) -> str:
-    canonical = json.dumps(resource, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return canonical_digest(resource)
 
 
 def resources_of(value: Any) -> list[dict[str, Any]]:

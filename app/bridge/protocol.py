@@ -12,11 +12,11 @@ Errors::
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
+
+from app.digest import canonical_digest
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -84,8 +84,7 @@ class Bridge(Protocol):
 
 def schema_hash(schema: Mapping[str, Any]) -> str:
     """A stable digest of a JSON Schema, recorded with every extraction in the trace."""
-    canonical = json.dumps(schema, sort_keys=True, separators=(",", ":"), default=str)
-    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+    return "sha256:" + canonical_digest(schema)
 
 
 def with_confidence(schema: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, get_args
 
 HORIS = "https://horismos.dev/ns#"
 XSD = "http://www.w3.org/2001/XMLSchema#"
@@ -36,19 +36,7 @@ Operator = Literal[
     "matches",
     "isA",
 ]
-OPERATORS: tuple[Operator, ...] = (
-    "is",
-    "isNot",
-    "in",
-    "notIn",
-    "greaterThan",
-    "atLeast",
-    "lessThan",
-    "atMost",
-    "isAssigned",
-    "matches",
-    "isA",
-)
+OPERATORS: tuple[Operator, ...] = get_args(Operator)
 StepKind = Literal[
     "Step",  # a plain terminal step (horis:Step ; horis:terminal true)
     "PerceptionStep",

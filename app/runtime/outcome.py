@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from app.ontology.model import local_name
+
 RunStatus = Literal["completed", "suspended", "failed"]
 
 
@@ -96,5 +98,5 @@ class Outcome:
             violations=self.violations,
         )
         if self.suspended is not None:
-            out["waitingAt"] = self.suspended.step.rsplit("#", 1)[-1]
+            out["waitingAt"] = local_name(self.suspended.step)
         return out

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from app.ontology.model import XSD
+from app.ontology.model import XSD, local_name
 from app.tools.errors import ToolError
 from app.tools.invoker import ToolCall, tool_aware
 
@@ -40,7 +40,7 @@ def notify(call: ToolCall) -> Mapping[str, Any]:
     for effect in call.tool.effects:
         if effect.now or effect.type is None:
             continue
-        key = effect.property.rsplit("#", 1)[-1].rsplit("/", 1)[-1]
+        key = local_name(effect.property)
         if effect.type == XSD + "string":
             out[key] = ident
         elif effect.type == XSD + "boolean":
