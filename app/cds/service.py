@@ -16,8 +16,6 @@ Order and why:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -47,6 +45,7 @@ from app.cds.fhir_data import resource_issues
 from app.cds.prefetch import gather
 from app.cds.requests import HookRequest, parse_hook_request
 from app.cds.response_check import check_response
+from app.digest import canonical_digest
 from app.ontology.model import CdsServiceDef, Ontology, WorkflowDef
 from app.store import repo, session_scope
 from app.world.facts import Change, Violation
@@ -98,8 +97,7 @@ def find_service(ontology: Ontology, service_id: str) -> tuple[CdsServiceDef, Wo
 
 
 def request_digest(body: Mapping[str, Any]) -> str:
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return canonical_digest(body)
 
 
 def _check_context_resources(ontology: Ontology, workflow: WorkflowDef, req: HookRequest) -> None:
