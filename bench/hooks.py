@@ -1,14 +1,16 @@
 """Hook latency and throughput: ``POST /cds-services/horismos-triage`` against a no-op endpoint.
 
     .venv/bin/python bench/hooks.py [--concurrency 10] [--seconds 15] [--workers 2]
-                                    [--max-requests 20000]
+                                    [--rounds 3] [--max-requests 20000]
 
 Starts the service (uvicorn, PostgreSQL on 127.0.0.1:5432 in a fresh database that is dropped
 at the end) and a no-op FastAPI app whose one endpoint parses the same JSON body and answers
 ``{"cards": []}``. A load generator in a separate process keeps ``--concurrency`` requests in
 flight over loopback for ``--seconds`` (or ``--max-requests``, whichever comes first) against
-each, every hook call with a fresh hookInstance and a realistic prefetch (Patient, Encounter, six
-vital-sign Observations including a blood-pressure panel, two Conditions). Both servers run
+each, the two endpoints taking turns in ``--rounds`` slices so that drifting background load on
+the machine hits both alike. Every hook call has a fresh hookInstance and a realistic prefetch
+(Patient, Encounter, six vital-sign Observations including a blood-pressure panel, two
+Conditions). Both servers run
 with the same number of uvicorn workers (default 2: one per core of a 2-core box, as an operator
 would run it). Prints p50/p99 latency and requests/s for both, the throughput ratio, and
 PASS/FAIL against the targets (hook p99 <= 50 ms, hook throughput >= 25% of the no-op's).
@@ -195,10 +197,19 @@ async def _drive(
         began = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         elapsed = time.perf_counter() - began
-    ordered = sorted(latencies)
+    return {"latencies": latencies, "elapsed": elapsed, "statuses": statuses}
+
+
+def _summary(slices: list[dict[str, Any]]) -> dict[str, Any]:
+    """Latency percentiles and throughput over every measured slice of one endpoint."""
+    ordered = sorted(x for s in slices for x in s["latencies"])
+    statuses: dict[str, int] = {}
+    for s in slices:
+        for code, n in s["statuses"].items():
+            statuses[str(code)] = statuses.get(str(code), 0) + n
     return {
         "n": len(ordered),
-        "rps": len(ordered) / elapsed,
+        "rps": len(ordered) / sum(s["elapsed"] for s in slices),
         "p50": statistics.median(ordered) * 1000,
         "p99": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
         "statuses": statuses,
@@ -249,11 +260,13 @@ def _serve(app: str, port: int, env: dict[str, str], workers: int) -> subprocess
 
 
 def _load(url: str, body: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """One slice of load from a fresh load-generator process."""
+    seconds = args.seconds / args.rounds
     out = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), "load", "--url", url, "--body", str(body),
-         "--concurrency", str(args.concurrency), "--seconds", str(args.seconds),
-         "--max-requests", str(args.max_requests)],
-        cwd=ROOT, check=True, capture_output=True, text=True, timeout=args.seconds + 300,
+         "--concurrency", str(args.concurrency), "--seconds", str(seconds),
+         "--max-requests", str(max(1, args.max_requests // args.rounds))],
+        cwd=ROOT, check=True, capture_output=True, text=True, timeout=seconds + 300,
     )  # fmt: skip
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
@@ -284,10 +297,14 @@ def _main(args: argparse.Namespace) -> None:
         body.write_text(json.dumps(triage_request()))
         path = "/cds-services/horismos-triage"
         sample = _sample(f"http://127.0.0.1:{hook_port}{path}", body)
-        results = {
-            "no-op parse": _load(f"http://127.0.0.1:{noop_port}{path}", body, args),
-            "horismos-triage": _load(f"http://127.0.0.1:{hook_port}{path}", body, args),
-        }
+        # the endpoints take turns so that a change in the machine's other load hits both alike
+        slices: dict[str, list[dict[str, Any]]] = {"no-op parse": [], "horismos-triage": []}
+        for _round in range(args.rounds):
+            slices["no-op parse"].append(_load(f"http://127.0.0.1:{noop_port}{path}", body, args))
+            slices["horismos-triage"].append(
+                _load(f"http://127.0.0.1:{hook_port}{path}", body, args)
+            )
+        results = {label: _summary(parts) for label, parts in slices.items()}
         body.unlink(missing_ok=True)
     finally:
         for p in procs:
@@ -328,9 +345,9 @@ def _report(
     results: dict[str, dict[str, Any]],
 ) -> None:
     print(
-        f"POST {path} · concurrency {args.concurrency} · {args.seconds:g}s per endpoint "
-        f"(at most {args.max_requests} requests) · uvicorn workers {args.workers} (both "
-        f"servers) · PostgreSQL · {os.cpu_count()} CPUs"
+        f"POST {path} · concurrency {args.concurrency} · {args.seconds:g}s per endpoint in "
+        f"{args.rounds} alternating rounds (at most {args.max_requests} requests) · uvicorn "
+        f"workers {args.workers} (both servers) · PostgreSQL · {os.cpu_count()} CPUs"
     )
     decision = sample.get("decision") or {}
     print(
@@ -373,6 +390,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0, help="measured time per endpoint")
     parser.add_argument(
         "--max-requests", type=int, default=20_000, help="measured requests per endpoint, at most"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="alternations no-op/hook sharing --seconds"
     )
     parser.add_argument(
         "--workers", type=int, default=2, help="uvicorn workers of both servers (one per core)"

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import Table, delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, make_transient_to_detached
 
 from app.errors import NotFound
 from app.store.models import (
@@ -101,16 +101,20 @@ def claim_run(
         session.add(run)
         session.flush()
         return run, True
-    # One round trip: the row comes back with the INSERT (no second SELECT for the winner).
+    # One round trip for the winner: the row it inserted is exactly ``values``, so it is
+    # attached to the session as persistent without reading it back.
     stmt = (
-        _insert(session, Run)
+        _insert(session, Run.__table__)
         .values(**values)
         .on_conflict_do_nothing(index_elements=["service_id", "hook_instance"])
-        .returning(Run)
+        .returning(Run.__table__.c.id)
     )
-    inserted = session.scalars(stmt).one_or_none()
-    if inserted is not None:
-        return inserted, True
+    if session.execute(stmt).scalar_one_or_none() is not None:
+        unset = dict.fromkeys(("terminal", "decision", "response", "outcome", "world_state"))
+        run = Run(**values, **unset, position=None, wait_deadline=None)
+        make_transient_to_detached(run)
+        session.add(run)
+        return run, True
     existing = session.execute(
         select(Run).where(Run.service_id == service_id, Run.hook_instance == hook_instance)
     ).scalar_one()
@@ -142,7 +146,7 @@ def save_outcome(
     world_state: dict[str, Any] | None = None,
     position: str | None = None,
     wait_deadline: datetime | None = None,
-) -> Run:
+) -> None:
     """Record how a run ended (or where it suspended) with its trace and source versions.
 
     ``trace`` entries are stored in order after any already recorded (a resumed run appends);
@@ -154,10 +158,11 @@ def save_outcome(
     if status not in RUN_STATUSES:
         raise ValueError(f"unknown run status {status!r}")
     # Set-based statements, no unit of work: the UPDATE locks the row (as SELECT ... FOR UPDATE
-    # did) and returns it; trace events and source versions go in as one bulk INSERT each.
-    run = session.scalars(
-        update(Run)
-        .where(Run.id == run_id)
+    # did); trace events and source versions go in as one bulk INSERT each.
+    table = cast(Table, Run.__table__)
+    updated = session.execute(
+        update(table)
+        .where(table.c.id == run_id)
         .values(
             status=status,
             terminal=terminal,
@@ -169,10 +174,13 @@ def save_outcome(
             wait_deadline=wait_deadline,
             updated_at=utcnow(),
         )
-        .returning(Run)
-    ).one_or_none()
-    if run is None:
+        .returning(table.c.id)
+    ).scalar_one_or_none()
+    if updated is None:
         raise NotFound(where="run", message=f"no run {run_id}")
+    loaded = session.identity_map.get(session.identity_key(Run, run_id))
+    if loaded is not None:  # the session holds the row as it was: read it afresh when used
+        session.expire(loaded)
     if trace:
         # read after the row lock is held, so concurrent appends to one run cannot interleave
         last = session.execute(
@@ -195,7 +203,6 @@ def save_outcome(
     rows = [_source_row(run_id, source) for source in sources]
     if rows:
         session.execute(insert(SourceVersion), rows)
-    return run
 
 
 def get_run(session: Session, run_id: str) -> Run | None:
