@@ -101,7 +101,9 @@ def _detail(ontology: Ontology, workflow: WorkflowDef, world: World, run: RunVie
 
 
 def cited_resources(world: World, workflow: WorkflowDef, focus_id: str, cites: str) -> list[str]:
-    """``Type/id`` of every instance the decision's justifications reach through ``cites``."""
+    """``Type/id`` of every instance the decision's justifications reach through ``cites``:
+    for each justifying rule, every value of ``cites`` its conditions accept (two
+    contraindicated orders are both cited, though the rule fired on one witness)."""
     if workflow.decides is None:
         return []
     value = world.value(focus_id, workflow.decides)
@@ -110,12 +112,16 @@ def cited_resources(world: World, workflow: WorkflowDef, focus_id: str, cites: s
     fact = world.fact(focus_id, workflow.decides, value)
     if fact is None:
         return []
+    rules = {r.iri: r for r in world.ontology.rules}
     refs: dict[str, None] = {}
     for just in fact.justifications:
-        for _subject, prop, target in just.premises:
-            if prop != cites or not isinstance(target, str):
-                continue
-            instance = world.instance(target)
+        targets = [t for _s, prop, t in just.premises if prop == cites]
+        rule = rules.get(just.rule)
+        if rule is not None and any(c.path[0] == cites for c in rule.when):
+            # every value the rule's conditions accept, not only the witness it recorded
+            targets = list(world.witnesses(focus_id, cites, rule.when))
+        for target in targets:
+            instance = world.instance(target) if isinstance(target, str) else None
             if instance is not None and instance.source is not None:
                 refs.setdefault(instance.source.reference, None)
     return list(refs)

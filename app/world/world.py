@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import weakref
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -35,7 +36,14 @@ from app.world.gate import check_assert
 from app.world.index import OntologyIndex
 from app.world.proof import Proof, build_proof
 from app.world.store import BaseRecord, Store
-from app.world.values import DATATYPES, DECIMAL, NotOfType, normalize, parse_decimal_text
+from app.world.values import (
+    DATATYPES,
+    DECIMAL,
+    NotOfType,
+    make_test,
+    normalize,
+    parse_decimal_text,
+)
 
 _INDEXES: dict[int, tuple[weakref.ref[Ontology], OntologyIndex]] = {}
 
@@ -328,6 +336,34 @@ class World:
                 out.append(cond)
                 if first:
                     break
+        return tuple(out)
+
+    def witnesses(
+        self, subject: str, property: str, conditions: Iterable[Condition]
+    ) -> tuple[Value, ...]:
+        """The values of ``property`` on ``subject`` that satisfy every positive condition whose
+        path starts with ``property`` (the rest of the path read from the value). Rules hold when
+        *some* value satisfies them; this names *all* such values, e.g. every order a rule's
+        condition would have accepted, not only the one its justification recorded."""
+        p = self._p(property)
+        tests: list[tuple[Condition, Any]] = []
+        for cond in conditions:
+            cc = self._ix.compiled(cond)
+            if cc.negative or not cc.path or cc.path[0] != p:
+                continue
+            tests.append((cond, make_test(cond.op, cond.value)))
+        out: list[Value] = []
+        for v in self.values(subject, p):
+            ok = True
+            for cond, test in tests:
+                if len(cond.path) > 1:
+                    ok = isinstance(v, str) and self.holds(v, [replace(cond, path=cond.path[1:])])
+                else:
+                    ok = test(v, self._engine.class_ancestors)
+                if not ok:
+                    break
+            if ok:
+                out.append(v)
         return tuple(out)
 
     def instances(self, class_iri: str | None = None) -> tuple[Instance, ...]:

@@ -278,6 +278,38 @@ def test_contraindication_cites_only_the_offending_order(
     assert [a["resourceId"] for a in actions] == [f"MedicationRequest/{nsaid['id']}"]
 
 
+def test_contraindication_offers_every_offending_order(
+    client: TestClient, fhir_server: FhirServer
+) -> None:
+    """Two NSAIDs with a low eGFR: the rule fires on one witness, but both orders are
+    contraindicated and each gets its own delete suggestion; the safe order gets none."""
+    pid = fx.new_id()
+    [patient] = _store(fhir_server, [fx.patient(pid)])
+    ibuprofen, naproxen = fx.draft_order(pid, NSAID), fx.draft_order(pid, "7258")
+    safe = fx.draft_order(pid, LISINOPRIL)
+    entries = [{"resource": r} for r in (ibuprofen, safe, naproxen)]
+    body = fx.hook_request(
+        "order-sign",
+        {
+            "patientId": pid,
+            "draftOrders": {"resourceType": "Bundle", "type": "collection", "entry": entries},
+        },
+        fhir_server=None,
+        prefetch={
+            "patient": patient,
+            "allergies": None,
+            "labs": fx.searchset([fx.observation(pid, EGFR, 20, GFR_UNIT, category="laboratory")]),
+        },
+    )
+    result = _assert_conformant(
+        client.post("/cds-services/horismos-med-safety", json=body), "Contraindicated"
+    )
+    actions = [a for s in result["cards"][0]["suggestions"] for a in s["actions"]]
+    assert sorted(a["resourceId"] for a in actions) == sorted(
+        f"MedicationRequest/{o['id']}" for o in (ibuprofen, naproxen)
+    )
+
+
 @pytest.mark.parametrize("mode", ["prefetch", "fhir-server"])
 def test_triage_non_urgent_symptom_from_the_chief_complaint(
     mode: str,
