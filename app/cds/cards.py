@@ -46,6 +46,8 @@ class RunView:
     violations: Sequence[Violation] = ()
     failed_actions: Sequence[str] = ()  # "tool: why" for every tool call that did not succeed
     notices: Sequence[str] = ()  # one sentence per EHR write the run attempted
+    #: one sentence per step that left the main path along a failure edge, and why
+    detours: Sequence[str] = ()
     #: the FHIR resources the call read (prefetch and context), by ``Type/id``
     resources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
@@ -78,7 +80,7 @@ def missing_inputs(ontology: Ontology, world: World, decides: str, focus_id: str
 
 
 def _detail(ontology: Ontology, workflow: WorkflowDef, world: World, run: RunView) -> str:
-    parts: list[str] = []
+    parts: list[str] = list(run.detours)
     if run.decided and workflow.decides is not None:
         if run.narration:
             parts.append(run.narration)
@@ -88,9 +90,9 @@ def _detail(ontology: Ontology, workflow: WorkflowDef, world: World, run: RunVie
         missing = missing_inputs(ontology, world, workflow.decides, run.focus_id)
         what = _label(ontology, workflow.decides)
         if missing:
-            parts.append(f"No rule could decide {what}. Missing data: {', '.join(missing)}.")
+            parts.append(f"No {what} was decided. Missing data: {', '.join(missing)}.")
         else:
-            parts.append(f"No rule could decide {what} from the data available.")
+            parts.append(f"No {what} was decided from the data available.")
     parts.extend(run.notices)
     for failure in run.failed_actions:
         parts.append(f"Not completed: {failure}")

@@ -145,13 +145,35 @@ def _apply(world: World, changes: list[Change], problems: list[Violation]) -> No
         pending = kept
 
 
+_FAILURE_EDGES = ("fallback", "onUnreachable", "onError", "onUnsatisfied", "onTimeout")
+
+
 def _failed_actions(trace: list[dict[str, Any]]) -> list[str]:
     out: list[str] = []
     for entry in trace:
         for call in entry.get("calls") or []:
             error = call.get("error") if isinstance(call, dict) else None
-            if isinstance(error, dict) and call.get("type") == "tool" and "effects" not in error:
+            if not isinstance(error, dict) or call.get("type") != "tool" or "effects" in error:
+                continue
+            if call.get("status") == "proposed":
+                # an adapter-mediated write with nowhere to go: say so in the reader's terms
+                out.append(f"{call.get('tool')}: the request names no FHIR server to write to")
+            else:
                 out.append(f"{call.get('tool')}: {error.get('message', 'failed')}")
+    return out
+
+
+def _detours(trace: list[dict[str, Any]], terminal: str | None) -> list[str]:
+    """One sentence per step that took a failure edge: why the run ended where it did."""
+    out: list[str] = []
+    for entry in trace:
+        edge = entry.get("edge")
+        if edge not in _FAILURE_EDGES:
+            continue
+        why = entry.get("reason") or entry.get("error") or "it could not complete"
+        out.append(
+            f"{entry.get('step')} took its {edge} edge ({why}); the run ended at {terminal}."
+        )
     return out
 
 
@@ -378,6 +400,7 @@ class HookService:
             focus_id=focus_id,
             violations=problems,
             failed_actions=_failed_actions(outcome.trace),
+            detours=_detours(outcome.trace, outcome.terminal),
             notices=d.effect_notices(d.engine, run_id) if d.effect_notices else (),
             resources=_by_reference([*resources, *_context_resources(req.context)]),
         )

@@ -1,0 +1,66 @@
+"""What a card's detail tells the reader about how the run ended."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.cds import clinical as fx
+
+
+@pytest.fixture
+def client(
+    make_app_client: Callable[..., AbstractContextManager[TestClient]],
+) -> Iterator[TestClient]:
+    with make_app_client(public_base_url="https://cds.example.test") as c:
+        yield c
+
+
+def _triage(reason: str | None, heart_rate: float | None) -> dict[str, Any]:
+    pid, eid = fx.new_id(), fx.new_id()
+    vitals = [fx.observation(pid, "8867-4", heart_rate, "/min")] if heart_rate else []
+    return fx.hook_request(
+        "encounter-start",
+        {"patientId": pid, "encounterId": eid},
+        fhir_server=None,
+        prefetch={
+            "patient": fx.patient(pid),
+            "encounter": fx.encounter(eid, pid, reason),
+            "vitals": fx.searchset(vitals),
+            "conditions": fx.searchset([]),
+        },
+    )
+
+
+def test_escalation_says_which_step_failed_and_still_shows_the_rules_proof(
+    client: TestClient,
+) -> None:
+    """Free text with no Bridge: the run escalates, and the card says why, then what the
+    structured data alone derive."""
+    body = client.post("/cds-services/horismos-triage", json=_triage("chest pain", 160)).json()
+    [card] = body["cards"]
+    assert card["indicator"] == "warning"
+    first, rest = card["detail"].split("\n\n", 1)
+    assert first == (
+        "Intake took its fallback edge (no Bridge configured); the run ended at EscalateToNurse."
+    )
+    assert rest.startswith("acuity = Immediate")
+
+
+def test_escalation_without_data_lists_what_is_missing(client: TestClient) -> None:
+    body = client.post("/cds-services/horismos-triage", json=_triage("chest pain", None)).json()
+    [card] = body["cards"]
+    assert "No acuity was decided. Missing data:" in card["detail"]
+    assert "heart rate" in card["detail"]
+
+
+def test_a_write_with_no_fhir_server_is_reported_in_plain_words(client: TestClient) -> None:
+    body = client.post("/cds-services/horismos-triage", json=_triage(None, 160)).json()
+    [card] = body["cards"]
+    assert card["indicator"] == "critical"
+    assert "the request names no FHIR server to write to" in card["detail"]
+    assert "adapter is registered" not in card["detail"]
