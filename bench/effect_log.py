@@ -1,6 +1,6 @@
 """What the effect log costs per commit: wall time and database transactions (not a test).
 
-    .venv/bin/python -m tests.commit.effect_log_timing [--calls 200]
+    .venv/bin/python -m bench.effect_log [--calls 200]
 
 Creates a fresh PostgreSQL database on 127.0.0.1:5432 (dropped at the end), starts the Node FHIR
 test server on a loopback port, and times the commit adapter's call for
