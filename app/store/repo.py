@@ -146,11 +146,15 @@ def save_outcome(
     world_state: dict[str, Any] | None = None,
     position: str | None = None,
     wait_deadline: datetime | None = None,
+    first_seq: int | None = None,
 ) -> None:
     """Record how a run ended (or where it suspended) with its trace and source versions.
 
     ``trace`` entries are stored in order after any already recorded (a resumed run appends);
     each entry's ``step`` and ``kind`` keys are indexed, the whole entry is the payload.
+    A caller that knows where the trace starts (``first_seq=0`` for a run it just claimed and
+    that nothing else writes) saves the query for the last recorded entry; a wrong guess is
+    refused by the unique ``(run_id, seq)`` key, never stored.
     ``sources`` are mappings with ``resource_type``, ``resource_id`` (or ``id``),
     ``version_id``, ``last_updated`` and ``content_hash``. Everything lands in the caller's
     transaction: either all of it is persisted or none.
@@ -182,11 +186,13 @@ def save_outcome(
     if loaded is not None:  # the session holds the row as it was: read it afresh when used
         session.expire(loaded)
     if trace:
-        # read after the row lock is held, so concurrent appends to one run cannot interleave
-        last = session.execute(
-            select(func.max(TraceEvent.seq)).where(TraceEvent.run_id == run_id)
-        ).scalar_one()
-        start = 0 if last is None else last + 1
+        start = first_seq
+        if start is None:
+            # read after the row lock is held, so concurrent appends to one run cannot interleave
+            last = session.execute(
+                select(func.max(TraceEvent.seq)).where(TraceEvent.run_id == run_id)
+            ).scalar_one()
+            start = 0 if last is None else last + 1
         session.execute(
             insert(TraceEvent),
             [
