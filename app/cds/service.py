@@ -479,6 +479,7 @@ class HookService:
                         wait_deadline=(
                             wait_deadline(self.deps.ontology, suspended) if suspended else None
                         ),
+                        first_seq=0,  # this call claimed the run: nothing else writes its trace
                     )
                 return
             except OperationalError as exc:
