@@ -29,17 +29,24 @@ def run_files(
 ) -> int:
     from app.bridge import BridgeResolver, bridge_from_model_string
     from app.errors import HorismosError
-    from app.ontology import OntologyError, default_ontology_paths, load_ontology
+    from app.ontology import OntologyError, default_ontology_paths, load_ontology, verify
     from app.runtime.host import InputRejected, save_run, start_run
     from app.settings import get_settings
     from app.tools import ToolInvoker
 
     settings = get_settings()
+    paths = list(files) or [Path(p) for p in settings.ontology_paths] or default_ontology_paths()
     try:
-        ontology = load_ontology(list(files) or default_ontology_paths())
+        ontology = load_ontology(paths)
     except OntologyError as exc:
         for problem in exc.problems:
             err(f"{problem.node}: {problem.message}")
+        return 1
+    # the same bar as the server: a run on an ontology that does not verify is refused
+    unsound = verify(ontology)
+    for problem in unsound:
+        err(str(problem))
+    if unsound:
         return 1
     data: dict[str, Any] = {}
     if facts is not None:

@@ -86,6 +86,19 @@ def test_horismos_run_prints_the_outcome_json(tmp_path: Path) -> None:
     assert outcome["terminal"] == "Done"
 
 
+def test_horismos_run_refuses_an_ontology_that_does_not_verify(tmp_path: Path) -> None:
+    facts = tmp_path / "facts.json"
+    facts.write_text(json.dumps(CHEST_PAIN))
+    unsound = ROOT / "tests" / "data" / "ontology" / "verify_cycle.ttl"
+
+    result = CliRunner().invoke(
+        cli, ["run", str(unsound), "--workflow", "Flow", "--facts", str(facts), "--json"]
+    )
+
+    assert result.exit_code == 1
+    assert "acyclic" in result.output
+
+
 def test_horismos_replay_reads_the_database(client: TestClient, database_url: str) -> None:
     run_id = client.post("/workflows/Triage/runs", json=CHEST_PAIN).json()["runId"]
 
