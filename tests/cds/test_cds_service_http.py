@@ -3,6 +3,7 @@ durability and feedback (real database on both backends, real HTTP through the A
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from joserfc import jwt
-from joserfc.jwk import ECKey
+from joserfc.jwk import ECKey, OctKey
 from sqlalchemy import Engine, text
 
 from app.cds.response_check import check_response
@@ -315,6 +316,46 @@ def test_missing_or_misaddressed_token_is_401(secured: TestClient) -> None:
     resp = secured.post(url, json=med_safety_body(), headers={"Authorization": f"Bearer {other}"})
     assert resp.status_code == 401
     assert resp.headers["www-authenticate"].startswith("Bearer")
+
+
+def _bad_token(case: str, aud: str) -> str:
+    now = int(time.time())
+    claims = {"iss": ISS, "aud": aud, "iat": now, "exp": now + 300, "jti": str(uuid.uuid4())}
+    if case == "expired":
+        return _token(aud, iat=now - 7200, exp=now - 3600)
+    if case == "untrusted iss":
+        return _token(aud, iss="https://untrusted.example/")
+    if case == "unknown kid":
+        key = ECKey.import_key(SPEC_JWT["private_jwk"])
+        header = {"alg": "ES384", "kid": "rotated-away", "typ": "JWT"}
+        return jwt.encode(header, claims, key, algorithms=["ES384"])
+    if case == "HS256":
+        header = {"alg": "HS256", "kid": "example-kid", "typ": "JWT"}
+        return jwt.encode(header, claims, OctKey.generate_key(256), algorithms=["HS256"])
+    assert case == "alg none"
+
+    def enc(obj: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+
+    return f"{enc({'alg': 'none', 'typ': 'JWT', 'kid': 'example-kid'})}.{enc(claims)}."
+
+
+@pytest.mark.parametrize("case", ["expired", "alg none", "HS256", "unknown kid", "untrusted iss"])
+def test_a_bad_client_token_is_401_over_http_and_runs_nothing(
+    secured: TestClient, case: str
+) -> None:
+    url = "/cds-services/horismos-med-safety"
+    body = med_safety_body()
+    headers = {"Authorization": f"Bearer {_bad_token(case, BASE + url)}"}
+    resp = secured.post(url, json=body, headers=headers)
+    assert resp.status_code == 401, resp.text
+    assert resp.json()["resourceType"] == "OperationOutcome"
+    engine: Engine = secured.app.state.engine  # type: ignore[attr-defined]
+    with engine.connect() as conn:
+        claimed = conn.execute(
+            text("SELECT count(*) FROM runs WHERE hook_instance = :h"), {"h": body["hookInstance"]}
+        ).scalar_one()
+    assert claimed == 0
 
 
 def test_a_hook_run_is_readable_and_replays_to_the_same_decision(client: TestClient) -> None:
