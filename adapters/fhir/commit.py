@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
@@ -296,10 +297,52 @@ class EffectRow:
 
 class EffectLog:
     """Persists effects. Every write is one statement in one short transaction, committed at once
-    (so it survives a crash) and holding no lock across a network call."""
+    (so it survives a crash) and holding no lock across a network call.
+
+    It also remembers, per effect, the state it last committed (``persisted``), in the shape
+    ``effect_reports`` reads back: what the log wrote is what the run's cards report, without a
+    second transaction to read it. A write whose statement changed no row (an unsent retry that
+    must not hide a sent attempt) leaves the memory as it is, as it leaves the row."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._lock = threading.Lock()
+        self._persisted: dict[str, dict[str, Any]] = {}  # effect id → effect_json shape
+
+    def persisted(self) -> list[dict[str, Any]]:
+        """Every effect this log committed, in the order first written, as ``effect_reports``
+        would read it back (only this log's writes: one hook call's run)."""
+        with self._lock:
+            return [dict(e) for e in self._persisted.values()]
+
+    def _remember(
+        self,
+        effect_id: str,
+        *,
+        state: EffectState,
+        response: dict[str, Any],
+        row: EffectRow | None = None,
+        attempts: int | None = None,
+    ) -> None:
+        with self._lock:
+            known = self._persisted.get(effect_id)
+            if row is not None:
+                target, expected, tool = row.target, row.expected, row.tool
+            elif known is not None:
+                target, expected, tool = known["target"], known["expectedVersion"], known["tool"]
+            else:  # an effect another log wrote: nothing of it is known here
+                return
+            if attempts is None:
+                attempts = int(known["attempts"]) if known is not None else 0
+            self._persisted[effect_id] = _effect_entry(
+                effect_id=effect_id,
+                tool=tool,
+                target=target,
+                expected=expected,
+                state=state,
+                response=response,
+                attempts=attempts,
+            )
 
     def _execute(self, statement: Executable) -> int:
         with self.engine.begin() as connection:
@@ -335,14 +378,18 @@ class EffectLog:
         }
         if sent:
             changes["attempts"] = table.c.attempts + 1
-        self._execute(
-            statement.on_conflict_do_update(
-                index_elements=["run_id", "effect_id"],
-                set_=changes,
-                # A retried call that sends nothing never hides an earlier sent attempt.
-                where=None if sent else table.c.state.not_in(_SENT),
+        upsert = statement.on_conflict_do_update(
+            index_elements=["run_id", "effect_id"],
+            set_=changes,
+            # A retried call that sends nothing never hides an earlier sent attempt.
+            where=None if sent else table.c.state.not_in(_SENT),
+        ).returning(table.c.attempts)
+        with self.engine.begin() as connection:
+            attempts = connection.execute(upsert).scalar_one_or_none()
+        if attempts is not None:  # None: the row kept its sent state, and so does the memory
+            self._remember(
+                row.effect_id, state=state, response=response, row=row, attempts=attempts
             )
-        )
 
     def attempt(self, row: EffectRow, response: dict[str, Any]) -> None:
         """Record the effect ``attempted`` (one more attempt): call before the request leaves."""
@@ -364,6 +411,7 @@ class EffectLog:
         )
         if done != 1:
             raise LookupError(f"no effect {effect_id} in run {run_id}")
+        self._remember(effect_id, state=state, response=response)
 
 
 class FhirCommitAdapter:
@@ -394,6 +442,16 @@ class FhirCommitAdapter:
         if any(e.state != "accepted" for e in effects):
             raise CommitFailed(effects)
         return self._result(call.tool, effects)
+
+    def effects(self) -> list[dict[str, Any]]:
+        """Every effect this adapter committed to the effect log, as ``effect_reports`` reads
+        them back: one hook call's run, which no one else writes effects for."""
+        return self.log.persisted()
+
+    def notices(self) -> list[str]:
+        """A card sentence per write the run attempted (empty when it attempted none), from what
+        the adapter committed, so the card needs no second read of the effect log."""
+        return [effect_notice(e) for e in self.effects()]
 
     def commit(
         self, tool: ToolDef, args: Mapping[str, Any], *, run_id: str, timeout: float
@@ -602,21 +660,42 @@ def effect_reports(engine: Engine, run_id: str) -> list[dict[str, Any]]:
 
 def effect_json(row: Any) -> dict[str, Any]:
     """One persisted effect as JSON."""
-    response = row.remote_response or {}
+    return _effect_entry(
+        effect_id=row.effect_id,
+        tool=row.tool,
+        target=row.target_reference,
+        expected=row.expected_version,
+        state=row.state,
+        response=row.remote_response or {},
+        attempts=row.attempts,
+    )
+
+
+def _effect_entry(
+    *,
+    effect_id: str,
+    tool: str,
+    target: str,
+    expected: str | None,
+    state: str,
+    response: Mapping[str, Any],
+    attempts: int,
+) -> dict[str, Any]:
+    """An effect as JSON from its ``effects`` columns (``remote_response`` as ``response``)."""
     change = response.get("change") or {}
     return {
-        "effectId": row.effect_id,
-        "tool": row.tool,
-        "target": row.target_reference,
-        "expectedVersion": row.expected_version,
+        "effectId": effect_id,
+        "tool": tool,
+        "target": target,
+        "expectedVersion": expected,
         "resourceType": change.get("resourceType"),
         "element": change.get("element"),
         "value": change.get("value"),
-        "state": row.state,
+        "state": state,
         "status": response.get("status"),
         "newVersion": response.get("newVersion"),
         "detail": response.get("reason") or response.get("error"),
-        "attempts": row.attempts,
+        "attempts": attempts,
     }
 
 

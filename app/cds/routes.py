@@ -32,14 +32,6 @@ from app.settings import Settings
 log = logging.getLogger("horismos.cds")
 
 
-def _effect_notices() -> Any:
-    try:
-        from adapters.fhir.commit import effect_notices
-    except ImportError:
-        return None
-    return effect_notices
-
-
 def _commit_factory(app: FastAPI, http: httpx.Client) -> Any:
     try:
         from adapters.fhir.commit import CommitContext, FhirCommitAdapter
@@ -90,7 +82,6 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
                 allowed_fhir_servers=tuple(settings.allowed_fhir_servers),
                 max_fhir_response_bytes=settings.max_fhir_response_bytes,
                 commit_handler=_commit_factory(app, commits_http),
-                effect_notices=_effect_notices(),
             )
         )
     try:

@@ -80,10 +80,16 @@ class HookDeps:
     #: picks the Bridge for a step's ``horis:model`` (``app.bridge.BridgeResolver``); None:
     #: ``bridge`` serves every step
     bridge_for: Callable[[str | None], Bridge | None] | None = None
+    #: The handler it builds may offer ``notices() -> [sentence]``: what happened to each write
+    #: the run attempted, from what the handler committed to the effect log during the run
     commit_handler: CommitHandlerFactory | None = None
-    #: ``notices(engine, run_id) -> [sentence]``: what happened to each write the run attempted
-    effect_notices: Callable[[Engine, str], list[str]] | None = None
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+
+
+def _notices(handler: Any) -> list[str]:
+    """The card sentences about the run's writes, as the commit handler recorded them."""
+    notices = getattr(handler, "notices", None)
+    return list(notices()) if callable(notices) else []
 
 
 def find_service(ontology: Ontology, service_id: str) -> tuple[CdsServiceDef, WorkflowDef]:
@@ -363,6 +369,7 @@ class HookService:
         input_world = world.to_json()
         tools = ToolInvoker()
         resources = [r for v in data.values() for r in resources_of(v)]
+        handler: Any = None
         if d.commit_handler is not None and req.fhir_server is not None:
             handler = d.commit_handler(
                 fhir_server=req.fhir_server,
@@ -401,7 +408,7 @@ class HookService:
             violations=problems,
             failed_actions=_failed_actions(outcome.trace),
             detours=_detours(outcome.trace, outcome.terminal),
-            notices=d.effect_notices(d.engine, run_id) if d.effect_notices else (),
+            notices=_notices(handler),
             resources=_by_reference([*resources, *_context_resources(req.context)]),
         )
         cards = build_cards(

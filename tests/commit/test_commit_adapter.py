@@ -166,6 +166,11 @@ def test_commit_writes_the_hydrated_version_and_records_acceptance(
     assert effect["newVersion"] == new_version
     assert effect["status"] == 200
     assert effect["attempts"] == 1
+    assert adapter.effects() == [effect]
+    assert adapter.notices() == [
+        f"Recorded in the EHR: priority of Encounter/{encounter['id']} was updated"
+        f" (version {new_version})."
+    ]
 
 
 def test_a_record_changed_since_it_was_read_is_a_conflict_and_is_not_overwritten(
@@ -192,6 +197,9 @@ def test_a_record_changed_since_it_was_read_is_a_conflict_and_is_not_overwritten
     assert failure.value.to_json()["effects"][0]["state"] == "conflicted"  # type: ignore[index]
     [notice] = effect_notices(pg_engine, run_id)
     assert f"Encounter/{encounter['id']} changed since the decision was computed" in notice
+    # the card's notices come from what the adapter committed: the same as reading them back
+    assert adapter.effects() == effect_reports(pg_engine, run_id)
+    assert adapter.notices() == [notice]
 
 
 def test_missing_write_scope_sends_nothing_and_records_a_refusal(
@@ -223,6 +231,8 @@ def test_missing_write_scope_sends_nothing_and_records_a_refusal(
         f"The decision was not written to the EHR. Encounter.priority (Encounter/{encounter['id']})"
         " was not written: fhirAuthorization.scope does not grant user/Encounter.write."
     )
+    assert adapter.effects() == effect_reports(pg_engine, run_id)
+    assert adapter.notices() == [notice]
 
 
 def test_a_target_the_run_never_read_is_refused_without_a_call(
@@ -263,6 +273,7 @@ def test_an_unreachable_server_fails_the_effect(
     [effect] = effect_reports(pg_engine, run_id)
     assert effect["state"] == "failed"
     assert effect["attempts"] == 1
+    assert adapter.effects() == [effect]
 
 
 def test_a_lost_answer_leaves_the_effect_unknown_until_reconciled(
@@ -279,6 +290,7 @@ def test_a_lost_answer_leaves_the_effect_unknown_until_reconciled(
             adapter(_call(run_id))
         assert forwarded == [f"/fhir/Encounter/{encounter['id']}"]
         assert effect_reports(pg_engine, run_id)[0]["state"] == "unknown"
+        assert adapter.effects() == effect_reports(pg_engine, run_id)
 
         settled = reconcile_pending(pg_engine, http=http)
 

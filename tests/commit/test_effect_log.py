@@ -66,6 +66,7 @@ def test_a_sent_write_is_attempted_then_settled_in_one_transaction_each(
     assert len(commits) == 1
     [effect] = effect_reports(engine, row.run_id)
     assert (effect["state"], effect["attempts"], effect["newVersion"]) == ("accepted", 1, "v2")
+    assert log.persisted() == [effect]
 
 
 def test_a_retry_that_sends_nothing_never_hides_a_write_that_went_out(
@@ -79,6 +80,7 @@ def test_a_retry_that_sends_nothing_never_hides_a_write_that_went_out(
 
     [effect] = effect_reports(engine, row.run_id)
     assert (effect["state"], effect["detail"]) == ("unknown", "no answer")
+    assert log.persisted() == [effect]  # what the run's cards report, without reading back
 
 
 def test_a_second_attempt_counts_and_a_retried_refusal_stays_one_row(
@@ -97,10 +99,13 @@ def test_a_second_attempt_counts_and_a_retried_refusal_stays_one_row(
     assert [(e["state"], e["attempts"]) for e in effect_reports(engine, row.run_id)] == [
         ("attempted", 2)
     ]
+    assert log.persisted() == effect_reports(engine, row.run_id)
 
 
 def test_settling_an_effect_that_was_never_recorded_is_an_error(
     engine: Engine, row: EffectRow
 ) -> None:
+    log = EffectLog(engine)
     with pytest.raises(LookupError):
-        EffectLog(engine).set(row.run_id, "nothing", "accepted", {})
+        log.set(row.run_id, "nothing", "accepted", {})
+    assert log.persisted() == []
