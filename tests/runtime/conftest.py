@@ -1,13 +1,15 @@
-"""Ontologies, a fixed clock and a run helper for the interpreter tests."""
+"""Ontologies, a fixed clock, a run helper and an API client for the runtime tests."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
 from app.bridge import Bridge
 from app.ontology import load_ontology
@@ -19,6 +21,14 @@ from app.world import World, load_structured
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "runtime"
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+TRIAGE = ROOT / "ontologies" / "triage.ttl"
+#: structured input (DESIGN §9) that the triage rules decide as Immediate
+CHEST_PAIN = {
+    "instances": [
+        {"id": "p1", "class": "Patient", "heartRate": 130, "age": 70, "hasSymptom": ["s1"]},
+        {"id": "s1", "class": "ChestPain"},
+    ]
+}
 
 
 class CountingTools:
@@ -103,3 +113,12 @@ def run(
 
 def steps(outcome: Outcome) -> list[tuple[str, str | None]]:
     return [(e["step"], e.get("edge")) for e in outcome.trace]
+
+
+@pytest.fixture
+def client(
+    make_app_client: Callable[..., AbstractContextManager[TestClient]],
+) -> Iterator[TestClient]:
+    """The service over a migrated database, serving only the triage deployment."""
+    with make_app_client(ontology_paths=[TRIAGE]) as c:
+        yield c

@@ -19,10 +19,9 @@ from app.runtime import RunContext, run_workflow
 from app.runtime.replay import RecordedRun, replay_run
 from app.tools import ToolInvoker
 from app.world import World, load_structured
-from tests.runtime.conftest import DATA, NOW, ROOT
+from tests.runtime.conftest import DATA, NOW, TRIAGE
 
 GOLDEN = DATA / "golden"
-TRIAGE = ROOT / "ontologies" / "triage.ttl"
 
 SCENARIOS: dict[str, dict[str, Any]] = {
     "chest-pain-tachycardia": {

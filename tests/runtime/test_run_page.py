@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,24 +17,9 @@ from app.api.run_page import RunPage, prefers_html, proof_text, render_run_page
 from app.store import repo
 from app.store.db import session_scope
 from app.store.models import SourceVersion
-from tests.runtime.conftest import ROOT
+from tests.runtime.conftest import CHEST_PAIN, TRIAGE
 
-TRIAGE = ROOT / "ontologies" / "triage.ttl"
 BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,*/*;q=0.8"
-CHEST_PAIN = {
-    "instances": [
-        {"id": "p1", "class": "Patient", "heartRate": 130, "age": 70, "hasSymptom": ["s1"]},
-        {"id": "s1", "class": "ChestPain"},
-    ]
-}
-
-
-@pytest.fixture
-def client(
-    make_app_client: Callable[..., AbstractContextManager[TestClient]],
-) -> Iterator[TestClient]:
-    with make_app_client(ontology_paths=[TRIAGE]) as c:
-        yield c
 
 
 def _run(client: TestClient, body: dict[str, Any]) -> dict[str, Any]:

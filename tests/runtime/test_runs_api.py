@@ -3,33 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from app.cli import app as cli
-from tests.runtime.conftest import ROOT
-
-TRIAGE = ROOT / "ontologies" / "triage.ttl"
-CHEST_PAIN = {
-    "instances": [
-        {"id": "p1", "class": "Patient", "heartRate": 130, "age": 70, "hasSymptom": ["s1"]},
-        {"id": "s1", "class": "ChestPain"},
-    ]
-}
-
-
-@pytest.fixture
-def client(
-    make_app_client: Callable[..., AbstractContextManager[TestClient]],
-) -> Iterator[TestClient]:
-    with make_app_client(ontology_paths=[TRIAGE]) as c:
-        yield c
+from tests.runtime.conftest import CHEST_PAIN, ROOT, TRIAGE
 
 
 def test_a_run_is_answered_persisted_and_replayable(client: TestClient) -> None:
