@@ -23,7 +23,7 @@ from app.ontology._compile_base import (
     H,
 )
 from app.ontology._compile_flow import FlowCompiler
-from app.ontology._rdf import short
+from app.ontology._rdf import literal_kind, short
 from app.ontology.model import (
     HORIS,
     AdapterCommit,
@@ -205,6 +205,16 @@ class Compiler(FlowCompiler):
             )
         minimum = self.number(node, H("min"))
         maximum = self.number(node, H("max"))
+        absent_means = self.constant(node, H("absentMeans"), ("None", "Unknown"))
+        if absent_means == "None" and cardinality in ("0..1", "1..1"):
+            r.problem(
+                "literal-type",
+                node,
+                "horis:absentMeans horis:None (closed world) is for record lists (cardinality "
+                '"0..*" or "1..*"): a single value that is not there is unknown, not none',
+                via=H("absentMeans"),
+            )
+            absent_means = "Unknown"
         return PropertyDef(
             iri=str(node),
             name=local_name(str(node)),
@@ -222,6 +232,7 @@ class Compiler(FlowCompiler):
             ),
             from_fhir=tuple(self._mapping(m) for m in r.objects(node, H("fromFhir"))),
             label=self.label(node),
+            absent_means=cast(Any, absent_means),
         )
 
     def _mapping(self, node: Node) -> FhirMapping:
@@ -239,7 +250,22 @@ class Compiler(FlowCompiler):
             pick=cast(Any, self.constant(node, H("pick"), ("Latest", "All")) or "Latest"),
             context_key=self.string(node, H("fromContext")),
             transform=cast(Any, self.constant(node, H("transform"), ("YearsSince",))),
+            max_age=self._max_age(node),
         )
+
+    def _max_age(self, node: Node) -> float | None:
+        raw = self.r.one(node, H("maxAge"))
+        if raw is None:
+            return None
+        seconds = V.parse_iso_duration(raw)
+        if seconds is not None and seconds > 0:
+            return seconds
+        if V.is_calendar_duration(raw):
+            why = 'years and months have no fixed length: write days ("P365D", "P90D")'
+        else:
+            why = 'expects a positive ISO 8601 duration like "PT6H" or "P90D"'
+        self.r.problem("literal-type", node, f"{why}, got {literal_kind(raw)}", via=H("maxAge"))
+        return None
 
     def _rule(self, node: Node, order: int) -> Rule:
         r = self.r

@@ -58,6 +58,7 @@ class FlowCompiler(CompilerBase):
         elif kind == "ReasoningStep":
             f["goal"] = self.conditions(node, H("goal"))
             f["on_unreachable"] = self._edge(node, "onUnreachable")
+            f["on_incomplete"] = self._edge(node, "onIncomplete")
         elif kind == "ActionStep":
             f["tool"] = self.ref(node, H("tool"), r.one(node, H("tool")), ("tool",))
             if not r.peek(node, H("tool")):

@@ -113,6 +113,33 @@ def parse_duration(node: Node) -> float | None:
     return None
 
 
+_ISO_FIXED = re.compile(
+    r"^P(?:(\d+(?:\.\d+)?)W)?(?:(\d+(?:\.\d+)?)D)?"
+    r"(?:T(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?)?$"
+)
+_ISO_CALENDAR = re.compile(r"^P(?:\d+(?:\.\d+)?[YM])")
+
+
+def parse_iso_duration(node: Node) -> float | None:
+    """An ISO 8601 duration of fixed length (weeks, days, hours, minutes, seconds) in seconds;
+    None for anything else, including years and months, whose length depends on the date."""
+    text = as_string(node)
+    if text is None:
+        return None
+    text = text.strip()
+    m = _ISO_FIXED.match(text)
+    if m is None or text in ("P", "PT") or text.endswith("T"):
+        return None
+    weeks, days, hours, minutes, seconds = (float(g) if g else 0.0 for g in m.groups())
+    return weeks * 604800 + days * 86400 + hours * 3600 + minutes * 60 + seconds
+
+
+def is_calendar_duration(node: Node) -> bool:
+    """Whether the text is an ISO 8601 duration in years or months (``"P1Y"``, ``"P3M"``)."""
+    text = as_string(node)
+    return text is not None and _ISO_CALENDAR.match(text.strip()) is not None
+
+
 def valid_regex(text: str) -> bool:
     try:
         re.compile(text)

@@ -49,6 +49,9 @@ StepKind = Literal[
     "SubflowStep",
 ]
 Pick = Literal["Latest", "All"]
+#: ``horis:absentMeans``: ``Unknown`` (no value is unknown: a measurement) or ``None`` (closed
+#: world: an answered search without a match means there is none, for record lists only)
+AbsentMeans = Literal["None", "Unknown"]
 Indicator = Literal["info", "warning", "critical"]
 
 
@@ -103,6 +106,8 @@ class FhirMapping:
     pick: Pick = "Latest"  # horis:pick horis:Latest | horis:All
     context_key: str | None = None  # horis:fromContext "draftOrders"
     transform: Literal["YearsSince"] | None = None  # horis:transform horis:YearsSince
+    #: horis:maxAge "PT6H" in seconds: a resource older than this at the hook's time is stale
+    max_age: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,6 +128,14 @@ class PropertyDef:
     resolution: Resolution = "Reject"
     from_fhir: tuple[FhirMapping, ...] = ()
     label: str | None = None
+    #: horis:absentMeans as declared; None when not declared (then it means ``Unknown``)
+    absent_means: AbsentMeans | None = None
+
+    @property
+    def closed_world(self) -> bool:
+        """Whether an answered search without a match means *none* (``horis:absentMeans
+        horis:None``) rather than *unknown*."""
+        return self.absent_means == "None"
 
     @property
     def is_object(self) -> bool:
@@ -289,6 +302,7 @@ class StepDef:
     # ReasoningStep
     goal: tuple[Condition, ...] = ()
     on_unreachable: str | None = None
+    on_incomplete: str | None = None  # horis:onIncomplete (falls back to on_unreachable)
     # ActionStep
     tool: str | None = None
     bindings: tuple[ArgBinding, ...] = ()
@@ -320,6 +334,7 @@ class StepDef:
             self.on_unsatisfied,
             self.fallback,
             self.on_unreachable,
+            self.on_incomplete,
             self.on_error,
             self.on_timeout,
             *(b.next for b in self.branches),

@@ -59,6 +59,11 @@ def test_property_constraints(full: Ontology) -> None:
     assert full.properties[F + "vip"].cardinality == "0..*"  # the default
     assert full.properties[F + "seat"].one_of == ("aisle", "window")
     assert full.properties[F + "hasCondition"].is_object
+    assert full.properties[F + "hasCondition"].closed_world
+    assert full.properties[F + "weight"].absent_means == "Unknown"
+    assert not full.properties[F + "weight"].closed_world
+    assert full.properties[F + "vip"].absent_means is None  # undeclared: means Unknown
+    assert not full.properties[F + "vip"].closed_world
     assert full.properties[F + "born"].range == XSD + "date"
 
 
@@ -80,6 +85,8 @@ def test_fhir_mappings(full: Ontology) -> None:
     (weight,) = full.properties[F + "weight"].from_fhir
     assert weight.codings == ("http://loinc.org|29463-7", "http://loinc.org|3141-9")
     assert weight.pick == "Latest"
+    assert weight.max_age == 36 * 3600  # "P1DT12H"
+    assert age.max_age is None
     (cond,) = full.properties[F + "hasCondition"].from_fhir
     assert cond.where == "clinicalStatus.coding.code = 'active'" and cond.pick == "All"
     (draft,) = full.properties[F + "hasDraft"].from_fhir
@@ -163,6 +170,7 @@ def test_workflow_and_every_step_kind(full: Ontology) -> None:
     )
     assert read.fallback == F + "Failed" and read.next == F + "Think"
     assert s["Think"].goal[0].op == "isAssigned" and s["Think"].on_unreachable == F + "Failed"
+    assert s["Think"].on_incomplete == F + "Failed"
     branch = s["Branch"]
     assert [b.next for b in branch.branches] == [F + "Act", F + "Pick"]
     assert branch.branches[1].when[0].value == (F + "Silver", F + "Bronze")
@@ -370,3 +378,81 @@ def test_digest_ignores_formatting_and_order(ttl: Callable[[str], Path]) -> None
         "   horis:range xsd:string ; a horis:Property ; horis:domain :A ."
     )
     assert load_ontology([a]).digest == load_ontology([b]).digest
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [('"PT6H"', 6 * 3600), ('"P90D"', 90 * 86400), ('"P2W"', 14 * 86400), ('"PT30M"', 1800)],
+)
+def test_max_age_is_an_iso_8601_duration(
+    ttl: Callable[[str], Path], text: str, seconds: float
+) -> None:
+    path = ttl(
+        ":A a horis:Class .\n"
+        ":p a horis:Property ; horis:domain :A ; horis:range xsd:decimal ;\n"
+        '   horis:fromFhir [ horis:resourceType "Observation" ; horis:fhirPath "valueQuantity" ;\n'
+        f"                    horis:maxAge {text} ] ."
+    )
+    (mapping,) = load_ontology([path]).properties["https://example.org/t#p"].from_fhir
+    assert mapping.max_age == seconds
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ('"P3M"', "years and months have no fixed length"),
+        ('"P1Y"', "years and months have no fixed length"),
+        ('"6h"', "ISO 8601 duration"),
+        ('"PT0S"', "positive ISO 8601 duration"),
+        ("6", "ISO 8601 duration"),
+    ],
+)
+def test_a_max_age_that_is_no_fixed_iso_duration_is_a_load_error(
+    ttl: Callable[[str], Path], text: str, says: str
+) -> None:
+    path = ttl(
+        ":A a horis:Class .\n"
+        ":p a horis:Property ; horis:domain :A ; horis:range xsd:decimal ;\n"
+        '   horis:fromFhir [ horis:resourceType "Observation" ; horis:fhirPath "valueQuantity" ;\n'
+        f"                    horis:maxAge {text} ] ."
+    )
+    with pytest.raises(OntologyError) as err:
+        load_ontology([path])
+    (problem,) = err.value.problems
+    assert problem.code == "literal-type" and says in problem.message
+    assert problem.path == "horis:fromFhir/horis:maxAge"
+
+
+@pytest.mark.parametrize(
+    ("declaration", "says"),
+    [
+        ('horis:cardinality "0..1" ; horis:absentMeans horis:None', "record lists"),
+        ("horis:absentMeans horis:Latest", "horis:None or horis:Unknown"),
+        ('horis:absentMeans "none"', "horis:None or horis:Unknown"),
+    ],
+)
+def test_absent_means_is_none_for_record_lists_or_unknown(
+    ttl: Callable[[str], Path], declaration: str, says: str
+) -> None:
+    path = ttl(
+        ":A a horis:Class .\n"
+        f":p a horis:Property ; horis:domain :A ; horis:range xsd:decimal ; {declaration} ."
+    )
+    with pytest.raises(OntologyError) as err:
+        load_ontology([path])
+    (problem,) = err.value.problems
+    assert problem.code == "literal-type" and says in problem.message
+
+
+def test_on_incomplete_is_an_edge_of_a_reasoning_step_only(ttl: Callable[[str], Path]) -> None:
+    path = ttl(
+        ":A a horis:Class .\n"
+        ":W a horis:Workflow ; horis:startsAt :S ; horis:focus :A .\n"
+        ":S a horis:ActionStep ; horis:onIncomplete :E ; horis:terminal true .\n"
+        ":E a horis:Step ; horis:terminal true ."
+    )
+    with pytest.raises(OntologyError) as err:
+        load_ontology([path])
+    assert any(
+        p.code == "not-understood" and "horis:onIncomplete" in p.message for p in err.value.problems
+    )
