@@ -1,4 +1,21 @@
 # Horismos service image: `docker compose up` runs it next to PostgreSQL (docker-compose.yml).
+# Two stages: the first builds Horismos's wheel, the second installs the runtime lock and that
+# wheel (not editable): no compiler, source tree or dev tool in the image.
+FROM python:3.11-slim AS build
+
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /src
+COPY requirements/build.txt ./requirements/
+RUN pip install --require-hashes --no-deps -r requirements/build.txt
+COPY pyproject.toml README.md ./
+COPY app ./app
+COPY adapters ./adapters
+COPY ontologies ./ontologies
+COPY migrations ./migrations
+RUN pip wheel --no-deps --no-build-isolation --wheel-dir /wheels .
+
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -8,17 +25,14 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin horismos
 
-WORKDIR /srv/horismos
-COPY pyproject.toml README.md alembic.ini ./
-COPY app ./app
-COPY adapters ./adapters
-COPY ontologies ./ontologies
-COPY migrations ./migrations
-# Installed in place (editable): the migrations and bundled ontologies are found next to the
-# package, exactly as in a source checkout.
-RUN pip install -e . && chmod -R a+rX /srv/horismos
+# The exact versions and hashes of requirements/runtime.txt, then the wheel without resolving.
+COPY requirements/runtime.txt /tmp/runtime.txt
+RUN pip install --require-hashes --no-deps -r /tmp/runtime.txt && rm /tmp/runtime.txt
+COPY --from=build /wheels /tmp/wheels
+RUN pip install --no-deps /tmp/wheels/*.whl && pip check && rm -rf /tmp/wheels
 
 USER horismos
+WORKDIR /home/horismos
 ENV HORISMOS_DATABASE_URL=sqlite:////home/horismos/horismos.db
 EXPOSE 8000
 

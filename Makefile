@@ -1,37 +1,76 @@
 # One entry point for every task; CI (.ci/run) runs the same targets a developer runs.
+#
+# Installs come from lock files (requirements/*.txt: exact versions with hashes, made by uv):
+#   requirements/runtime.txt  what `make serve` installs: the service and nothing else
+#   requirements/dev.txt      what `make deps` / `make test` install: runtime + test and lint tools
+#   requirements/build.txt    pip and setuptools, to build Horismos itself without fetching them
+# To add or change a dependency: edit pyproject.toml ([project] dependencies for the service,
+# [project.optional-dependencies] dev for tests and tools), then run `make lock` and commit
+# pyproject.toml with the three lock files. `make lock` keeps every other pin as it is;
+# `make lock-upgrade` moves every pin to the newest allowed version.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.horismos-installed
+RUNTIME_STAMP := $(VENV)/.horismos-runtime
+DEV_STAMP := $(VENV)/.horismos-dev
+LOCK_BUILD := requirements/build.txt
+LOCK_RUNTIME := requirements/runtime.txt
+LOCK_DEV := requirements/dev.txt
+PIP_LOCKED := $(BIN)/python -m pip install --quiet --require-hashes --no-deps
+# Horismos itself, from the tree, against what the locks installed (no resolution, no download).
+PIP_SELF := $(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+PIP_CHECK := $(BIN)/python -m pip check || { echo "the lock files do not satisfy pyproject.toml: run make lock" >&2; exit 1; }
+UV_COMPILE := $(BIN)/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes \
+	--custom-compile-command "make lock"
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
 .DEFAULT_GOAL := help
-.PHONY: help serve test deps lint typecheck pytest migrate openapi
+.PHONY: help serve test deps lint typecheck pytest migrate openapi lock lock-upgrade
 
 help:
-	@echo "make serve   install if needed, migrate ./horismos.db, serve on http://$(HOST):$(PORT)"
-	@echo "make test    install if needed, then ruff, ruff format --check, mypy and pytest"
+	@echo "make serve   install the service if needed, migrate ./horismos.db, serve on http://$(HOST):$(PORT)"
+	@echo "make test    install the service and its dev tools if needed, then ruff, ruff format --check, mypy and pytest"
+	@echo "make lock    re-lock requirements/*.txt after editing the dependencies in pyproject.toml"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# Reinstall only when pyproject.toml changed since the last install.
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+# Runtime only: no test, lint or type-checking tool. Reinstalls when a lock or pyproject changes.
+$(RUNTIME_STAMP): pyproject.toml $(LOCK_BUILD) $(LOCK_RUNTIME) | $(BIN)/python
+	$(PIP_LOCKED) -r $(LOCK_BUILD)
+	$(PIP_LOCKED) -r $(LOCK_RUNTIME)
+	$(PIP_SELF)
+	$(PIP_CHECK)
+	touch $@
 
-# Everything the tests and the server need. Other tool chains add a prerequisite line here.
-deps: $(STAMP) fhir-server/node_modules
+# Runtime plus the dev tools (the dev lock pins every runtime package at the runtime lock's version).
+$(DEV_STAMP): pyproject.toml $(LOCK_BUILD) $(LOCK_DEV) | $(BIN)/python
+	$(PIP_LOCKED) -r $(LOCK_BUILD)
+	$(PIP_LOCKED) -r $(LOCK_DEV)
+	$(PIP_SELF)
+	$(PIP_CHECK)
+	touch $@ $(RUNTIME_STAMP)
+
+# Everything the tests need. Other tool chains add a prerequisite here.
+deps: $(DEV_STAMP) fhir-server/node_modules tests/browser/node_modules /usr/bin/chromium
 
 # The Node FHIR test server (tests/support/fhir_server.py), pinned by its package-lock.json.
 fhir-server/node_modules: fhir-server/package-lock.json
 	cd fhir-server && npm ci --no-audit --no-fund
 	touch $@
 
-# Serving needs only the Python install; Node is for the FHIR test server of the suite.
-migrate: $(STAMP)
+# axe-core, injected into pages by the browser tests, pinned by its package-lock.json.
+tests/browser/node_modules: tests/browser/package-lock.json
+	cd tests/browser && npm ci --no-audit --no-fund
+	touch $@
+
+# Debian's Chromium for the browser tests (Playwright drives it; it never downloads a browser).
+/usr/bin/chromium:
+	scripts/install-chromium
+
+# Serving needs only the runtime install; Node and Chromium are for the test suite.
+migrate: $(RUNTIME_STAMP)
 	$(BIN)/horismos db upgrade
 
 serve: migrate
@@ -49,5 +88,18 @@ pytest: deps
 
 test: lint typecheck pytest
 
-openapi: $(STAMP)
+openapi: $(RUNTIME_STAMP)
 	$(BIN)/horismos openapi
+
+# uv resolves for every platform at once (--universal) in well under a second; the pinned uv
+# comes from the dev lock. Existing pins are kept unless lock-upgrade asks for newer ones.
+$(BIN)/uv: | $(BIN)/python
+	$(BIN)/python -m pip install --quiet "$$(grep -m1 '^uv==' $(LOCK_DEV) | cut -d' ' -f1)"
+
+lock: $(BIN)/uv
+	$(UV_COMPILE) $(LOCK_ARGS) requirements/build.in -o $(LOCK_BUILD)
+	$(UV_COMPILE) $(LOCK_ARGS) pyproject.toml -o $(LOCK_RUNTIME)
+	$(UV_COMPILE) $(LOCK_ARGS) pyproject.toml --extra dev -c $(LOCK_RUNTIME) -o $(LOCK_DEV)
+
+lock-upgrade:
+	$(MAKE) lock LOCK_ARGS=--upgrade

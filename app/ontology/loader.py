@@ -28,10 +28,11 @@ from app.ontology._rdf import OrderedGraph, Reader, short
 from app.ontology.errors import OntologyError, Problem
 from app.ontology.model import HORIS, Ontology
 from app.ontology.schema import derive_schema
+from app.resources import resource_dir
 
 Registry = Mapping[str, Callable[..., Any]]
 
-_ROOT = Path(__file__).resolve().parents[2] / "ontologies"
+_ROOT = resource_dir("ontologies")
 VOCABULARY_FILE = "horis.ttl"
 
 

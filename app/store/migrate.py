@@ -1,12 +1,11 @@
 """Alembic, driven from code: the schema changes only through ``migrations/versions``.
 
-The migration scripts live next to the package in the source tree (``<root>/migrations``), so
-``horismos db upgrade`` works from any working directory of a checkout or an editable install.
+The migration scripts are the source tree's ``migrations/`` (checkout, editable install) or the
+copy an installed wheel carries (``app.resources``), so ``horismos db upgrade`` works from any
+working directory.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
@@ -14,10 +13,10 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
+from app.resources import alembic_ini, resource_dir
 from app.store.db import normalize_url
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-MIGRATIONS_DIR = PROJECT_ROOT / "migrations"
+MIGRATIONS_DIR = resource_dir("migrations")
 
 
 def alembic_config(url: str | None = None) -> Config:
@@ -25,10 +24,10 @@ def alembic_config(url: str | None = None) -> Config:
     if not (MIGRATIONS_DIR / "env.py").is_file():
         raise FileNotFoundError(
             f"Alembic migrations not found at {MIGRATIONS_DIR}; install Horismos from its "
-            "source tree (pip install -e .) so the migrations ship with it"
+            "source tree or its wheel, which both carry them"
         )
-    ini = PROJECT_ROOT / "alembic.ini"
-    config = Config(str(ini)) if ini.is_file() else Config()
+    ini = alembic_ini()
+    config = Config(str(ini)) if ini is not None else Config()
     # Called from code (CLI, tests, the app): leave the host's logging configuration alone.
     config.attributes["configure_logging"] = False
     config.set_main_option("script_location", str(MIGRATIONS_DIR))

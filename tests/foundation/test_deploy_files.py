@@ -81,12 +81,29 @@ def test_compose_runs_the_service_on_a_healthy_postgres_16() -> None:
     assert service["build"] == "."
 
 
+def _stages() -> list[list[tuple[str, str]]]:
+    """The Dockerfile's build stages, each a list of instructions starting with its FROM."""
+    stages: list[list[tuple[str, str]]] = []
+    for instruction in _instructions():
+        if instruction[0] == "FROM":
+            stages.append([])
+        assert stages, "the Dockerfile must start with FROM"
+        stages[-1].append(instruction)
+    return stages
+
+
 def test_every_dockerfile_copy_source_exists_in_the_build_context() -> None:
     sources: list[str] = []
+    heads = [stage[0][1].split() for stage in _stages()]
+    stage_names = [words[-1] for words in heads if len(words) == 3 and words[1].upper() == "AS"]
     for instruction, args in _instructions():
         if instruction in {"COPY", "ADD"}:
-            words = [w for w in shlex.split(args) if not w.startswith("--")]
-            sources.extend(words[:-1])
+            words = shlex.split(args)
+            source_stage = [w.split("=", 1)[1] for w in words if w.startswith("--from=")]
+            if source_stage:  # copied from an earlier stage, not from the build context
+                assert source_stage[0] in stage_names, f"COPY from unknown stage {source_stage}"
+                continue
+            sources.extend(w for w in words[:-1] if not w.startswith("--"))
     assert sources, "the Dockerfile copies nothing"
     for source in sources:
         assert (ROOT / source).exists(), f"COPY source {source} does not exist"
@@ -95,7 +112,8 @@ def test_every_dockerfile_copy_source_exists_in_the_build_context() -> None:
 
 def test_dockerfile_runs_as_non_root_and_migrates_before_serving() -> None:
     instructions = _instructions()
-    assert instructions[0] == ("FROM", "python:3.11-slim")
+    for stage in _stages():
+        assert stage[0][1].split()[0] == "python:3.11-slim", stage[0]
     users = [args for name, args in instructions if name == "USER"]
     assert users and users[-1] not in {"root", "0"}
     (entrypoint,) = [args for name, args in instructions if name == "ENTRYPOINT"]
@@ -113,3 +131,21 @@ def test_healthcheck_probes_a_real_route_on_the_served_port() -> None:
     (entrypoint,) = [args for name, args in instructions if name == "ENTRYPOINT"]
     assert f"--port {port}" in entrypoint
     assert ("EXPOSE", port) in instructions
+
+
+def test_the_image_installs_the_runtime_lock_and_a_built_wheel_not_the_tree() -> None:
+    *_, final = _stages()
+    runs = [args for name, args in final if name == "RUN"]
+    parts = [part.strip() for run in runs for part in run.split("&&")]
+    pip_installs = [part for part in parts if "pip install" in part]
+    locked = [cmd for cmd in pip_installs if "-r" in shlex.split(cmd)]
+    assert locked and all("--require-hashes" in cmd for cmd in locked), pip_installs
+    copied = " ".join(args for name, args in final if name == "COPY")
+    assert "requirements/runtime.txt" in copied
+    assert "requirements/dev.txt" not in " ".join(a for _, a in _instructions())
+    for cmd in pip_installs:
+        words = shlex.split(cmd)
+        assert "-e" not in words and "--editable" not in words, f"editable install: {cmd}"
+        assert "--no-deps" in words, f"{cmd} would resolve dependencies outside the lock"
+    assert any(cmd.endswith(".whl") for cmd in pip_installs), "the image installs no wheel"
+    assert any("pip check" in run for run in runs), "the image never checks its requirements"
