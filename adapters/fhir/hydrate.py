@@ -149,13 +149,26 @@ def resources_of(value: Any) -> list[dict[str, Any]]:
     return [value]
 
 
+_STRING = XSD + "string"
+
+
+def _as_codings(value: Any) -> list[Any]:
+    """A Coding or CodeableConcept read into a string property: each coding as
+    ``system|code`` (a coding without a code is no value); any other value unchanged."""
+    if isinstance(value, dict) and "coding" in value:
+        return _codings(value)
+    if isinstance(value, dict) and ("code" in value or "system" in value) and "value" not in value:
+        return _codings({"coding": [value]})
+    return [value]
+
+
 def _codings(concept: Any) -> list[str]:
     if not isinstance(concept, dict):
         return []
     return [
         f"{c.get('system', '')}|{c.get('code', '')}"
         for c in concept.get("coding") or []
-        if isinstance(c, dict)
+        if isinstance(c, dict) and c.get("code")
     ]
 
 
@@ -306,18 +319,23 @@ class _Hydrator:
             found = self.pool
         return [r for r in found if r.get("resourceType") == m.resource_type]
 
+    def _coded(self, m: FhirMapping, concept: Any) -> bool:
+        """Whether a code matches the mapping: one of its ``horis:coding`` values, or a member
+        of one of its ``horis:inValueSet`` value sets."""
+        codes = _codings(concept)
+        if set(m.codings).intersection(codes):
+            return True
+        return any(self.o.in_value_set(c, vs) for vs in m.value_sets for c in codes)
+
     def _targets(self, m: FhirMapping, r: dict[str, Any]) -> list[Mapping[str, Any]]:
         if not _is_record(r) or (m.where is not None and evaluate(r, m.where) != [True]):
             return []
-        if not m.codings or set(m.codings) & set(_codings(r.get("code"))):
+        if not (m.codings or m.value_sets) or self._coded(m, r.get("code")):
             return [] if _ABSENT in r else [r]
-        wanted = set(m.codings)
         return [
             comp
             for comp in r.get("component") or []
-            if isinstance(comp, dict)
-            and _ABSENT not in comp
-            and wanted & set(_codings(comp.get("code")))
+            if isinstance(comp, dict) and _ABSENT not in comp and self._coded(m, comp.get("code"))
         ]
 
     def _about_focus(self, r: Mapping[str, Any], prop: str | None) -> bool:
@@ -375,8 +393,9 @@ class _Hydrator:
                 continue
             for target in targets:
                 for v in evaluate(target, m.fhir_path):
-                    if v is not None:
-                        found.append((_when_key(_effective(r)), r, v))
+                    for item in _as_codings(v) if prop.range == _STRING else (v,):
+                        if item is not None:
+                            found.append((_when_key(_effective(r)), r, item))
         if not found:
             return
         if m.pick == "Latest":

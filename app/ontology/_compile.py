@@ -61,6 +61,7 @@ class Compiler(FlowCompiler):
             self.r.consume_all(n, [OWL.versionInfo, OWL.imports, RDF.type])
         self._leftovers()
         return {
+            "value_sets": dict(self.value_sets),
             "classes": classes,
             "individuals": individuals,
             "properties": properties,
@@ -158,6 +159,7 @@ class Compiler(FlowCompiler):
             codes=self._codes(node),
             one_of=one_of,
             label=self.label(node),
+            value_sets=self.value_set_refs(node, H("inValueSet")),
         )
 
     def _individual(self, node: Node) -> Individual:
@@ -251,6 +253,7 @@ class Compiler(FlowCompiler):
             context_key=self.string(node, H("fromContext")),
             transform=cast(Any, self.constant(node, H("transform"), ("YearsSince",))),
             max_age=self._max_age(node),
+            value_sets=self.value_set_refs(node, H("inValueSet")),
         )
 
     def _max_age(self, node: Node) -> float | None:

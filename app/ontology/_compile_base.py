@@ -19,6 +19,7 @@ from app.ontology.model import (
     Operator,
     StepKind,
     Value,
+    ValueSetDef,
 )
 
 
@@ -75,9 +76,15 @@ KIND_WORDS = {
 class CompilerBase:
     """Typed reads of one node's values; problems go to ``reader.problems``."""
 
-    def __init__(self, reader: Reader, registry: Mapping[str, Callable[..., Any]]) -> None:
+    def __init__(
+        self,
+        reader: Reader,
+        registry: Mapping[str, Callable[..., Any]],
+        value_sets: Mapping[str, ValueSetDef] | None = None,
+    ) -> None:
         self.r = reader
         self.registry = registry
+        self.value_sets: Mapping[str, ValueSetDef] = value_sets or {}
         self.kinds: dict[Node, str] = {}
         self.step_kind: dict[Node, StepKind] = {}
         self.individual_class: dict[Node, Node] = {}
@@ -218,6 +225,32 @@ class CompilerBase:
             )
         return value
 
+    def value_set(self, owner: Node, pred: Node, node: Node) -> str | None:
+        """A value set's canonical URL (an IRI or a string) that names a loaded value set."""
+        canonical = str(node) if isinstance(node, URIRef) else V.as_string(node)
+        if canonical is None:
+            self.r.problem(
+                "literal-type",
+                owner,
+                f"expects a value set's canonical URL, got {literal_kind(node)}",
+                via=pred,
+            )
+            return None
+        if canonical not in self.value_sets:
+            self.r.problem(
+                "dangling-reference",
+                owner,
+                f"no value set with canonical {canonical} was loaded (value sets are FHIR "
+                "ValueSet files in the valuesets folder beside the Turtle file)",
+                via=pred,
+            )
+            return None
+        return canonical
+
+    def value_set_refs(self, owner: Node, pred: Node) -> tuple[str, ...]:
+        out = [self.value_set(owner, pred, n) for n in self.r.members(owner, pred)]
+        return tuple(o for o in out if o is not None)
+
     def label(self, node: Node) -> str | None:
         labels = self.r.peek(node, RDFS.label)
         return str(labels[0]) if labels else None
@@ -299,6 +332,8 @@ class CompilerBase:
                 via=pred,
             )
             return None
+        if op == "inValueSet":
+            return self.value_set(node, pred, raw)
         if op in _ORDERED_OPS:
             num = V.as_number(raw)
             if num is not None:

@@ -178,6 +178,15 @@ class TypeChecker:
                     f"{local_name(p.range)}",
                     where,
                 )
+        elif c.op == "inValueSet":
+            if p.range != XSD + "string":
+                self.add(
+                    "type-check",
+                    node,
+                    f'{op} needs an xsd:string property holding "system|code" codings, not '
+                    f"{p.name} ({local_name(p.range)})",
+                    where,
+                )
         elif c.op == "matches":
             if p.range != XSD + "string":
                 self.add(

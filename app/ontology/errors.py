@@ -25,6 +25,7 @@ ProblemCode = Literal[
     "missing",
     "duplicate",
     "binding",
+    "value-set",
     # verification
     "failure-edge",
     "unresolved-edge",

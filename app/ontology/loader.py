@@ -28,6 +28,7 @@ from app.ontology._rdf import OrderedGraph, Reader, short
 from app.ontology.errors import OntologyError, Problem
 from app.ontology.model import HORIS, Ontology
 from app.ontology.schema import derive_schema
+from app.ontology.valuesets import folders_beside, load_value_sets
 from app.resources import resource_dir
 
 Registry = Mapping[str, Callable[..., Any]]
@@ -42,8 +43,10 @@ def vocabulary_path() -> Path:
 
 
 def default_ontology_paths() -> list[Path]:
-    """The bundled deployments: every ``ontologies/*.ttl`` except the vocabulary, sorted."""
-    return sorted(p for p in _ROOT.glob("*.ttl") if p.name != VOCABULARY_FILE)
+    """The bundled deployments: every ``ontologies/*.ttl`` except the vocabulary, then every
+    ``ontologies/<folder>/*.ttl`` (a deployment of several files), sorted."""
+    top = sorted(p for p in _ROOT.glob("*.ttl") if p.name != VOCABULARY_FILE)
+    return top + sorted(_ROOT.glob("*/*.ttl"))
 
 
 @cache
@@ -85,9 +88,11 @@ def load_ontology(paths: Sequence[str | Path], *, registry: Registry | None = No
         raise OntologyError(
             [Problem(code="missing", node="(none)", message="no ontology files to load")]
         )
+    value_sets, vs_problems = load_value_sets(folders_beside(sources))
     reader = Reader(graphs)
+    reader.problems.extend(vs_problems)
     _check_terms(reader)
-    compiler = Compiler(reader, registry or {})
+    compiler = Compiler(reader, registry or {}, value_sets)
     parts = compiler.compile()
     if reader.problems:
         raise OntologyError(_dedupe(reader.problems))

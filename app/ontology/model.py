@@ -35,6 +35,7 @@ Operator = Literal[
     "isAssigned",
     "matches",
     "isA",
+    "inValueSet",
 ]
 OPERATORS: tuple[Operator, ...] = get_args(Operator)
 StepKind = Literal[
@@ -76,6 +77,7 @@ class ClassDef:
     codes: tuple[str, ...] = ()  # horis:code "system|code"
     one_of: tuple[str, ...] = ()  # horis:oneOf (individuals): an enumeration class
     label: str | None = None  # rdfs:label
+    value_sets: tuple[str, ...] = ()  # horis:inValueSet <canonical>: its codes are the members
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,6 +110,7 @@ class FhirMapping:
     transform: Literal["YearsSince"] | None = None  # horis:transform horis:YearsSince
     #: horis:maxAge "PT6H" in seconds: a resource older than this at the hook's time is stale
     max_age: float | None = None
+    value_sets: tuple[str, ...] = ()  # horis:inValueSet <canonical>: the code is a member (any)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,6 +153,18 @@ class PropertyDef:
         return self.cardinality.startswith("1")
 
 
+@dataclass(frozen=True, kw_only=True)
+class ValueSetDef:
+    """A FHIR ValueSet read from the deployment's ``valuesets`` folder (``app.ontology.valuesets``):
+    its canonical URL, its members as ``system|code``, and the file it was read from."""
+
+    url: str
+    name: str
+    codes: frozenset[str]
+    source: str
+    version: str | None = None
+
+
 # --- conditions and rules ------------------------------------------------------------------
 
 
@@ -159,7 +174,7 @@ class Condition:
 
     ``path`` is never empty: ``horis:property P`` compiles to ``path=(P,)``. ``value`` is a
     tuple for ``in``/``notIn``, a bool for ``isAssigned``, a regex for ``matches``, a class IRI
-    for ``isA``.
+    for ``isA``, a value set's canonical URL for ``inValueSet``.
     """
 
     path: tuple[str, ...]
@@ -466,6 +481,8 @@ class Ontology:
     sources: tuple[str, ...] = ()  # the files it was loaded from
     namespaces: tuple[str, ...] = ()  # every deployment file's default namespace, in load order
     unreachable_steps: tuple[str, ...] = ()  # declared steps no workflow's start reaches
+    #: FHIR value sets by canonical URL, read from the ``valuesets`` folders beside the files
+    value_sets: dict[str, ValueSetDef] = field(default_factory=dict)
     _index: _Index = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -509,8 +526,21 @@ class Ontology:
         return self._index.subtree.get(c, (c,))
 
     def class_for_code(self, coding: str) -> str | None:
-        """The class whose ``horis:code`` is ``"system|code"``, if any."""
-        return self._index.class_codes.get(coding)
+        """The class whose ``horis:code`` is ``"system|code"``, else the most specific class
+        with a ``horis:inValueSet`` that has it as a member, if any."""
+        found = self._index.class_codes.get(coding)
+        if found is not None:
+            return found
+        best: str | None = None
+        for iri, codes in self._index.value_set_classes:
+            if coding in codes and (best is None or self.is_subclass(iri, best)):
+                best = iri
+        return best
+
+    def in_value_set(self, coding: str, canonical: str) -> bool:
+        """Whether ``"system|code"`` is a member of the value set ``canonical``."""
+        vs = self.value_sets.get(canonical)
+        return vs is not None and coding in vs.codes
 
     def individual_for_code(self, coding: str) -> str | None:
         """The enumeration individual whose ``horis:code`` is ``"system|code"``, if any."""
@@ -563,6 +593,8 @@ class _Index:
     individual_codes: dict[str, str]
     steps: dict[str, StepDef]
     rules_by_property: dict[str, tuple[Rule, ...]]
+    #: (class IRI, member codes) of every class with ``horis:inValueSet``, in document order
+    value_set_classes: tuple[tuple[str, frozenset[str]], ...] = ()
     #: derived JSON Schemas by extracted classes (filled by ``app.ontology.schema``)
     schemas: dict[tuple[str, ...], dict[str, object]] = field(default_factory=dict)
 
@@ -624,4 +656,9 @@ class _Index:
             individual_codes={code: i.iri for i in o.individuals.values() for code in i.codes},
             steps=steps,
             rules_by_property={k: tuple(v) for k, v in by_prop.items()},
+            value_set_classes=tuple(
+                (c.iri, frozenset().union(*(o.value_sets[u].codes for u in c.value_sets)))
+                for c in o.classes.values()
+                if c.value_sets and all(u in o.value_sets for u in c.value_sets)
+            ),
         )

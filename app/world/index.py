@@ -45,9 +45,13 @@ class ReaderGroup:
     rules: tuple[int, ...]
 
 
-def compile_condition(cond: Condition) -> CompiledCondition:
+def compile_condition(
+    cond: Condition, value_sets: dict[str, frozenset[str]] | None = None
+) -> CompiledCondition:
     negative = cond.op == "isAssigned" and cond.value is False
-    return CompiledCondition(cond, tuple(cond.path), negative, make_test(cond.op, cond.value))
+    members = (value_sets or {}).get(str(cond.value)) if cond.op == "inValueSet" else None
+    test = make_test(cond.op, cond.value, members=members)
+    return CompiledCondition(cond, tuple(cond.path), negative, test)
 
 
 class OntologyIndex:
@@ -83,6 +87,7 @@ class OntologyIndex:
             for p in onto.properties.values()
             if p.single_valued and p.resolution == "FirstListed"
         )
+        self.value_sets = {url: vs.codes for url, vs in onto.value_sets.items()}
         self.condition_cache: dict[Condition, CompiledCondition] = {}
         self.rules, self.recursive = _compile_rules(self, onto.rules)
         self.readers: dict[str, tuple[ReaderGroup, ...]] = _reader_index(self.rules)
@@ -156,7 +161,7 @@ class OntologyIndex:
     def compiled(self, cond: Condition) -> CompiledCondition:
         got = self.condition_cache.get(cond)
         if got is None:
-            got = compile_condition(cond)
+            got = compile_condition(cond, self.value_sets)
             self.condition_cache[cond] = got
         return got
 

@@ -124,8 +124,9 @@ def _condition_number(v: object) -> object:
 Test = Callable[[Value, Callable[[str], frozenset[str]]], bool]
 
 
-def make_test(op: str, operand: object) -> Test:
-    """The predicate one reached value must satisfy for operator ``op``."""
+def make_test(op: str, operand: object, *, members: frozenset[str] | None = None) -> Test:
+    """The predicate one reached value must satisfy for operator ``op``; ``inValueSet`` tests
+    a ``system|code`` string against ``members`` (the value set's codes)."""
     if op == "isAssigned":
         return lambda v, anc: True
     if op == "is":
@@ -152,6 +153,9 @@ def make_test(op: str, operand: object) -> Test:
     if op == "isA":
         target = str(operand)
         return lambda v, anc: isinstance(v, str) and target in anc(v)
+    if op == "inValueSet":
+        codes = members or frozenset()
+        return lambda v, anc: isinstance(v, str) and v in codes
     raise ValueError(f"unknown operator {op}")
 
 

@@ -40,7 +40,6 @@ from app.world.values import (
     DATATYPES,
     DECIMAL,
     NotOfType,
-    make_test,
     normalize,
     parse_decimal_text,
 )
@@ -351,7 +350,7 @@ class World:
             cc = self._ix.compiled(cond)
             if cc.negative or not cc.path or cc.path[0] != p:
                 continue
-            tests.append((cond, make_test(cond.op, cond.value)))
+            tests.append((cond, cc.test))
         out: list[Value] = []
         for v in self.values(subject, p):
             ok = True

@@ -35,7 +35,8 @@ def _reported(problems: list[Problem]) -> Expected:
     return {(p.code, local_name(p.node), p.path) for p in problems}
 
 
-LOAD_FILES = sorted(DATA.glob("load_*.ttl"))
+# A file whose problem is in what sits beside it (a valuesets folder) has a folder of its own.
+LOAD_FILES = sorted(DATA.glob("load_*.ttl")) + sorted(DATA.glob("*/load_*.ttl"))
 VERIFY_FILES = sorted(DATA.glob("verify_*.ttl"))
 VERIFY_BROKEN = [p for p in VERIFY_FILES if p.name != "verify_sound.ttl"]
 

@@ -36,6 +36,24 @@ def test_classes_subclass_trees_and_codes(full: Ontology) -> None:
     assert full.classes[F + "Traveller"].label == "Traveller"
 
 
+def test_value_sets_load_from_the_folder_beside_the_file(full: Ontology) -> None:
+    respiratory = full.value_sets["http://example.org/vs/respiratory"]
+    assert respiratory.codes == {"http://example.org/cs|asthma", "http://example.org/cs|copd"}
+    assert respiratory.source.endswith("valuesets/respiratory.json")
+    # an expansion is the membership (nested entries included, abstract ones not)
+    cardiac = full.value_sets["http://example.org/vs/cardiac"]
+    assert cardiac.codes == {"http://example.org/cs|card", "http://example.org/cs|mi"}
+    assert full.classes[F + "Respiratory"].value_sets == ("http://example.org/vs/respiratory",)
+    assert full.class_for_code("http://example.org/cs|copd") == F + "Respiratory"
+    assert full.class_for_code("http://example.org/cs|card") == F + "Cardiac"  # horis:code first
+    assert full.in_value_set("http://example.org/cs|mi", "http://example.org/vs/cardiac")
+    assert not full.in_value_set("http://example.org/cs|copd", "http://example.org/vs/cardiac")
+    mapping = full.properties[F + "conditionCode"].from_fhir[0]
+    assert mapping.value_sets == ("http://example.org/vs/cardiac",)
+    (rule,) = [r for r in full.rules if r.name == "R5"]
+    assert (rule.when[0].op, rule.when[0].value) == ("inValueSet", "http://example.org/vs/cardiac")
+
+
 def test_enumeration_individuals_typed_or_only_listed(full: Ontology) -> None:
     assert full.classes[F + "Tier"].one_of == (F + "Gold", F + "Silver", F + "Bronze")
     assert full.individuals[F + "Gold"].codes == ("http://example.org/tier|G",)
@@ -94,8 +112,8 @@ def test_fhir_mappings(full: Ontology) -> None:
 
 
 def test_rules_every_operator_in_document_order(full: Ontology) -> None:
-    assert [r.name for r in full.rules] == ["R1", "R2", "R3", "R4"]
-    assert [r.order for r in full.rules] == [0, 1, 2, 3]
+    assert [r.name for r in full.rules] == ["R1", "R2", "R3", "R4", "R5"]
+    assert [r.order for r in full.rules] == [0, 1, 2, 3, 4]
     ops = [(c.op, c.value) for r in full.rules for c in r.when]
     assert ops == [
         ("greaterThan", 17),
@@ -111,6 +129,7 @@ def test_rules_every_operator_in_document_order(full: Ontology) -> None:
         ("isA", F + "Cardiac"),
         ("isAssigned", False),
         ("lessThan", 100),
+        ("inValueSet", "http://example.org/vs/cardiac"),
     ]
     r4 = full.rules[3]
     assert r4.when[0].path == (F + "hasOption", F + "price")

@@ -1,0 +1,116 @@
+"""FHIR ValueSet resources as code sets the ontology names by canonical URL.
+
+A deployment keeps its value sets as FHIR R4 ``ValueSet`` JSON files in a folder named
+``valuesets`` beside its Turtle file; ``load_value_sets`` reads every ``*.json`` there. The
+members of a value set are its expansion (``expansion.contains``, nested ``contains`` included),
+or, for a value set without an expansion, the concepts its ``compose.include`` lists. A value set
+that is defined only by rules a loader cannot evaluate here (a hierarchy filter, another value
+set, an exclusion) and carries no expansion cannot be used: that is a load problem, never an
+empty set. Membership is the pair ``system|code``; a code's version and display do not matter.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from app.ontology.errors import Problem
+from app.ontology.model import ValueSetDef
+
+FOLDER = "valuesets"
+
+
+def folders_beside(paths: Iterable[str | Path]) -> list[Path]:
+    """The ``valuesets`` folders next to the given Turtle files, each once, in load order."""
+    out: dict[Path, None] = {}
+    for raw in paths:
+        folder = Path(raw).resolve().parent / FOLDER
+        if folder.is_dir():
+            out.setdefault(folder, None)
+    return list(out)
+
+
+def load_value_sets(folders: Iterable[Path]) -> tuple[dict[str, ValueSetDef], list[Problem]]:
+    """Every value set in ``folders`` by canonical URL, and the problems found reading them."""
+    found: dict[str, ValueSetDef] = {}
+    problems: list[Problem] = []
+    for folder in folders:
+        for path in sorted(folder.glob("*.json")):
+            vs, problem = _read(path)
+            if problem is not None:
+                problems.append(problem)
+                continue
+            assert vs is not None
+            first = found.setdefault(vs.url, vs)
+            if first is not vs and first.codes != vs.codes:
+                problems.append(
+                    Problem(
+                        code="value-set",
+                        node=vs.url,
+                        message=f"{path} and {first.source} define this canonical differently",
+                    )
+                )
+    return found, problems
+
+
+def _read(path: Path) -> tuple[ValueSetDef | None, Problem | None]:
+    def bad(message: str, node: str | None = None) -> tuple[None, Problem]:
+        return None, Problem(code="value-set", node=node or str(path), message=message)
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return bad(f"not a readable JSON file: {exc}")
+    if not isinstance(data, dict) or data.get("resourceType") != "ValueSet":
+        return bad("is not a FHIR ValueSet resource")
+    url = data.get("url")
+    if not isinstance(url, str) or not url:
+        return bad("a ValueSet needs its canonical url")
+    expansion = data.get("expansion")
+    if isinstance(expansion, dict):
+        codes = set(_contains(expansion.get("contains")))
+    else:
+        compose = data.get("compose") if isinstance(data.get("compose"), dict) else {}
+        includes = compose.get("include") if isinstance(compose, dict) else None
+        codes = set()
+        for inc in includes if isinstance(includes, list) else []:
+            if not isinstance(inc, dict):
+                continue
+            if inc.get("filter") or inc.get("valueSet") or not inc.get("concept"):
+                return bad(
+                    f"{path.name}: compose selects codes by a filter, another value set or a "
+                    "whole code system, which cannot be evaluated here; give it an expansion",
+                    url,
+                )
+            codes.update(
+                f"{inc.get('system', '')}|{c.get('code')}"
+                for c in inc["concept"]
+                if isinstance(c, dict) and c.get("code")
+            )
+        if isinstance(compose, dict) and compose.get("exclude"):
+            return bad(f"{path.name}: compose excludes codes; give it an expansion", url)
+    if not codes:
+        return bad(f"{path.name}: lists no member codes", url)
+    name = data.get("name") or data.get("title") or data.get("id") or path.stem
+    version = data.get("version")
+    return (
+        ValueSetDef(
+            url=url,
+            name=str(name),
+            codes=frozenset(codes),
+            source=str(path),
+            version=str(version) if version is not None else None,
+        ),
+        None,
+    )
+
+
+def _contains(entries: Any) -> Iterator[str]:
+    for e in entries if isinstance(entries, list) else []:
+        if not isinstance(e, dict):
+            continue
+        if e.get("code") and not e.get("abstract"):
+            yield f"{e.get('system', '')}|{e['code']}"
+        yield from _contains(e.get("contains"))
