@@ -81,8 +81,29 @@ def verify_ontology(
 ) -> None:
     """Load and verify ontology files: exit 0 when sound, else 1 with one line per problem."""
     from app.ontology.cli_commands import verify_files
+    from app.tools.host import ToolHost
 
-    raise typer.Exit(verify_files(files or [], out=typer.echo, err=_echo_err))
+    host = ToolHost.discover()
+    raise typer.Exit(
+        verify_files(
+            files or [],
+            out=typer.echo,
+            err=_echo_err,
+            registry=host.registry,
+            host_problems=lambda o: [f"{iri}: {msg}" for iri, msg in host.binding_problems(o)],
+        )
+    )
+
+
+@app.command("tools")
+def tools_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the listing as JSON.")] = False,
+) -> None:
+    """List the tools this installation offers: packaged tools (the horismos.tools entry-point
+    group). Exit 1 when an entry point does not load."""
+    from app.tools.cli_commands import list_tools
+
+    raise typer.Exit(list_tools(as_json=as_json, out=typer.echo, err=_echo_err))
 
 
 @app.command("schema")

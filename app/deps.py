@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from app.errors import Unavailable
 from app.ontology.model import Ontology
 from app.settings import Settings
+from app.tools import ToolInvoker
 
 
 def get_settings_dep(request: Request) -> Settings:
@@ -39,6 +40,14 @@ def get_ontology(request: Request) -> Ontology:
     if ontology is None:
         raise Unavailable("no ontology is loaded", where="ontology")
     return ontology
+
+
+def tool_invoker(app_state: object) -> ToolInvoker:
+    """A fresh invoker for one run from the app's tool host (packaged tools, MCP sessions);
+    a bare one before the lifespan built the host."""
+    host = getattr(app_state, "tool_host", None)
+    invoker = getattr(host, "invoker", None)
+    return invoker() if callable(invoker) else ToolInvoker()
 
 
 def get_http_client(request: Request) -> httpx.AsyncClient:

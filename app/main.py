@@ -30,6 +30,8 @@ from app.ontology.model import Ontology
 from app.settings import Settings, get_settings
 from app.store import make_engine
 from app.store.migrate import current_revision, head_revision
+from app.tools.host import ToolHost
+from app.tools.packaged import PackagedTools
 
 log = logging.getLogger("horismos")
 
@@ -52,16 +54,19 @@ class OntologyRefused(Unavailable):
         self.problems = problems
 
 
-def load_verified_ontology(settings: Settings) -> Ontology:
+def load_verified_ontology(settings: Settings, tools: ToolHost | None = None) -> Ontology:
     """Load the configured (or bundled) ontology and verify it; raise when it is unsound.
 
+    ``tools`` says what ``python:NAME``/``rust:NAME`` bindings resolve to (the packaged tools);
+    a binding to a name no package offers, or to an entry point that does not load, is refused.
     Raises ``OntologyError`` when the Turtle does not load and ``OntologyRefused`` when it
     loads but does not verify; either way the service does not start.
     """
     from app.ontology import default_ontology_paths
 
     paths = [Path(p) for p in settings.ontology_paths] or default_ontology_paths()
-    return _load_verified(tuple(_fingerprint(p) for p in paths))
+    packaged = tools.packaged if tools is not None else PackagedTools()
+    return _load_verified(tuple(_fingerprint(p) for p in paths), packaged)
 
 
 def _fingerprint(path: Path) -> tuple[str, int, int]:
@@ -71,27 +76,34 @@ def _fingerprint(path: Path) -> tuple[str, int, int]:
 
 
 @lru_cache(maxsize=8)
-def _load_verified(files: tuple[tuple[str, int, int], ...]) -> Ontology:
+def _load_verified(files: tuple[tuple[str, int, int], ...], packaged: PackagedTools) -> Ontology:
     # The compiled Ontology is immutable, so apps in one process (tests, several workers of
     # one interpreter) may share it; a changed file has a new fingerprint and is reloaded.
     from app.ontology import load_ontology, verify
 
-    ontology = load_ontology([Path(name) for name, _, _ in files])
-    problems = verify(ontology)
+    ontology = load_ontology([Path(name) for name, _, _ in files], registry=packaged.registry)
+    problems = list(verify(ontology))
+    bindings = {iri: tool.binding for iri, tool in ontology.tools.items()}
+    problems += [
+        Problem(code="binding", node=iri, message=message)
+        for iri, message in packaged.problems_for(bindings)
+    ]
     if problems:
-        raise OntologyRefused(list(problems))
+        raise OntologyRefused(problems)
     return ontology
 
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
-    ontology = await run_in_threadpool(load_verified_ontology, settings)
+    tools = await run_in_threadpool(ToolHost.discover)
+    ontology = await run_in_threadpool(load_verified_ontology, settings, tools)
     engine = make_engine(settings.database_url)
     http = httpx.AsyncClient(timeout=settings.fhir_timeout_seconds, follow_redirects=False)
     app.state.engine = engine
     app.state.http = http
     app.state.ontology = ontology
+    app.state.tool_host = tools
     log.info(
         "serving ontology %s (%s) on %s",
         ontology.version,
@@ -143,9 +155,23 @@ class OntologyState(BaseModel):
     problems: int
 
 
+class RegisteredTool(BaseModel):
+    name: str = Field(description="What python:NAME and rust:NAME bindings use")
+    target: str = Field(description="module:attribute of the entry point")
+    package: str | None = Field(description="The installed distribution offering it")
+    error: str | None = Field(default=None, description="Why it did not load (then unusable)")
+
+
+class ToolsState(BaseModel):
+    registered: list[RegisteredTool] = Field(
+        description="Tools installed packages offer in the horismos.tools entry-point group"
+    )
+
+
 class Readiness(BaseModel):
     database: str = Field(description='"ok", or what is wrong with the database')
     ontology: OntologyState
+    tools: ToolsState | None = None
 
 
 def _ops_router() -> APIRouter:
@@ -173,6 +199,9 @@ def _ops_router() -> APIRouter:
                 "problems": 0,
             },
         }
+        host: ToolHost | None = getattr(request.app.state, "tool_host", None)
+        if host is not None:
+            body["tools"] = host.status()
         ready = database == "ok" and ontology is not None
         return JSONResponse(body, status_code=200 if ready else 503)
 

@@ -44,6 +44,7 @@ def tick(app: FastAPI, *, now: datetime | None = None) -> TickReport:
     from adapters.fhir.reconcile import reconcile_pending
     from app.api.resume import expire_overdue_waits
     from app.bridge import bridge_from_model_string
+    from app.deps import tool_invoker
 
     engine = app.state.engine
     moment = now or datetime.now(UTC)
@@ -55,7 +56,13 @@ def tick(app: FastAPI, *, now: datetime | None = None) -> TickReport:
     if ontology is not None:
         settings = app.state.settings
         bridge = bridge_from_model_string(settings.bridge_model, settings)
-        outcomes = expire_overdue_waits(engine, ontology, now=moment, bridge=bridge)
+        outcomes = expire_overdue_waits(
+            engine,
+            ontology,
+            now=moment,
+            bridge=bridge,
+            tools=lambda: tool_invoker(app.state),
+        )
         expired = [o.run_id for o in outcomes]
     return TickReport(settled=settled, expired=expired, forgotten_jtis=forgotten)
 

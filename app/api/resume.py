@@ -14,16 +14,17 @@ are recorded as ``proposed``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fastapi import APIRouter, Body, Depends
+from fastapi import APIRouter, Body, Depends, Request
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app.api import maintenance
 from app.cds.auth import CLIENT_JWT_RESPONSE, require_client
-from app.deps import EngineDep, OntologyDep, SettingsDep
+from app.deps import EngineDep, OntologyDep, SettingsDep, tool_invoker
 from app.errors import BadRequest, Conflict, NotFound
 from app.ontology.model import Ontology, StepDef, WorkflowDef
 from app.runtime import Outcome, RunContext, SuspendedRun, resume_workflow
@@ -150,7 +151,13 @@ def resume_run(
 
 
 def expire_overdue_waits(
-    engine: Engine, ontology: Ontology, *, now: datetime, bridge: Any = None, limit: int = 500
+    engine: Engine,
+    ontology: Ontology,
+    *,
+    now: datetime,
+    bridge: Any = None,
+    tools: Callable[[], ToolInvoker] | None = None,
+    limit: int = 500,
 ) -> list[Outcome]:
     """Resume, with no facts, every suspended run whose wait deadline has passed (the stored
     ``wait_deadline``, else the one its WaitStep's ``horis:timeout`` implies)."""
@@ -168,7 +175,17 @@ def expire_overdue_waits(
     done: list[Outcome] = []
     for run_id in due:
         try:
-            done.append(resume_run(engine, ontology, run_id, {}, now=now, bridge=bridge))
+            done.append(
+                resume_run(
+                    engine,
+                    ontology,
+                    run_id,
+                    {},
+                    now=now,
+                    bridge=bridge,
+                    tools=tools() if tools is not None else None,
+                )
+            )
         except Conflict:
             continue  # resumed by someone else meanwhile
     return done
@@ -196,6 +213,7 @@ _EXAMPLE = {"instances": [{"id": "c1", "approved": True}]}
 )
 def resume(
     run_id: str,
+    request: Request,
     engine: EngineDep,
     ontology: OntologyDep,
     settings: SettingsDep,
@@ -205,5 +223,13 @@ def resume(
     from app.bridge import bridge_from_model_string
 
     bridge = bridge_from_model_string(settings.bridge_model, settings)
-    outcome = resume_run(engine, ontology, run_id, facts, now=datetime.now(UTC), bridge=bridge)
+    outcome = resume_run(
+        engine,
+        ontology,
+        run_id,
+        facts,
+        now=datetime.now(UTC),
+        bridge=bridge,
+        tools=tool_invoker(request.app.state),
+    )
     return outcome.to_json()

@@ -30,7 +30,7 @@ from app.cds.auth import (
     require_client,
     require_client_or_run_link,
 )
-from app.deps import OntologyDep, SessionDep, SettingsDep
+from app.deps import OntologyDep, SessionDep, SettingsDep, tool_invoker
 from app.errors import NotFound
 from app.runtime.host import save_run, start_run, stored_outcome, stored_recording
 from app.runtime.replay import replay_run
@@ -71,8 +71,7 @@ def _bridges(request: Request, settings: Settings) -> BridgeResolver:
 
 
 def _tools(request: Request) -> ToolInvoker:
-    tools = getattr(request.app.state, "tools", None)
-    return tools if isinstance(tools, ToolInvoker) else ToolInvoker()
+    return tool_invoker(request.app.state)
 
 
 @router.post("/workflows/{workflow}/runs", summary="Run a workflow on structured input")

@@ -82,6 +82,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
                 allowed_fhir_servers=tuple(settings.allowed_fhir_servers),
                 max_fhir_response_bytes=settings.max_fhir_response_bytes,
                 commit_handler=_commit_factory(app, commits_http),
+                tools=getattr(app.state, "tool_host", None),
             )
         )
     try:

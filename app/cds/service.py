@@ -48,6 +48,7 @@ from app.cds.response_check import check_response
 from app.digest import canonical_digest
 from app.ontology.model import CdsServiceDef, Ontology, WorkflowDef
 from app.store import repo, session_scope
+from app.tools.host import ToolHost
 from app.world.facts import Change, Violation
 from app.world.world import World
 
@@ -83,6 +84,8 @@ class HookDeps:
     #: The handler it builds may offer ``notices() -> [sentence]``: what happened to each write
     #: the run attempted, from what the handler committed to the effect log during the run
     commit_handler: CommitHandlerFactory | None = None
+    #: the process's tools (packaged callables, MCP sessions); None: in-process bindings only
+    tools: ToolHost | None = None
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
 
@@ -367,7 +370,7 @@ class HookService:
         problems: list[Violation] = list(hydration.violations)
         _apply(world, hydration.changes, problems)
         input_world = world.to_json()
-        tools = ToolInvoker()
+        tools = d.tools.invoker() if d.tools is not None else ToolInvoker()
         resources = [r for v in data.values() for r in resources_of(v)]
         handler: Any = None
         if d.commit_handler is not None and req.fhir_server is not None:

@@ -398,14 +398,20 @@ def _binding_problem(
     scheme, _, name = binding.partition(":")
     if scheme == "rust":
         if name not in registry and binding not in registry:
-            return f'rust:{name} is not registered (register a callable under "{name}")'
+            return (
+                f'rust:{name} is not registered (no installed package offers "{name}" in the '
+                "horismos.tools entry-point group)"
+            )
         return None
     if scheme == "python":
         if name in registry or binding in registry:
             return None
         module, _, attr = name.rpartition(".")
         if not module:
-            return f'python binding "{name}" must be a dotted path module.function'
+            return (
+                f'python:{name} is not registered (no installed package offers "{name}" in the '
+                "horismos.tools entry-point group) and is no dotted path module.function"
+            )
         try:
             target = getattr(importlib.import_module(module), attr)
         except ImportError as exc:

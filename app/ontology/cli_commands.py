@@ -11,7 +11,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from app.ontology.errors import OntologyError
-from app.ontology.loader import default_ontology_paths, load_ontology
+from app.ontology.loader import Registry, default_ontology_paths, load_ontology
+from app.ontology.model import Ontology
 from app.ontology.schema import derive_schema
 from app.ontology.verify import verify
 
@@ -22,19 +23,31 @@ def _paths(files: Sequence[Path]) -> list[Path]:
     return list(files) if files else default_ontology_paths()
 
 
-def verify_files(files: Sequence[Path], *, out: Echo, err: Echo) -> int:
-    """Load and verify; 0 and a summary when sound, else 1 and one line per problem."""
+def verify_files(
+    files: Sequence[Path],
+    *,
+    out: Echo,
+    err: Echo,
+    registry: Registry | None = None,
+    host_problems: Callable[[Ontology], list[str]] | None = None,
+) -> int:
+    """Load and verify; 0 and a summary when sound, else 1 and one line per problem.
+
+    ``registry`` is what ``python:NAME``/``rust:NAME`` bindings may name (the installed
+    packages' tools; a name outside it is a load error); ``host_problems`` adds what the host
+    cannot serve (a bound entry point that does not load)."""
     paths = _paths(files)
     try:
-        ontology = load_ontology(paths)
+        ontology = load_ontology(paths, registry=registry)
     except OntologyError as exc:
         for problem in exc.problems:
             out(str(problem))
         err(f"{len(exc.problems)} problem(s): the ontology does not load")
         return 1
-    problems = verify(ontology)
-    for problem in problems:
-        out(str(problem))
+    problems = [str(p) for p in verify(ontology)]
+    problems += host_problems(ontology) if host_problems is not None else []
+    for line in problems:
+        out(line)
     if problems:
         err(f"{len(problems)} problem(s): the ontology does not verify")
         return 1

@@ -32,20 +32,22 @@ def run_files(
     from app.ontology import OntologyError, default_ontology_paths, load_ontology, verify
     from app.runtime.host import InputRejected, save_run, start_run
     from app.settings import get_settings
-    from app.tools import ToolInvoker
+    from app.tools.host import ToolHost
 
     settings = get_settings()
     paths = list(files) or [Path(p) for p in settings.ontology_paths] or default_ontology_paths()
+    host = ToolHost.discover()
     try:
-        ontology = load_ontology(paths)
+        ontology = load_ontology(paths, registry=host.registry)
     except OntologyError as exc:
         for problem in exc.problems:
             err(f"{problem.node}: {problem.message}")
         return 1
     # the same bar as the server: a run on an ontology that does not verify is refused
-    unsound = verify(ontology)
-    for problem in unsound:
-        err(str(problem))
+    unsound = [str(p) for p in verify(ontology)]
+    unsound += [f"{iri}: {message}" for iri, message in host.binding_problems(ontology)]
+    for line in unsound:
+        err(line)
     if unsound:
         return 1
     data: dict[str, Any] = {}
@@ -63,7 +65,7 @@ def run_files(
             data,
             bridge=bridge,
             bridge_for=BridgeResolver(bridge, settings),
-            tools=ToolInvoker(),
+            tools=host.invoker(),
             text=text,
         )
     except InputRejected as exc:
@@ -114,11 +116,15 @@ def replay_runs(
     from app.runtime.replay import replay_run
     from app.settings import get_settings
     from app.store import make_engine, session_scope
-    from app.tools import ToolInvoker
+    from app.tools.host import ToolHost
 
     settings = get_settings()
+    host = ToolHost.discover()
     try:
-        ontology = load_ontology(list(files) or settings.ontology_paths or default_ontology_paths())
+        ontology = load_ontology(
+            list(files) or settings.ontology_paths or default_ontology_paths(),
+            registry=host.registry,
+        )
     except OntologyError as exc:
         for problem in exc.problems:
             err(f"{problem.node}: {problem.message}")
@@ -135,7 +141,7 @@ def replay_runs(
                 code = 2
                 continue
             report = replay_run(
-                ontology, recorded, tools=ToolInvoker(), rerun_idempotent=rerun_idempotent
+                ontology, recorded, tools=host.invoker(), rerun_idempotent=rerun_idempotent
             )
             if as_json:
                 out(json.dumps(report.to_json(), default=str))
