@@ -1,0 +1,54 @@
+"""The opioid deployments' value sets are data a loader can read: valid R4 ValueSet resources,
+each named by its id under the guide's canonical base, each listing its member codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fhir.resources.R4B.valueset import ValueSet
+
+FOLDER = Path(__file__).resolve().parents[2] / "ontologies" / "opioid-cds" / "valuesets"
+CANONICAL_BASE = "http://fhir.org/guides/cdc/opioid-cds/ValueSet/"
+FILES = sorted(FOLDER.glob("*.json"))
+
+
+def members(resource: dict[str, Any]) -> set[tuple[str, str]]:
+    """(system, code) pairs from the expansion (nested ``contains`` too) and the compose lists."""
+    found: set[tuple[str, str]] = set()
+    stack = list((resource.get("expansion") or {}).get("contains") or [])
+    while stack:
+        entry = stack.pop()
+        stack.extend(entry.get("contains") or [])
+        if entry.get("code") and not entry.get("abstract"):
+            found.add((entry["system"], entry["code"]))
+    for include in (resource.get("compose") or {}).get("include") or []:
+        for concept in include.get("concept") or []:
+            found.add((include["system"], concept["code"]))
+    return found
+
+
+def test_the_folder_holds_every_value_set_the_guide_logic_names() -> None:
+    assert len(FILES) == 58
+    urls = [json.loads(f.read_text(encoding="utf-8"))["url"] for f in FILES]
+    assert len(set(urls)) == len(urls), "two files claim one canonical"
+
+
+@pytest.mark.parametrize("path", FILES, ids=[f.stem for f in FILES])
+def test_value_set_is_valid_r4_and_lists_its_members(path: Path) -> None:
+    resource = json.loads(path.read_text(encoding="utf-8"))
+    ValueSet.model_validate(resource)
+    assert resource["id"] == path.stem
+    assert resource["url"] == CANONICAL_BASE + path.stem
+    codes = members(resource)
+    assert codes, f"{path.name} lists no member a loader can read"
+    assert all(system.startswith(("http://", "https://")) for system, _ in codes)
+
+
+def test_membership_is_read_from_the_expansion_where_the_definition_is_a_filter() -> None:
+    """A hierarchy filter cannot be evaluated without the code system: the expansion decides."""
+    resource = json.loads((FOLDER / "limited-life-expectancy-conditions.json").read_text())
+    assert any("filter" in inc for inc in resource["compose"]["include"])
+    assert ("http://snomed.info/sct", "300936002") in members(resource)
