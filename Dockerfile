@@ -12,6 +12,7 @@ RUN pip install --require-hashes --no-deps -r requirements/build.txt
 COPY pyproject.toml README.md ./
 COPY app ./app
 COPY adapters ./adapters
+COPY toolkits ./toolkits
 COPY ontologies ./ontologies
 COPY migrations ./migrations
 RUN pip wheel --no-deps --no-build-isolation --wheel-dir /wheels .

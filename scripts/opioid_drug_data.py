@@ -1,0 +1,302 @@
+#!/usr/bin/env python3
+"""Build the opioid drug data file the MME tools read, from the guide's CQL data libraries.
+
+usage: scripts/opioid_drug_data.py CQL_DIR [--valuesets DIR] [--out FILE]
+
+Reads ``OMTKData.cql`` (the opioid ingredients and strengths of each RxNorm drug code) and
+``CDCMMEClinicalConversionFactors.cql`` (the CDC clinical conversion factors per ingredient) —
+the two libraries the guide's MME calculation (``MMECalculator`` → ``OMTKLogic`` →
+``ConversionFactors``) uses — and the extended-release value set from ``--valuesets``, and
+writes one JSON file (default ``toolkits/opioid_cds/data/opioid-drugs.json``):
+
+- ``drugs``: per RxNorm code, its name, dose form (code, name), whether the guide counts it as
+  extended-release/long-acting (membership of the value set
+  ``extended-release-opioid-with-ambulatory-misuse-potential``) and its opioid ingredients with
+  their strength (value, UCUM unit, and the RxNorm text it was read from), one entry per row of
+  the CQL (a drug with two salts of one ingredient has two entries with the same code);
+- ``conversionFactors``: per ingredient code, one of a single ``factor``, ``byDoseForm`` (dose
+  form code → factor and the doses per day it was stated for) or ``byDailyDose`` (ranges of the
+  ingredient's daily dose in mg → factor);
+- ``source``: where it came from and when the RxNorm extract was made.
+
+The output is deterministic (sorted keys, no timestamps of its own), so regenerating it from the
+same inputs leaves the committed file unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = ROOT / "toolkits" / "opioid_cds" / "data" / "opioid-drugs.json"
+DEFAULT_VALUESETS = ROOT / "ontologies" / "opioid-cds" / "valuesets"
+EXTENDED_RELEASE = "extended-release-opioid-with-ambulatory-misuse-potential"
+RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
+
+#: The RxNorm strength units of the extract and their UCUM form (OMTKLogic's ``ToUCUM``).
+UCUM = {"MG": "mg", "MG/ACTUAT": "mg/{actuat}", "MG/HR": "mg/h", "MG/ML": "mg/mL"}
+
+
+class CqlDataError(ValueError):
+    """The CQL text does not have the shape this script reads."""
+
+
+# --- a reader for the tuple-list literals of OMTKData.cql ---------------------------------
+
+_TOKEN = re.compile(
+    r"\s*(?:(?P<string>'(?:[^'\\]|\\.)*')|(?P<number>-?\d+(?:\.\d+)?)|(?P<name>[A-Za-z_]\w*)"
+    r"|(?P<punct>[{}:,]))"
+)
+_ESCAPES = {"'": "'", '"': '"', "\\": "\\", "/": "/", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def _tokens(text: str) -> Iterator[tuple[str, str]]:
+    pos = 0
+    while pos < len(text):
+        if text[pos:].strip() == "":
+            return
+        match = _TOKEN.match(text, pos)
+        if match is None:
+            raise CqlDataError(f"unexpected text at {pos}: {text[pos : pos + 40]!r}")
+        kind = match.lastgroup
+        assert kind is not None
+        yield kind, match.group(kind)
+        pos = match.end()
+
+
+def _unquote(literal: str) -> str:
+    body = literal[1:-1]
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), body)
+
+
+def _parse_list(text: str) -> list[dict[str, Any]]:
+    """``{ { key: value, … }, … }`` → a list of dicts (strings, ints, Decimals)."""
+    tokens = list(_tokens(text))
+    pos = 0
+
+    def expect(punct: str) -> None:
+        nonlocal pos
+        if tokens[pos] != ("punct", punct):
+            raise CqlDataError(f"expected {punct!r}, got {tokens[pos][1]!r}")
+        pos += 1
+
+    rows: list[dict[str, Any]] = []
+    expect("{")
+    while tokens[pos] != ("punct", "}"):
+        expect("{")
+        row: dict[str, Any] = {}
+        while True:
+            kind, key = tokens[pos]
+            if kind != "name":
+                raise CqlDataError(f"expected a field name, got {key!r}")
+            pos += 1
+            expect(":")
+            kind, value = tokens[pos]
+            pos += 1
+            if kind == "string":
+                row[key] = _unquote(value)
+            elif kind == "number":
+                row[key] = Decimal(value) if "." in value else int(value)
+            else:
+                raise CqlDataError(f"unexpected value {value!r} for {key}")
+            if tokens[pos] == ("punct", ","):
+                pos += 1
+                continue
+            expect("}")
+            break
+        rows.append(row)
+        if tokens[pos] == ("punct", ","):
+            pos += 1
+    return rows
+
+
+def _strip_comments(text: str) -> str:
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.DOTALL)
+    return re.sub(r"(?m)^\s*//.*$", "", text)
+
+
+def read_drug_ingredients(omtk_data: str) -> list[dict[str, Any]]:
+    """The rows of ``define DrugIngredients:`` in OMTKData.cql."""
+    text = _strip_comments(omtk_data)
+    found = re.search(r"define\s+DrugIngredients\s*:\s*", text)
+    if found is None:
+        raise CqlDataError("OMTKData.cql has no 'define DrugIngredients:'")
+    return _parse_list(text[found.end() :])
+
+
+def read_extract_date(omtk_data: str) -> str | None:
+    found = re.search(r"generated on (\d{4}-\d{2}-\d{2})", omtk_data)
+    return found.group(1) if found else None
+
+
+# --- the conversion-factor supplement ------------------------------------------------------
+
+_CONCEPT = re.compile(r"FHIR\.CodeSystem\.Concept\s*\{")
+_CODE = re.compile(r"code:\s*code\s*\{\s*value:\s*'([^']*)'\s*\}")
+_DISPLAY = re.compile(r"display:\s*string\s*\{\s*value:\s*'([^']*)'\s*\}")
+_PROPERTY = re.compile(
+    r"code:\s*code\s*\{\s*value:\s*'(?P<code>[^']*)'\s*\}\s*,\s*"
+    r"value:\s*(?P<type>decimal|string)\s*\{\s*value:\s*(?P<value>'[^']*'|-?\d+(?:\.\d+)?)\s*\}"
+)
+
+
+def _number(text: str) -> Decimal:
+    return Decimal(text)
+
+
+def _range_bound(text: str) -> Decimal | None:
+    return None if text == "*" else _number(text)
+
+
+def read_conversion_factors(supplement: str) -> dict[str, dict[str, Any]]:
+    """Per ingredient code: its display and how its factor is chosen (see the module doc)."""
+    text = _strip_comments(supplement)
+    starts = [m.end() for m in _CONCEPT.finditer(text)]
+    if not starts:
+        raise CqlDataError("no FHIR.CodeSystem.Concept in the conversion-factor library")
+    out: dict[str, dict[str, Any]] = {}
+    for i, start in enumerate(starts):
+        block = text[start : starts[i + 1] if i + 1 < len(starts) else len(text)]
+        code, display = _CODE.search(block), _DISPLAY.search(block)
+        if code is None or display is None:
+            raise CqlDataError(f"a concept without code or display near {block[:60]!r}")
+        entry: dict[str, Any] = {"ingredient": display.group(1)}
+        for prop in _PROPERTY.finditer(block):
+            name, raw = prop.group("code"), prop.group("value").strip("'")
+            if name == "conversion-factor":
+                entry["factor"] = _number(raw)
+            elif name == "dose-form-conversion-factor":
+                form, _, rest = raw.partition(":")
+                factor, _, per_day = rest.partition("@")
+                rule: dict[str, Any] = {"factor": _number(factor)}
+                if per_day:
+                    rule["statedForDosesPerDay"] = _number(per_day)
+                entry.setdefault("byDoseForm", {})[form] = rule
+            elif name == "dose-range-conversion-factor":
+                bounds, _, factor = raw.partition(":")
+                low, _, high = bounds.partition("-")
+                entry.setdefault("byDailyDose", []).append(
+                    {
+                        "low": _range_bound(low),
+                        "high": _range_bound(high),
+                        "factor": _number(factor),
+                    }
+                )
+            else:
+                raise CqlDataError(f"unknown conversion-factor property {name!r}")
+        if not {"factor", "byDoseForm", "byDailyDose"} & entry.keys():
+            raise CqlDataError(f"ingredient {code.group(1)} has no conversion factor")
+        out[code.group(1)] = entry
+    return out
+
+
+# --- assembly --------------------------------------------------------------------------------
+
+
+def _members(valueset: dict[str, Any]) -> set[str]:
+    return {
+        c["code"]
+        for c in (valueset.get("expansion") or {}).get("contains") or []
+        if c.get("system") == RXNORM
+    }
+
+
+def build(cql_dir: Path, valuesets: Path) -> dict[str, Any]:
+    omtk = (cql_dir / "OMTKData.cql").read_text(encoding="utf-8")
+    supplement = (cql_dir / "CDCMMEClinicalConversionFactors.cql").read_text(encoding="utf-8")
+    extended = _members(
+        json.loads((valuesets / f"{EXTENDED_RELEASE}.json").read_text(encoding="utf-8"))
+    )
+    drugs: dict[str, dict[str, Any]] = {}
+    for row in read_drug_ingredients(omtk):
+        code = str(row["drugCode"])
+        form = {"code": str(row["doseFormCode"]), "name": row["doseFormName"]}
+        drug = drugs.setdefault(
+            code,
+            {
+                "name": row["drugName"],
+                "doseForm": form,
+                "longActing": code in extended,
+                "ingredients": [],
+            },
+        )
+        if drug["doseForm"] != form or drug["name"] != row["drugName"]:
+            raise CqlDataError(f"drug {code} has rows with different names or dose forms")
+        unit = UCUM.get(row["strengthUnit"])
+        if unit is None:
+            raise CqlDataError(f"drug {code}: strength unit {row['strengthUnit']!r} has no UCUM")
+        ingredient = {
+            "code": str(row["ingredientCode"]),
+            "name": row["ingredientName"],
+            "strength": {"value": row["strengthValue"], "unit": unit},
+            "strengthText": row["strength"],
+        }
+        # one row per opioid substance: a drug with two salts of one ingredient (oxycodone
+        # hydrochloride and terephthalate) has two rows with the same ingredient code, and the
+        # guide's calculation counts both
+        drug["ingredients"].append(ingredient)
+    return {
+        "source": {
+            "description": (
+                "Opioid ingredients and strengths per RxNorm drug code, and the CDC clinical "
+                "MME conversion factors, as the CDC opioid prescribing guideline's CQL data "
+                "libraries carry them (public domain, CC0). Uses RxNorm data of the US National "
+                "Library of Medicine, which does not endorse this product."
+            ),
+            "drugData": "OMTKData.cql (DrugIngredients)",
+            "rxnormExtract": read_extract_date(omtk),
+            "conversionFactors": "CDCMMEClinicalConversionFactors.cql",
+            "longActing": f"ValueSet {EXTENDED_RELEASE}",
+        },
+        "conversionFactors": dict(sorted(read_conversion_factors(supplement).items())),
+        "drugs": dict(sorted(drugs.items(), key=lambda kv: int(kv[0]))),
+    }
+
+
+def _plain(value: Any) -> Any:
+    """Decimals become JSON numbers: integers stay integers, the rest floats, whose shortest
+    representation gives back the CQL's digits (``0.33333333``, ``0.075``)."""
+    if isinstance(value, Decimal):
+        return (
+            int(value)
+            if value == value.to_integral_value() and "." not in str(value)
+            else float(value)
+        )
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def render(data: dict[str, Any]) -> str:
+    """The file's text: two-space indentation, decimals written exactly as the CQL has them."""
+    return json.dumps(_plain(data), indent=2, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("cql_dir", type=Path, help="folder with OMTKData.cql and the factors")
+    parser.add_argument("--valuesets", type=Path, default=DEFAULT_VALUESETS)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args(argv)
+    try:
+        data = build(args.cql_dir, args.valuesets)
+    except (OSError, CqlDataError) as exc:
+        print(f"opioid_drug_data: {exc}", file=sys.stderr)
+        return 1
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(render(data), encoding="utf-8")
+    print(f"wrote {len(data['drugs'])} drugs to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
