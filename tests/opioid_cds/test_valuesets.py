@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from fhir.resources.R4B.valueset import ValueSet
 
+from app.ontology.valuesets import load_value_sets
+
 FOLDER = Path(__file__).resolve().parents[2] / "ontologies" / "opioid-cds" / "valuesets"
 CANONICAL_BASE = "http://fhir.org/guides/cdc/opioid-cds/ValueSet/"
 FILES = sorted(FOLDER.glob("*.json"))
@@ -52,3 +54,11 @@ def test_membership_is_read_from_the_expansion_where_the_definition_is_a_filter(
     resource = json.loads((FOLDER / "limited-life-expectancy-conditions.json").read_text())
     assert any("filter" in inc for inc in resource["compose"]["include"])
     assert ("http://snomed.info/sct", "300936002") in members(resource)
+
+
+def test_the_ontology_loader_reads_every_value_set_of_the_folder() -> None:
+    found, problems = load_value_sets([FOLDER])
+    assert problems == []
+    assert len(found) == len(FILES)
+    naloxone = found[CANONICAL_BASE + "naloxone-medications"]
+    assert "http://www.nlm.nih.gov/research/umls/rxnorm|1191212" in naloxone.codes
