@@ -1,5 +1,8 @@
 """Prometheus metrics: request counts and latency by route template, served on ``/metrics``.
 
+Every label takes a bounded set of values (route templates, standard methods, status codes), so
+the page's size does not depend on what callers send.
+
 Each app gets its own registry (several apps in one test process must not collide); other
 layers add their metrics to ``app.state.metrics.registry``.
 """
@@ -16,6 +19,10 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 UNMATCHED = "<unmatched>"
+#: The methods metrics are labelled with; anything else is counted as ``OTHER``, so callers
+#: cannot grow the (unauthenticated) /metrics page by inventing methods.
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+OTHER_METHOD = "OTHER"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +90,8 @@ class MetricsMiddleware:
         finally:
             route = _route_template(scope)
             method = str(scope.get("method", ""))
+            if method not in KNOWN_METHODS:
+                method = OTHER_METHOD
             self.metrics.requests.labels(method, route, str(status)).inc()
             self.metrics.latency.labels(method, route).observe(time.perf_counter() - started)
 
