@@ -1,9 +1,10 @@
 """``POST /cds-services/{id}/feedback``: what the clinician did with each card.
 
 Each item is stored (``store.repo.add_feedback``) and linked to the run whose response carried
-the card; an identical re-POST is harmless. Listeners registered with ``add_listener`` are told
-about every newly stored item, after it is committed; the commit adapter uses this to reconcile
-the effect of an accepted suggestion.
+the card, found by key in ``issued_cards``; feedback naming a card the service never returned is
+refused (400, nothing of the request stored). An identical re-POST is harmless. Listeners
+registered with ``add_listener`` are told about every newly stored item, after it is committed;
+the commit adapter uses this to reconcile the effect of an accepted suggestion.
 """
 
 from __future__ import annotations
@@ -14,16 +15,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, String, cast, select
+from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.cds.errors import Issue, RequestInvalid, ServiceNotFound, StoreUnavailable
 from app.cds.requests import FeedbackItem, parse_feedback
 from app.ontology.model import Ontology
-from app.store import Run, repo, session_scope
+from app.store import repo, session_scope
+from app.store.db import describe_error
 
 log = logging.getLogger("horismos.cds.feedback")
 OUTCOMES = ("accepted", "overridden")
+#: At most this many issues are listed when items name unknown cards.
+_MAX_ISSUES = 20
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,19 +82,35 @@ def _check(items: list[FeedbackItem]) -> None:
         raise RequestInvalid(issues=issues)
 
 
-def _find_card(session: Any, service_id: str, card_uuid: str) -> tuple[str | None, Any]:
-    """The run whose stored response carries the card (a text match over the service's runs)."""
-    needle = f'%"{card_uuid}"%'
-    rows = session.execute(
-        select(Run.id, Run.response)
-        .where(Run.service_id == service_id, cast(Run.response, String).like(needle))
-        .limit(5)
-    ).all()
-    for run_id, response in rows:
-        for card in (response or {}).get("cards", []):
-            if card.get("uuid") == card_uuid:
-                return run_id, card
-    return None, None
+def _card_of(response: dict[str, Any] | None, card_uuid: str) -> dict[str, Any] | None:
+    for card in (response or {}).get("cards", []):
+        if isinstance(card, dict) and card.get("uuid") == card_uuid:
+            return card
+    return None
+
+
+def _shown(card_uuid: str) -> str:
+    return repr(card_uuid if len(card_uuid) <= 64 else card_uuid[:64] + "…")
+
+
+def _issued(session: Any, service_id: str, items: list[FeedbackItem]) -> dict[str, Any]:
+    """``{card uuid: (run id, card)}`` for every item, looked up by key; refuses the request
+    (400 naming each item, nothing stored) when it names a card the service never issued."""
+    runs = repo.find_cards(session, service_id, [item.card for item in items])
+    unknown = [
+        Issue(
+            code="not-found",
+            diagnostics=f"feedback[{i}].card {_shown(item.card)} is not a card service "
+            f"{service_id!r} returned",
+            expression=f"feedback[{i}].card",
+        )
+        for i, item in enumerate(items)
+        if item.card not in runs
+    ]
+    if unknown:
+        raise RequestInvalid(issues=unknown[:_MAX_ISSUES])
+    responses = repo.run_responses(session, runs.values())
+    return {uuid: (run_id, _card_of(responses.get(run_id), uuid)) for uuid, run_id in runs.items()}
 
 
 def store_feedback(
@@ -110,36 +130,35 @@ def store_feedback(
     items = parse_feedback(body).feedback
     _check(items)
     stamps = [_timestamp(item, i) for i, item in enumerate(items)]
-    fresh: list[StoredFeedback] = []
     try:
         with session_scope(engine) as session:
-            for item, stamp in zip(items, stamps, strict=True):
-                run_id, card = _find_card(session, service_id, item.card)
-                _row, created = repo.add_feedback(
-                    session,
-                    service_id=service_id,
+            issued = _issued(session, service_id, items)
+            rows = [
+                repo.FeedbackRow(
                     card_uuid=item.card,
                     outcome=item.outcome,
                     outcome_timestamp=stamp,
                     accepted_suggestions=item.acceptedSuggestions,
                     override_reason=item.overrideReason,
-                    run_id=run_id,
+                    run_id=issued[item.card][0],
                 )
-                if created:
-                    fresh.append(
-                        StoredFeedback(
-                            service_id=service_id,
-                            run_id=run_id,
-                            card_uuid=item.card,
-                            outcome=item.outcome,
-                            accepted_suggestions=tuple(
-                                str(s["id"]) for s in item.acceptedSuggestions or []
-                            ),
-                            card=card,
-                        )
-                    )
+                for item, stamp in zip(items, stamps, strict=True)
+            ]
+            created = repo.add_feedbacks(session, service_id, rows)
+        fresh = [
+            StoredFeedback(
+                service_id=service_id,
+                run_id=issued[item.card][0],
+                card_uuid=item.card,
+                outcome=item.outcome,
+                accepted_suggestions=tuple(str(s["id"]) for s in item.acceptedSuggestions or []),
+                card=issued[item.card][1],
+            )
+            for item, new in zip(items, created, strict=True)
+            if new
+        ]
     except SQLAlchemyError as exc:
-        log.error("feedback for %s could not be stored: %s", service_id, exc)
+        log.error("feedback for %s could not be stored: %s", service_id, describe_error(exc))
         raise StoreUnavailable.one("transient", "feedback could not be stored; retry") from None
     for entry in fresh:
         for listener in listeners:

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -95,3 +96,32 @@ def session_scope(engine: Engine) -> Iterator[Session]:
     """One transaction: commit when the block succeeds, roll back when it raises."""
     with Session(engine, expire_on_commit=False) as session, session.begin():
         yield session
+
+
+#: Failures that mean "the database cannot serve now" (down, unreachable, too slow, pool
+#: exhausted, locked), not "this statement is wrong": a caller answers 503 for them.
+UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (
+    sa_exc.OperationalError,
+    sa_exc.InterfaceError,
+    sa_exc.TimeoutError,
+    sa_exc.DisconnectionError,
+)
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database is unavailable (down, hung, busy), not a bug."""
+    return isinstance(exc, UNAVAILABLE_ERRORS)
+
+
+def describe_error(exc: BaseException) -> str:
+    """A log line for a database failure without the data it concerns.
+
+    A driver's message can go on for lines of context quoting the statement's data (PostgreSQL's
+    ``CONTEXT: JSON data, line 1: …`` quotes the patient text it choked on); only the class, the
+    SQLSTATE and the first line of the driver's own message are kept."""
+    orig = getattr(exc, "orig", None) or exc
+    first = (str(orig).strip().splitlines() or [""])[0][:200]
+    state = getattr(orig, "sqlstate", None)
+    return (
+        f"{type(exc).__name__}" + (f" [{state}]" if state else "") + (f": {first}" if first else "")
+    )

@@ -203,6 +203,19 @@ class Feedback(Base):
     received_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 
+class IssuedCard(Base):
+    """A card a hook run returned: feedback names cards by uuid, and this finds the card's run
+    by key instead of searching every stored response (feedback on any other card is refused)."""
+
+    __tablename__ = "issued_cards"
+    __table_args__ = (UniqueConstraint("service_id", "card_uuid"), Index(None, "run_id"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    service_id: Mapped[str] = mapped_column(String(200))
+    card_uuid: Mapped[str] = mapped_column(String(200))
+
+
 class SeenJti(Base):
     """A client JWT ``jti`` already accepted, kept until the token expires (replay defence)."""
 

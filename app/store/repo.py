@@ -8,7 +8,8 @@ readable after commit; routes map them to response models, never return them as 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from sqlalchemy import Table, delete, func, insert, select, update
@@ -22,6 +23,7 @@ from app.store.models import (
     Effect,
     EffectState,
     Feedback,
+    IssuedCard,
     Run,
     RunStatus,
     SeenJti,
@@ -32,8 +34,12 @@ from app.store.models import (
 )
 
 __all__ = [
+    "FeedbackRow",
     "add_feedback",
+    "add_feedbacks",
     "claim_run",
+    "could_be_run_id",
+    "find_cards",
     "get_effect",
     "get_run",
     "list_effects",
@@ -42,8 +48,10 @@ __all__ = [
     "list_sources",
     "list_trace",
     "purge_expired_jtis",
+    "record_cards",
     "record_effect",
     "remember_jti",
+    "run_responses",
     "save_outcome",
     "set_effect_state",
 ]
@@ -211,8 +219,22 @@ def save_outcome(
         session.execute(insert(SourceVersion), rows)
 
 
-def get_run(session: Session, run_id: str) -> Run | None:
-    return session.get(Run, run_id)
+#: Longest run id stored (the ``runs.id`` column).
+RUN_ID_LENGTH = 36
+
+
+def could_be_run_id(run_id: str) -> bool:
+    """Whether ``run_id`` could name a stored run: no longer than the column and free of
+    characters a database cannot compare (a NUL fails the query on PostgreSQL)."""
+    return 0 < len(run_id) <= RUN_ID_LENGTH and run_id.isprintable()
+
+
+def get_run(session: Session, run_id: str, *, for_update: bool = False) -> Run | None:
+    """The run, or None (also for an id no run can have, without asking the database).
+    ``for_update`` locks the row until the transaction ends (PostgreSQL)."""
+    if not could_be_run_id(run_id):
+        return None
+    return session.get(Run, run_id, with_for_update=for_update)
 
 
 def list_runs(
@@ -383,11 +405,110 @@ def add_feedback(
     return existing, False
 
 
+@dataclass(frozen=True, kw_only=True)
+class FeedbackRow:
+    """One feedback item to store (``add_feedbacks``)."""
+
+    card_uuid: str
+    outcome: str
+    outcome_timestamp: datetime
+    run_id: str | None = None
+    accepted_suggestions: list[Any] | None = None
+    override_reason: dict[str, Any] | None = None
+
+
+def add_feedbacks(session: Session, service_id: str, items: Sequence[FeedbackRow]) -> list[bool]:
+    """Store many feedback items in a few statements; per item, whether it was new (an item
+    identical to one stored, or to an earlier one of ``items``, is not)."""
+    now = utcnow()
+    created: list[bool] = []
+    taken: set[tuple[str, str, datetime]] = set()
+    for start in range(0, len(items), _IN_BATCH):
+        chunk = items[start : start + _IN_BATCH]
+        stmt = (
+            _insert(session, Feedback)
+            .values(
+                [
+                    {
+                        "service_id": service_id,
+                        "card_uuid": item.card_uuid,
+                        "run_id": item.run_id,
+                        "outcome": item.outcome,
+                        "accepted_suggestions": item.accepted_suggestions,
+                        "override_reason": item.override_reason,
+                        "outcome_timestamp": item.outcome_timestamp,
+                        "received_at": now,
+                    }
+                    for item in chunk
+                ]
+            )
+            .on_conflict_do_nothing(
+                index_elements=["service_id", "card_uuid", "outcome", "outcome_timestamp"]
+            )
+            .returning(Feedback.card_uuid, Feedback.outcome, Feedback.outcome_timestamp)
+        )
+        inserted = {
+            (uuid, outcome, stamp.astimezone(UTC)) for uuid, outcome, stamp in session.execute(stmt)
+        }
+        for item in chunk:
+            key = (item.card_uuid, item.outcome, item.outcome_timestamp.astimezone(UTC))
+            created.append(key in inserted and key not in taken)
+            taken.add(key)
+    return created
+
+
 def list_feedback(session: Session, *, service_id: str | None = None) -> list[Feedback]:
     stmt = select(Feedback).order_by(Feedback.id)
     if service_id is not None:
         stmt = stmt.where(Feedback.service_id == service_id)
     return list(session.execute(stmt).scalars())
+
+
+# --- issued cards -------------------------------------------------------------------------
+
+#: Longest card uuid stored (the ``issued_cards.card_uuid`` column).
+CARD_UUID_LENGTH = 200
+_IN_BATCH = 500
+
+
+def record_cards(
+    session: Session, *, run_id: str, service_id: str, card_uuids: Iterable[str]
+) -> None:
+    """Remember the cards a hook run returned, so feedback can find them by key."""
+    rows = [
+        {"run_id": run_id, "service_id": service_id, "card_uuid": uuid}
+        for uuid in dict.fromkeys(card_uuids)
+    ]
+    if rows:
+        session.execute(insert(IssuedCard), rows)
+
+
+def find_cards(session: Session, service_id: str, card_uuids: Iterable[str]) -> dict[str, str]:
+    """``{card uuid: run id}`` for those of ``card_uuids`` the service issued (by key, in
+    batches; an id longer than any stored one is not looked up)."""
+    wanted = [u for u in dict.fromkeys(card_uuids) if 0 < len(u) <= CARD_UUID_LENGTH]
+    found: dict[str, str] = {}
+    for start in range(0, len(wanted), _IN_BATCH):
+        chunk = wanted[start : start + _IN_BATCH]
+        rows = session.execute(
+            select(IssuedCard.card_uuid, IssuedCard.run_id).where(
+                IssuedCard.service_id == service_id, IssuedCard.card_uuid.in_(chunk)
+            )
+        )
+        found.update({uuid: run_id for uuid, run_id in rows})
+    return found
+
+
+def run_responses(session: Session, run_ids: Iterable[str]) -> dict[str, dict[str, Any] | None]:
+    """The stored CDS responses of the given runs, by run id (in batches)."""
+    ids = list(dict.fromkeys(run_ids))
+    found: dict[str, dict[str, Any] | None] = {}
+    for start in range(0, len(ids), _IN_BATCH):
+        rows = session.execute(
+            select(Run.id, Run.response).where(Run.id.in_(ids[start : start + _IN_BATCH]))
+        )
+        found.update({run_id: response for run_id, response in rows})
+    return found
 
 
 # --- client JWT replay defence ------------------------------------------------------------

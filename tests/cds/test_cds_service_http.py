@@ -262,9 +262,11 @@ def test_feedback_is_stored_linked_to_the_run_and_duplicates_are_harmless(
     "name", ["feedback-overridden-no-reason-spec.json", "feedback-overridden-with-reason-spec.json"]
 )
 def test_spec_feedback_bodies_are_accepted(client: TestClient, name: str) -> None:
+    answer = client.post("/cds-services/horismos-med-safety", json=med_safety_body()).json()
     body = json.loads((FIXTURES / name).read_text())
-    resp = client.post("/cds-services/horismos-triage/feedback", json=body)
-    assert resp.status_code == 200
+    body["feedback"][0]["card"] = answer["cards"][0]["uuid"]  # a card this service returned
+    resp = client.post("/cds-services/horismos-med-safety/feedback", json=body)
+    assert resp.status_code == 200, resp.text
     assert resp.json()["stored"] == 1
 
 
