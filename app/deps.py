@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from email.message import Message
 from typing import Annotated
 
 import httpx
@@ -14,7 +15,8 @@ from fastapi import Depends, Request
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from app.errors import Unavailable
+from app import json_input
+from app.errors import BadRequest, ClientError, Unavailable
 from app.ontology.model import Ontology
 from app.settings import Settings
 from app.tools import ToolInvoker
@@ -55,6 +57,46 @@ def get_http_client(request: Request) -> httpx.AsyncClient:
     return client
 
 
+def is_json_media_type(content_type: str | None) -> bool:
+    """``application/json`` or ``application/<something>+json`` (parameters allowed)."""
+    if not content_type:
+        return False
+    message = Message()
+    message["content-type"] = content_type
+    if message.get_content_maintype() != "application":
+        return False
+    subtype = message.get_content_subtype()
+    return subtype == "json" or subtype.endswith("+json")
+
+
+class UnsupportedMediaType(ClientError):
+    """Raised when a body is not declared as JSON: a cross-origin page may send ``text/plain``
+    (or a body without a type) without a CORS preflight, so such a body is never acted on."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            415, "unsupported-media-type", "Content-Type", "send the body as application/json"
+        )
+
+
+async def checked_json_body(request: Request) -> None:
+    """Dependency of the run routes that take a JSON body: refuse a body not declared as JSON
+    (415) and JSON the service cannot walk or store (nested absurdly deep, a NUL character, an
+    unpaired surrogate: 400 naming where), before FastAPI's own parsing acts on it."""
+    raw = await request.body()
+    if not raw:
+        return
+    if not is_json_media_type(request.headers.get("content-type")):
+        raise UnsupportedMediaType()
+    try:
+        json_input.loads(raw)
+    except json_input.JsonRefused as exc:
+        raise BadRequest(where=exc.where or None, message=exc.message) from None
+    except ValueError:
+        return  # not JSON at all: FastAPI answers 422 with its own description
+
+
+JsonBodyChecked = Depends(checked_json_body)
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 EngineDep = Annotated[Engine, Depends(get_engine)]
 SessionDep = Annotated[Session, Depends(get_session)]

@@ -18,10 +18,13 @@ shape (the CDS routes answer with a FHIR OperationOutcome) subclasses ``ClientEr
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+
+log = logging.getLogger("horismos")
 
 
 class HorismosError(Exception):
@@ -126,6 +129,37 @@ async def _handle(_request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(exc.to_body(), status_code=exc.status, headers=exc.headers())
 
 
+#: Routes under this prefix answer errors as FHIR OperationOutcomes (CDS Hooks).
+_CDS_PREFIX = "/cds-services"
+
+
+async def _database(request: Request, exc: Exception) -> JSONResponse:
+    """A database failure no route translated: 503 when the database is unavailable (down,
+    hung past its timeouts, pool exhausted), else a 500; logged without the data concerned."""
+    from app.store.db import describe_error, is_unavailable
+
+    if not is_unavailable(exc):
+        log.error(
+            "database error on %s %s: %s", request.method, request.url.path, describe_error(exc)
+        )
+        return JSONResponse(
+            {"error": {"code": "internal", "message": "internal error"}}, status_code=500
+        )
+    log.warning("database unavailable on %s: %s", request.url.path, describe_error(exc))
+    message = "the database is unavailable; retry later"
+    body: dict[str, Any]
+    if request.url.path.startswith(_CDS_PREFIX):
+        issue = {"severity": "error", "code": "transient", "diagnostics": message}
+        body = {"resourceType": "OperationOutcome", "issue": [issue]}
+    else:
+        body = Unavailable(message, where="database").to_body()
+    return JSONResponse(body, status_code=503, headers={"Retry-After": "5"})
+
+
 def install_error_handlers(app: FastAPI) -> None:
-    """Register the one mapping from domain errors to HTTP answers."""
+    """Register the one mapping from domain errors to HTTP answers, and the one for database
+    failures that reach a route untranslated."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     app.add_exception_handler(HorismosError, _handle)
+    app.add_exception_handler(SQLAlchemyError, _database)

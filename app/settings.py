@@ -10,8 +10,9 @@ import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite:///./horismos.db"
@@ -77,11 +78,38 @@ class Settings(BaseSettings):
     link_secret: SecretStr | None = None
     #: How long a signed card link stays valid, in seconds.
     link_ttl_seconds: int = Field(default=86_400, gt=0)
+    #: The longest a client JWT may live (``exp`` after ``iat`` and after now), in seconds.
+    max_token_lifetime_seconds: int = Field(default=300, gt=0)
 
     @field_validator("ontology_paths", "cors_origins", "allowed_fhir_servers", mode="before")
     @classmethod
     def _lists_from_text(cls, value: object) -> object:
         return _split_list(value)
+
+    @field_validator("public_base_url")
+    @classmethod
+    def _public_base_url_is_absolute(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None  # an empty variable means unset
+        parsed = urlsplit(value.strip())
+        if parsed.scheme not in ("http", "https") or not parsed.netloc or parsed.query:
+            raise ValueError(
+                "HORISMOS_PUBLIC_BASE_URL must be an absolute http(s) URL without a query, "
+                f"e.g. https://cds.example.org; got {value!r}"
+            )
+        return value.strip().rstrip("/")
+
+    @model_validator(mode="after")
+    def _audience_needs_a_public_base_url(self) -> Settings:
+        # Without it the JWT's aud would be compared with a URL built from the request's Host
+        # (and X-Forwarded-*) headers, which the caller chooses: any audience would pass.
+        if self.trusted_issuers and not self.public_base_url:
+            raise ValueError(
+                "HORISMOS_TRUSTED_ISSUERS is set but HORISMOS_PUBLIC_BASE_URL is not: client "
+                "JWTs are checked against the service's own URL, which the service must be told "
+                "(never taken from the request's Host header)"
+            )
+        return self
 
     @field_validator("link_secret")
     @classmethod

@@ -15,16 +15,20 @@ elsewhere are not followed, and redirects are not followed at all (the shared cl
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
+
+from app import json_input
 
 log = logging.getLogger("horismos.fhir")
 
 FHIR_JSON = "application/fhir+json"
+#: What the caller learns when no FHIR answer came back, whatever the reason.
+NO_ANSWER = "the FHIR server could not be reached or did not answer in time"
 MAX_PAGES = 10
 #: The most one ``read`` (all its pages) takes in, in bytes, unless the caller says otherwise.
 MAX_RESPONSE_BYTES = 20_000_000
@@ -67,6 +71,17 @@ def _diagnostics(body: Any) -> str:
     return ""
 
 
+def path_escapes(path: str) -> bool:
+    """Whether a URL path holds a segment a server may resolve to another place: ``.`` or
+    ``..`` (also percent-encoded, ``%2e%2e``), or an encoded ``/`` or ``\\`` inside a segment.
+    Such a path can pass a prefix check and still reach outside the prefix."""
+    for segment in path.split("/"):
+        decoded = unquote(segment)
+        if decoded in (".", "..") or "/" in decoded or "\\" in decoded:
+            return True
+    return False
+
+
 def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
     return (url.scheme, url.host, url.port)
 
@@ -92,11 +107,24 @@ class FhirClient:
     def url(self, query: str) -> str:
         return query if query.startswith(("http://", "https://")) else f"{self._base}/{query}"
 
+    def _checked(self, url: str) -> str:
+        """``url``, unless its path has a segment a server resolves elsewhere (``..``, ``.``,
+        encoded or not): ``Patient/..`` would read the FHIR base URL with the token."""
+        try:
+            raw_path = httpx.URL(url).raw_path.decode("ascii", "replace").split("?", 1)[0]
+        except (httpx.InvalidURL, TypeError, ValueError):
+            raise FhirRefused(message="the FHIR URL is not valid", url=url) from None
+        if path_escapes(raw_path):
+            raise FhirRefused(
+                message="the FHIR query has a '.' or '..' path segment; it was not sent", url=url
+            )
+        return url
+
     async def read(self, query: str) -> dict[str, Any]:
         """GET a resource or a search; searchset pages are followed and merged (at most 10, all
         of them together at most ``max_bytes``), only while they stay on ``fhirServer``'s origin.
         """
-        url = self.url(query)
+        url = self._checked(self.url(query))
         budget = [self._max_bytes]
         body = await self._get(url, budget)
         if body.get("resourceType") != "Bundle":
@@ -115,7 +143,7 @@ class FhirClient:
             )
             if not nxt:
                 break
-            body = await self._get(self._same_origin(url, str(nxt)), budget)
+            body = await self._get(self._checked(self._same_origin(url, str(nxt))), budget)
             entries.extend(body.get("entry") or [])
             pages += 1
         merged = dict(body)
@@ -149,16 +177,19 @@ class FhirClient:
         except httpx.InvalidURL as exc:
             log.info("invalid FHIR URL %s: %s", url, exc)
             raise FhirRefused(message="the FHIR URL is not valid", url=url) from None
-        except httpx.TimeoutException as exc:
-            log.info("FHIR read of %s timed out: %r", url, exc)
-            raise FhirUnavailable(
-                message="the FHIR server did not answer in time", url=url
-            ) from None
         except httpx.HTTPError as exc:
+            # refused, reset, timed out, not HTTP at all: one text, so the answer does not tell
+            # an open port from a closed one (the detail is logged)
             log.info("FHIR read of %s failed: %r", url, exc)
-            raise FhirUnavailable(message="the FHIR server could not be reached", url=url) from None
+            raise FhirUnavailable(message=NO_ANSWER, url=url) from None
         try:
-            body = json.loads(raw)
+            body = json_input.loads(raw)
+        except json_input.JsonRefused as exc:
+            raise FhirRefused(
+                message=f"the FHIR server's answer cannot be used: {exc.message}",
+                url=url,
+                status=resp.status_code,
+            ) from None
         except ValueError:
             body = None
         if resp.status_code >= 400:

@@ -490,6 +490,8 @@ class FhirCommitAdapter:
         if len({s.reference for s in candidates}) > 1:
             return f"the run read several {commit.resource_type} resources; the target is ambiguous"
         target = candidates[-1]
+        if target.id in (".", ".."):  # a URL path would resolve it to another resource
+            return f"{target.reference} is not an id a write can be addressed to"
         if not target.version_id:
             return f"{target.reference} was read without a versionId; cannot commit conditionally"
         return target

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from app.api import maintenance
 from app.cds.auth import CLIENT_JWT_RESPONSE, require_client
-from app.deps import EngineDep, OntologyDep, SettingsDep, tool_invoker
+from app.deps import EngineDep, JsonBodyChecked, OntologyDep, SettingsDep, tool_invoker
 from app.errors import BadRequest, Conflict, NotFound
 from app.ontology.model import Ontology, StepDef, WorkflowDef
 from app.runtime import Outcome, RunContext, SuspendedRun, resume_workflow
@@ -131,7 +131,7 @@ def resume_run(
     """Continue a suspended run; the row stays locked from reading it to saving the outcome,
     so two concurrent resumes cannot both continue it (the second gets 409)."""
     with session_scope(engine) as session:
-        run = session.get(Run, run_id, with_for_update=True)
+        run = repo.get_run(session, run_id, for_update=True)
         if run is None:
             raise NotFound(where="runId", message=f"no run {run_id}")
         if run.status != "suspended":
@@ -195,7 +195,7 @@ def expire_overdue_waits(
 router = APIRouter(
     tags=["runs"],
     lifespan=maintenance.lifespan,
-    dependencies=[Depends(require_client)],
+    dependencies=[Depends(require_client), JsonBodyChecked],
     responses=CLIENT_JWT_RESPONSE,
 )
 

@@ -30,7 +30,7 @@ from app.cds.auth import (
     require_client,
     require_client_or_run_link,
 )
-from app.deps import OntologyDep, SessionDep, SettingsDep, tool_invoker
+from app.deps import JsonBodyChecked, OntologyDep, SessionDep, SettingsDep, tool_invoker
 from app.errors import NotFound
 from app.runtime.host import save_run, start_run, stored_outcome, stored_recording
 from app.runtime.replay import replay_run
@@ -39,7 +39,9 @@ from app.tools import ToolInvoker
 
 #: with trusted issuers configured, every run route needs the same client JWT as the CDS routes
 router = APIRouter(
-    tags=["runs"], dependencies=[Depends(require_client)], responses=CLIENT_JWT_RESPONSE
+    tags=["runs"],
+    dependencies=[Depends(require_client), JsonBodyChecked],
+    responses=CLIENT_JWT_RESPONSE,
 )
 #: ``GET /runs/{id}`` alone: the client JWT, or the card's signed link for that one run
 #: (``app.cds.links``); kept apart so no other run route can accept a link

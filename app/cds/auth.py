@@ -11,8 +11,8 @@ so a replayed token is refused. With no trusted issuer configured the service ru
 from __future__ import annotations
 
 import base64
-import json
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +24,7 @@ from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
+from app import json_input
 from app.cds.errors import Issue, Unauthorized
 from app.cds.links import INVALID, RunLinks, run_link
 
@@ -47,6 +48,11 @@ ALLOWED_ALGORITHMS = (
     "EdDSA",
 )
 LEEWAY_SECONDS = 30
+#: The longest a client JWT may live (``exp`` after ``iat``, and after now): five minutes, as
+#: SMART Backend Services requires of its assertions. A longer-lived token is refused.
+MAX_TOKEN_LIFETIME_SECONDS = 300
+#: The longest ``jti`` remembered (the replay ledger's column holds 500 characters).
+MAX_JTI_LENGTH = 255
 JWKS_CACHE_SECONDS = 300
 
 #: ``remember(iss, jti, until) -> True`` when first seen, ``False`` for a replay; ``until`` is
@@ -88,11 +94,20 @@ def _refuse(message: str) -> Unauthorized:
 
 
 def _b64json(part: str) -> dict[str, Any]:
+    """A JWT header or payload: base64url JSON, bounded like any JSON from outside."""
     raw = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
-    value = json.loads(raw)
+    value = json_input.loads(raw)
     if not isinstance(value, dict):
         raise ValueError("not a JSON object")
     return value
+
+
+def _numeric_date(claims: Mapping[str, Any], name: str) -> float:
+    """A JWT NumericDate (RFC 7519 §2): a JSON number, finite; strings and booleans are not."""
+    value = claims[name]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise _refuse(f"JWT {name} must be a number of seconds since the epoch")
+    return float(value)
 
 
 @dataclass(kw_only=True)
@@ -103,6 +118,8 @@ class ClientAuthenticator:
     remember_jti: JtiLedger
     http: httpx.AsyncClient | None = None
     leeway: int = LEEWAY_SECONDS
+    #: the longest a token may live, in seconds (``HORISMOS_MAX_TOKEN_LIFETIME_SECONDS``)
+    max_lifetime: int = MAX_TOKEN_LIFETIME_SECONDS
     clock: Callable[[], float] = time.time
     #: signs the card's link to a run's record (``HORISMOS_LINK_SECRET``); None: plain links
     links: RunLinks | None = None
@@ -165,7 +182,7 @@ class ClientAuthenticator:
         claims = dict(decoded.claims)
         self._check_claims(claims, audience)
         # remembered for as long as the token is acceptable: its exp plus the leeway
-        exp = int(claims["exp"]) + self.leeway
+        exp = math.ceil(_numeric_date(claims, "exp")) + self.leeway
         if not await self.remember_jti(issuer.iss, str(claims["jti"]), exp):
             raise _refuse(f"JWT jti {claims['jti']!r} was already used (replay)")
         return ClientIdentity(iss=issuer.iss, claims=claims)
@@ -179,14 +196,19 @@ class ClientAuthenticator:
         auds = aud if isinstance(aud, list) else [aud]
         if audience.rstrip("/") not in [str(a).rstrip("/") for a in auds]:
             raise _refuse(f"JWT aud {aud!r} is not this service's URL {audience!r}")
-        try:
-            exp, iat = float(claims["exp"]), float(claims["iat"])
-        except (TypeError, ValueError):
-            raise _refuse("JWT exp and iat must be numeric dates") from None
+        jti = claims["jti"]
+        if not isinstance(jti, str) or not 0 < len(jti) <= MAX_JTI_LENGTH:
+            raise _refuse(f"JWT jti must be a string of 1 to {MAX_JTI_LENGTH} characters")
+        exp, iat = _numeric_date(claims, "exp"), _numeric_date(claims, "iat")
         if exp + self.leeway < now:
             raise _refuse("JWT has expired")
         if iat - self.leeway > now:
             raise _refuse("JWT iat is in the future")
+        if exp - iat > self.max_lifetime or exp - now > self.max_lifetime + self.leeway:
+            raise _refuse(
+                f"JWT lives longer than the {self.max_lifetime} s this service accepts "
+                "(exp too far after iat or after now)"
+            )
 
     async def _keys(self, issuer: TrustedIssuer, jku: Any, kid: str) -> KeySet:
         if jku is not None:
@@ -268,6 +290,7 @@ def client_authenticator(app: FastAPI) -> ClientAuthenticator:
     auth = ClientAuthenticator(
         issuers=[TrustedIssuer.from_config(i.model_dump()) for i in settings.trusted_issuers],
         remember_jti=store_jti_ledger(app.state.engine),
+        max_lifetime=settings.max_token_lifetime_seconds,
         http=getattr(app.state, "http", None),
         links=None
         if secret is None

@@ -10,6 +10,7 @@ Every error carries the HTTP status the route answers with and renders (``to_bod
     ├── HookInstanceConflict  409  a hookInstance reused with a different request body
     ├── PrefetchUnavailable   412  data the service needs could not be obtained
     ├── PayloadTooLarge       413  the request body is larger than the service accepts
+    ├── UnsupportedMediaType  415  the body is not declared as JSON (``Content-Type``)
     ├── RunFailed             500  the run broke after it was claimed; it is recorded as failed
     └── StoreUnavailable      503  the run could not be persisted; no decision is returned
 """
@@ -128,6 +129,13 @@ class PayloadTooLarge(CdsError):
     """Raised when a request body exceeds the size limit of the CDS routes."""
 
     status = 413
+
+
+class UnsupportedMediaType(CdsError):
+    """Raised when a body is not sent as ``application/json``: a cross-origin page may send
+    ``text/plain`` without a CORS preflight, so such a body never starts a run."""
+
+    status = 415
 
 
 class RunFailed(CdsError):

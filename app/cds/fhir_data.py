@@ -31,16 +31,18 @@ def resource_issues(resource: Any, where: str) -> list[Issue]:
     rtype = resource["resourceType"]
     try:
         model = get_fhir_model_class(rtype)
-    except KeyError:
-        return [
-            Issue(
-                code="not-supported",
-                diagnostics=f"{where}: unknown FHIR R4 resource type {rtype!r}",
-                expression=f"{where}.resourceType",
-            )
-        ]
+    except (KeyError, ValueError):
+        return [_unknown_type(where, rtype)]
     try:
         model.model_validate(resource)
+    except KeyError:  # an entry or contained resource of a type the models do not know
+        return unknown_types(resource, where) or [
+            Issue(code="structure", diagnostics=f"{where}: not valid FHIR R4", expression=where)
+        ]
+    except RecursionError:
+        return [
+            Issue(code="structure", diagnostics=f"{where}: nested too deeply", expression=where)
+        ]
     except ValidationError as exc:
         issues = []
         for err in exc.errors()[:5]:
@@ -56,6 +58,40 @@ def resource_issues(resource: Any, where: str) -> list[Issue]:
     except (ValueError, TypeError) as exc:
         return [Issue(code="structure", diagnostics=f"{where}: {exc}", expression=where)]
     return []
+
+
+def _unknown_type(where: str, rtype: object) -> Issue:
+    shown = rtype if not isinstance(rtype, str) or len(rtype) <= 64 else rtype[:64] + "…"
+    return Issue(
+        code="not-supported",
+        diagnostics=f"{where}: unknown FHIR R4 resource type {shown!r}",
+        expression=f"{where}.resourceType",
+    )
+
+
+def _known_type(rtype: str) -> bool:
+    try:
+        get_fhir_model_class(rtype)
+    except (KeyError, ValueError):
+        return False
+    return True
+
+
+def unknown_types(resource: Any, where: str) -> list[Issue]:
+    """One issue per embedded resource (Bundle entry, contained, parameter) whose
+    ``resourceType`` names no FHIR R4 resource: the models fail on them with a bare KeyError."""
+    issues: list[Issue] = []
+    stack: list[tuple[Any, str]] = [(resource, where)]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, dict):
+            rtype = item.get("resourceType")
+            if isinstance(rtype, str) and not _known_type(rtype):
+                issues.append(_unknown_type(path, rtype))
+            stack.extend((v, f"{path}.{k}") for k, v in reversed(list(item.items())))
+        elif isinstance(item, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in reversed(list(enumerate(item))))
+    return issues
 
 
 def bundle_resources(value: Any) -> list[dict[str, Any]]:

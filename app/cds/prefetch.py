@@ -13,11 +13,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 import httpx
 
-from adapters.fhir.client import MAX_RESPONSE_BYTES, FhirClient, FhirError
+from adapters.fhir.client import MAX_RESPONSE_BYTES, NO_ANSWER, FhirClient, FhirError
 from app.cds.errors import Issue, PrefetchUnavailable, RequestInvalid
 from app.cds.fhir_data import resource_issues
 from app.cds.requests import HookRequest
@@ -56,7 +57,8 @@ def render(template: str, context: dict[str, Any]) -> str:
             return rid
         raise Unrenderable(name)
 
-    return _TOKEN.sub(fill, template)
+    # a value is data, never syntax: it cannot add search parameters or a fragment
+    return _TOKEN.sub(lambda m: quote(fill(m), safe="/:"), template)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -142,14 +144,11 @@ async def gather(
                     expression=f"prefetch.{key}",
                 )
             )
-        elif key not in results:
+        elif key not in results:  # the hook's deadline passed: said like any missing answer
             issues.append(
                 Issue(
-                    code="timeout",
-                    diagnostics=(
-                        f"prefetch key {key!r} ({query}) was not read within the hook's "
-                        f"{deadline:g} s deadline"
-                    ),
+                    code="transient",
+                    diagnostics=f"prefetch key {key!r} ({query}) could not be read: {NO_ANSWER}",
                     expression=f"prefetch.{key}",
                 )
             )

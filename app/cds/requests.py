@@ -8,7 +8,6 @@ as the OpenAPI description of the request body.
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from adapters.fhir.client import path_escapes
 from app.cds.errors import Issue, RequestInvalid
 
 
@@ -137,6 +137,8 @@ HOOK_CONTEXTS: dict[str, tuple[_Field, ...]] = {
 
 _ID = re.compile(r"^[A-Za-z0-9\-.]{1,64}$")
 _REF = re.compile(r"^([A-Z][A-Za-z]+)/([A-Za-z0-9\-.]{1,64})$")
+#: Ids the FHIR id pattern admits but a URL path resolves away (``Patient/..`` is the base URL).
+_DOT_IDS = (".", "..")
 
 
 def _check_context(hook: str, context: dict[str, Any]) -> list[Issue]:
@@ -167,11 +169,11 @@ def _check_field(f: _Field, value: Any, where: str) -> list[Issue]:
         return [Issue(code="invalid", diagnostics=msg, expression=where)]
 
     if f.kind == "id":
-        if not isinstance(value, str) or not _ID.match(value):
+        if not isinstance(value, str) or not _ID.match(value) or value in _DOT_IDS:
             return bad(f"{where} must be a bare FHIR id (no resource type, no '/'), got {value!r}")
     elif f.kind in ("user", "ref"):
         m = _REF.match(value) if isinstance(value, str) else None
-        if m is None:
+        if m is None or m.group(2) in _DOT_IDS:
             return bad(f"{where} must be a relative reference 'Type/id', got {value!r}")
         if f.types and m.group(1) not in f.types:
             return bad(f"{where} must reference one of {', '.join(f.types)}, got {m.group(1)}")
@@ -179,7 +181,8 @@ def _check_field(f: _Field, value: Any, where: str) -> list[Issue]:
         if not isinstance(value, list) or not value:
             return bad(f"{where} must be a non-empty array of 'Type/id' references")
         for i, item in enumerate(value):
-            if not isinstance(item, str) or not _REF.match(item):
+            m = _REF.match(item) if isinstance(item, str) else None
+            if m is None or m.group(2) in _DOT_IDS:
                 return [
                     Issue(
                         code="invalid",
@@ -216,7 +219,9 @@ def _check_bundle(value: Any, where: str) -> list[Issue]:
             issues.append(
                 Issue(code="structure", diagnostics=f"{at} must be a FHIR resource", expression=at)
             )
-        elif not isinstance(res.get("id"), str) or not _ID.match(res["id"]):
+        elif (
+            not isinstance(res.get("id"), str) or not _ID.match(res["id"]) or res["id"] in _DOT_IDS
+        ):
             issues.append(
                 Issue(
                     code="required",
@@ -300,10 +305,19 @@ def fhir_server_allowed(url: httpx.URL, prefixes: Sequence[str]) -> bool:
     path = url.path.rstrip("/")
     for prefix in prefixes:
         allowed = _valid_base_url(prefix)
-        if allowed is None or (allowed.scheme, allowed.host, allowed.port) != (
-            url.scheme,
-            url.host,
-            url.port,
+        if (
+            allowed is None
+            or path_escapes(allowed.path)
+            or (
+                allowed.scheme,
+                allowed.host,
+                allowed.port,
+            )
+            != (
+                url.scheme,
+                url.host,
+                url.port,
+            )
         ):
             continue
         root = allowed.path.rstrip("/")
@@ -322,6 +336,25 @@ def _check_fhir_server(value: str, allowed: Sequence[str]) -> list[Issue]:
                 expression="fhirServer",
             )
         ]
+    if url.userinfo:
+        # httpx would send them as Basic credentials in place of the EHR's access token
+        return [
+            Issue(
+                code="security",
+                diagnostics="fhirServer must not carry credentials (user:password@); the "
+                "access token goes in fhirAuthorization",
+                expression="fhirServer",
+            )
+        ]
+    if path_escapes(url.raw_path.decode("ascii", "replace").split("?", 1)[0]):
+        return [
+            Issue(
+                code="security",
+                diagnostics="fhirServer must not contain '.' or '..' path segments (encoded or "
+                "not) or encoded slashes",
+                expression="fhirServer",
+            )
+        ]
     if not fhir_server_allowed(url, allowed):
         return [
             Issue(
@@ -332,6 +365,18 @@ def _check_fhir_server(value: str, allowed: Sequence[str]) -> list[Issue]:
             )
         ]
     return []
+
+
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+
+def canonical_uuid(value: str) -> str | None:
+    """The UUID in its one canonical spelling (lower case, 8-4-4-4-12), or None.
+
+    Upper case is folded (the same UUID, one hookInstance); braces, ``urn:uuid:`` and digits
+    without hyphens, which ``uuid.UUID`` would also read, are refused: the FHIR ``uuid`` type
+    the hookInstance is defined as spells it one way only."""
+    return value.lower() if _UUID.match(value) else None
 
 
 def parse_hook_request(body: Any, *, allowed_fhir_servers: Sequence[str] = ()) -> HookRequest:
@@ -345,13 +390,14 @@ def parse_hook_request(body: Any, *, allowed_fhir_servers: Sequence[str] = ()) -
     except ValidationError as exc:
         raise RequestInvalid(issues=pydantic_issues(exc)) from None
     issues: list[Issue] = []
-    try:
-        uuid.UUID(model.hookInstance)
-    except ValueError:
+    hook_instance = canonical_uuid(model.hookInstance)
+    if hook_instance is None:
+        shown = model.hookInstance if len(model.hookInstance) <= 64 else model.hookInstance[:64]
         issues.append(
             Issue(
                 code="invalid",
-                diagnostics=f"hookInstance must be a UUID, got {model.hookInstance!r}",
+                diagnostics="hookInstance must be a UUID written as 8-4-4-4-12 hexadecimal "
+                f"digits, got {shown!r}",
                 expression="hookInstance",
             )
         )
@@ -388,7 +434,7 @@ def parse_hook_request(body: Any, *, allowed_fhir_servers: Sequence[str] = ()) -
         raise RequestInvalid(issues=issues)
     return HookRequest(
         hook=model.hook,
-        hook_instance=model.hookInstance,
+        hook_instance=str(hook_instance),
         fhir_server=model.fhirServer.rstrip("/") if model.fhirServer else None,
         authorization=model.fhirAuthorization,
         context=model.context,

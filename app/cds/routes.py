@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -13,9 +12,10 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from app import json_input
 from app.cds.auth import called_url, client_authenticator
 from app.cds.discovery import discovery
-from app.cds.errors import PayloadTooLarge, RequestInvalid
+from app.cds.errors import PayloadTooLarge, RequestInvalid, UnsupportedMediaType
 from app.cds.feedback import FeedbackListener, store_feedback
 from app.cds.schemas import (
     FEEDBACK_REQUEST_BODY,
@@ -26,7 +26,7 @@ from app.cds.schemas import (
     error_responses,
 )
 from app.cds.service import HookDeps, HookService
-from app.deps import OntologyDep
+from app.deps import OntologyDep, is_json_media_type
 from app.settings import Settings
 
 log = logging.getLogger("horismos.cds")
@@ -62,6 +62,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         log.warning(
             "fhirServer restriction is OFF (open mode): hook calls may make the service read "
             "from any FHIR server they name; set HORISMOS_ALLOWED_FHIR_SERVERS to restrict it"
+        )
+    if not settings.public_base_url:
+        log.warning(
+            "HORISMOS_PUBLIC_BASE_URL is not set: card links are built from each request's Host "
+            "header, which the caller chooses; set it to the URL clients use"
         )
     app.state.cds_feedback_listeners = []
     # one blocking client for tool commits (they run in worker threads), shared by all calls:
@@ -100,10 +105,21 @@ router = APIRouter(tags=["CDS Hooks"], lifespan=lifespan)
 
 
 async def _json(request: Request) -> Any:
+    """The body as JSON the service can walk and store: declared as JSON (else 415), within
+    the size limit (else 413), not nested absurdly deep and free of characters no database
+    stores (else 400 naming where)."""
+    if not is_json_media_type(request.headers.get("content-type")):
+        raise UnsupportedMediaType.one(
+            "not-supported",
+            "the body must be sent with Content-Type: application/json",
+            "Content-Type",
+        )
     raw = await _bounded_body(request)
     try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+        return json_input.loads(raw)
+    except json_input.JsonRefused as exc:
+        raise RequestInvalid.one("structure", exc.message, exc.where or None) from None
+    except ValueError:
         raise RequestInvalid.one("structure", "the body is not valid JSON") from None
 
 
@@ -148,7 +164,7 @@ def get_services(ontology: OntologyDep) -> dict[str, Any]:
     openapi_extra=HOOK_REQUEST_BODY,
     responses={
         200: {"model": CdsResponse, "description": "Cards, and the run that produced them"},
-        **error_responses(400, 401, 404, 409, 412, 413, 500, 503),
+        **error_responses(400, 401, 404, 409, 412, 413, 415, 500, 503),
     },
 )
 async def call_service(service_id: str, request: Request, ontology: OntologyDep) -> JSONResponse:
@@ -170,7 +186,7 @@ async def call_service(service_id: str, request: Request, ontology: OntologyDep)
     openapi_extra=FEEDBACK_REQUEST_BODY,
     responses={
         200: {"model": FeedbackResult, "description": "Stored; duplicates are counted, not errors"},
-        **error_responses(400, 401, 404, 413, 503),
+        **error_responses(400, 401, 404, 413, 415, 503),
     },
 )
 async def post_feedback(service_id: str, request: Request, ontology: OntologyDep) -> JSONResponse:

@@ -131,6 +131,7 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
         409: "hookInstance reused with a different body, or still being answered",
         412: "Prefetch data could not be obtained (the issue names the key and why)",
         413: "The request body is larger than the service accepts",
+        415: "The body is not sent as application/json",
         500: "The run failed after it was claimed; it is recorded as failed",
         503: "The decision could not be recorded and is withheld",
     }

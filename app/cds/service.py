@@ -48,6 +48,7 @@ from app.cds.response_check import check_response
 from app.digest import canonical_digest
 from app.ontology.model import CdsServiceDef, Ontology, WorkflowDef
 from app.store import repo, session_scope
+from app.store.db import describe_error
 from app.tools.host import ToolHost
 from app.world.facts import Change, Violation
 from app.world.world import World
@@ -258,7 +259,8 @@ class HookService:
             now=now,
             texts=service.text,
         )
-        digest = request_digest(body)
+        # one call however the client spells its hookInstance (upper or lower case)
+        digest = request_digest({**body, "hookInstance": req.hook_instance})
         run_id, created, stored = await self._claim(service, workflow, req, digest)
         if not created:
             return stored if stored is not None else await self._await_answer(run_id, req)
@@ -301,7 +303,7 @@ class HookService:
         try:
             run_id, created, response, seen_digest, status = await to_thread.run_sync(claim)
         except SQLAlchemyError as exc:
-            log.error("cannot claim hookInstance %s: %s", req.hook_instance, exc)
+            log.error("cannot claim hookInstance %s: %s", req.hook_instance, describe_error(exc))
             raise StoreUnavailable.one(
                 "transient", "the decision store is unavailable; retry later"
             ) from None
@@ -447,9 +449,13 @@ class HookService:
         record["inputViolations"] = [v.to_json() for v in problems]
         rows = [s.to_row() for s in hydration.sources]
         try:
-            self._persist(run_id, outcome, record, response, rows)
+            self._persist(service.id, run_id, outcome, record, response, rows)
         except SQLAlchemyError as exc:
-            log.error("run %s could not be persisted, its decision is withheld: %s", run_id, exc)
+            log.error(
+                "run %s could not be persisted, its decision is withheld: %s",
+                run_id,
+                describe_error(exc),
+            )
             self._mark_failed(run_id)
             raise StoreUnavailable.one(
                 "transient",
@@ -459,6 +465,7 @@ class HookService:
 
     def _persist(
         self,
+        service_id: str,
         run_id: str,
         outcome: Any,
         record: dict[str, Any],
@@ -491,6 +498,12 @@ class HookService:
                         ),
                         first_seq=0,  # this call claimed the run: nothing else writes its trace
                     )
+                    repo.record_cards(
+                        session,
+                        run_id=run_id,
+                        service_id=service_id,
+                        card_uuids=[str(c["uuid"]) for c in response.get("cards", [])],
+                    )
                 return
             except OperationalError as exc:
                 if "locked" not in str(exc) or attempt == _PERSIST_ATTEMPTS - 1:
@@ -503,4 +516,4 @@ class HookService:
                     session, run_id, status="failed", terminal=None, decision=None, outcome=None
                 )
         except SQLAlchemyError as exc:
-            log.error("run %s could not even be marked failed: %s", run_id, exc)
+            log.error("run %s could not even be marked failed: %s", run_id, describe_error(exc))

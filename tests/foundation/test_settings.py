@@ -27,6 +27,7 @@ def test_environment_variables_with_the_prefix_are_read(monkeypatch: pytest.Monk
     ]
     monkeypatch.setenv("HORISMOS_DATABASE_URL", "postgresql://u@db:5432/h")
     monkeypatch.setenv("HORISMOS_TRUSTED_ISSUERS", json.dumps(issuers))
+    monkeypatch.setenv("HORISMOS_PUBLIC_BASE_URL", "https://cds.example/")
     monkeypatch.setenv("HORISMOS_CORS_ORIGINS", "https://a.example, https://b.example")
     monkeypatch.setenv("HORISMOS_ONTOLOGY_PATHS", '["a.ttl", "b.ttl"]')
     monkeypatch.setenv("HORISMOS_ANTHROPIC_API_KEY", "sk-secret")
@@ -36,6 +37,7 @@ def test_environment_variables_with_the_prefix_are_read(monkeypatch: pytest.Monk
         iss="https://ehr.example", jwks_url="https://ehr.example/jwks"
     )
     assert settings.trusted_issuers[1].allowed_jku == ["https://k"]
+    assert settings.public_base_url == "https://cds.example"
     assert settings.cors_origins == ["https://a.example", "https://b.example"]
     assert settings.ontology_paths == [Path("a.ttl"), Path("b.ttl")]
     assert settings.anthropic_api_key is not None

@@ -1,0 +1,90 @@
+"""JSON from outside (request bodies, FHIR answers, JWT parts), decoded so that it can be stored.
+
+Whatever the service decodes it also walks (validation, digests, hydration) and may store
+(JSONB on PostgreSQL). Three things in otherwise valid JSON break that far from where they came
+in, as a 500 or as a "retry later" that never succeeds:
+
+- nesting deeper than any FHIR resource needs (``RecursionError`` in a recursive walk);
+- a NUL character (PostgreSQL stores it neither in text nor in JSONB, and its error message
+  would quote the surrounding patient text into the log);
+- an unpaired UTF-16 surrogate (``"\\ud800"``: not encodable as UTF-8, refused by PostgreSQL).
+
+:func:`loads` refuses them at the door with :class:`JsonRefused`, whose ``where`` is the JSON
+path of the first offending value, so the caller can answer a 4xx naming it. The walk is
+iterative: it cannot itself run out of stack.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+#: Deepest nesting accepted. FHIR resources nest a few tens of levels at most (Bundle → entry →
+#: resource → contained → extension …); a Python recursion limit is 1,000.
+MAX_JSON_DEPTH = 100
+
+
+class JsonRefused(ValueError):
+    """Valid JSON the service will not take in; ``where`` is the path of the offending value."""
+
+    def __init__(self, message: str, where: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.where = where
+
+
+def _join(path: str, part: str | int) -> str:
+    if isinstance(part, int):
+        return f"{path}[{part}]"
+    return f"{path}.{part}" if path else part
+
+
+def _storable(text: str) -> str | None:
+    """Why ``text`` cannot be stored, or None."""
+    if "\x00" in text:
+        return "contains a NUL character (U+0000)"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains an unpaired UTF-16 surrogate"
+    return None
+
+
+def check(value: Any, *, where: str = "", max_depth: int = MAX_JSON_DEPTH) -> None:
+    """Raise :class:`JsonRefused` for the first value nested deeper than ``max_depth`` or
+    holding a string (key or value) that cannot be stored; ``where`` prefixes the paths."""
+    stack: list[tuple[Any, str, int]] = [(value, where, 0)]
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, str):
+            problem = _storable(item)
+            if problem is not None:
+                raise JsonRefused(f"{path or 'the document'} {problem}", path)
+            continue
+        if not isinstance(item, dict | list):
+            continue
+        if depth >= max_depth:
+            raise JsonRefused(
+                f"{path or 'the document'} is nested more than {max_depth} levels deep", path
+            )
+        if isinstance(item, dict):
+            for key, child in item.items():
+                problem = _storable(key)
+                if problem is not None:
+                    raise JsonRefused(f"a key in {path or 'the document'} {problem}", path)
+                stack.append((child, _join(path, key), depth + 1))
+        else:
+            stack.extend((child, _join(path, i), depth + 1) for i, child in enumerate(item))
+
+
+def loads(raw: str | bytes, *, where: str = "", max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Decode ``raw`` and :func:`check` it. Raises ``ValueError`` for text that is not JSON and
+    :class:`JsonRefused` (a ``ValueError`` too) for JSON the service will not take in."""
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        raise JsonRefused(
+            f"{where or 'the document'} is nested more than {max_depth} levels deep", where
+        ) from None
+    check(value, where=where, max_depth=max_depth)
+    return value
