@@ -22,6 +22,10 @@ is evaluated, and ``Latest`` (by effective time) or ``All`` values are kept:
   instance of the range class even when its code maps to no subclass; a resource from prefetch
   whose code maps to nothing in the range tree is not a fact.
 
+Instances then read their own properties from their own resources, follow references
+(``horis:via``, links between instances) and get their ``horis:inverseOf`` links
+(``adapters.fhir.instances``).
+
 Every change carries its ``Source`` (type, id, ``meta.versionId``, ``meta.lastUpdated``); the
 source-version vector lists every resource the call read.
 """
@@ -34,17 +38,21 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
-from functools import lru_cache
 from typing import Any
 
-from fhirpathpy import compile as fhirpath_compile
-
+from adapters.fhir.instances import Instance, InstanceReading
+from adapters.fhir.links import calendar_date, period_days, resolve
+from adapters.fhir.reading import as_codings as _as_codings
+from adapters.fhir.reading import codings as _codings
+from adapters.fhir.reading import evaluate, resources_of, source_of
 from adapters.fhir.units import UnitError, convert
 from app.digest import canonical_digest
 from app.ontology.model import XSD, FhirMapping, Ontology, PropertyDef, TextSource
 from app.world.facts import AddInstance, Assert, Change, Source, Violation
 
 UCUM = "http://unitsofmeasure.org"
+_DATE = XSD + "date"
+_STRING = XSD + "string"
 _TIME_PATHS = (
     ("effectiveDateTime",),
     ("effectiveInstant",),
@@ -86,90 +94,8 @@ class Hydration:
     text: str | None = None
 
 
-_MEMBER_PATH = re.compile(r"^[A-Za-z][A-Za-z0-9]*(\.[A-Za-z][A-Za-z0-9]*)*$")
-
-
-@lru_cache(maxsize=256)
-def _path(expression: str) -> Any:
-    if _MEMBER_PATH.match(expression):
-        return tuple(expression.split("."))
-    return fhirpath_compile(expression, None)
-
-
-def _members(node: Any, names: tuple[str, ...]) -> list[Any]:
-    """FHIRPath member navigation (``a.b.c``): collections flatten, absent members vanish."""
-    current = [node]
-    for name in names:
-        step: list[Any] = []
-        for item in current:
-            value = item.get(name) if isinstance(item, dict) else None
-            if isinstance(value, list):
-                step.extend(v for v in value if v is not None)
-            elif value is not None:
-                step.append(value)
-        current = step
-    return current
-
-
-def evaluate(node: Mapping[str, Any], expression: str) -> list[Any]:
-    """Evaluate a FHIRPath expression; plain member paths take a direct walk (same result)."""
-    compiled = _path(expression)
-    if isinstance(compiled, tuple):
-        return _members(node, compiled)
-    result = compiled(dict(node))
-    return list(result) if isinstance(result, list) else [result]
-
-
-def source_of(resource: Mapping[str, Any]) -> Source:
-    meta = resource.get("meta") or {}
-    return Source(
-        str(resource.get("resourceType")),
-        str(resource.get("id")),
-        meta.get("versionId"),
-        meta.get("lastUpdated"),
-    )
-
-
 def _digest(resource: Mapping[str, Any]) -> str:
     return canonical_digest(resource)
-
-
-def resources_of(value: Any) -> list[dict[str, Any]]:
-    """The resources in a prefetch/context value: a Bundle's entries, a list, or one resource."""
-    if isinstance(value, list):
-        return [r for v in value for r in resources_of(v)]
-    if not isinstance(value, dict) or "resourceType" not in value:
-        return []
-    if value["resourceType"] == "Bundle":
-        return [
-            e["resource"]
-            for e in value.get("entry") or []
-            if isinstance(e, dict) and isinstance(e.get("resource"), dict)
-        ]
-    return [value]
-
-
-_STRING = XSD + "string"
-
-
-def _as_codings(value: Any) -> list[Any]:
-    """A Coding or CodeableConcept read into a string property: each coding as
-    ``system|code`` (a coding without a code is no value); any other value unchanged."""
-    if isinstance(value, dict) and "coding" in value:
-        return _codings(value)
-    if isinstance(value, dict) and ("code" in value or "system" in value) and "value" not in value:
-        return _codings({"coding": [value]})
-    return [value]
-
-
-def _codings(concept: Any) -> list[str]:
-    if not isinstance(concept, dict):
-        return []
-    return [
-        f"{c.get('system', '')}|{c.get('code', '')}"
-        for c in concept.get("coding") or []
-        if isinstance(c, dict) and c.get("code")
-    ]
 
 
 # FHIR R4 statuses under which a resource of that type is a result a decision may read (status
@@ -274,7 +200,7 @@ def _not_ucum(quantity: Mapping[str, Any], wanted: str) -> str:
     return f"a quantity without a UCUM code, only the display {display!r} (not {wanted!r})"
 
 
-class _Hydrator:
+class _Hydrator(InstanceReading):
     def __init__(
         self,
         ontology: Ontology,
@@ -296,7 +222,7 @@ class _Hydrator:
         for value in data.values():
             for r in resources_of(value):
                 self._remember(r)
-        self.instances: dict[str, tuple[str, str]] = {}  # instance id -> (type/id, class)
+        self.instances: dict[str, Instance] = {}
         self._about_focus_of: dict[tuple[str, str], bool] = {}
 
     def _remember(self, resource: dict[str, Any]) -> None:
@@ -338,6 +264,27 @@ class _Hydrator:
             if isinstance(comp, dict) and _ABSENT not in comp and self._coded(m, comp.get("code"))
         ]
 
+    def _linked(
+        self, m: FhirMapping, r: Mapping[str, Any], targets: list[Mapping[str, Any]]
+    ) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+        """(node to evaluate ``horis:fhirPath`` on, resource the value is sourced from): the
+        targets themselves, or with ``horis:via`` the resources their References name."""
+        if m.via is None:
+            return [(t, r) for t in targets]
+        out: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
+        for t in targets:
+            for value in evaluate(t, m.via):
+                found = resolve(r, value, self._seen)
+                if found is not None:
+                    out.append(found)
+        return out
+
+    def _names_someone(self, r: Mapping[str, Any]) -> bool:
+        return about(r) is not None
+
+    def _is_focus_resource(self, r: Mapping[str, Any]) -> bool:
+        return (r.get("resourceType"), r.get("id")) == (_FOCUS_TYPE, self.focus_id)
+
     def _about_focus(self, r: Mapping[str, Any], prop: str | None) -> bool:
         """Whether ``r`` is about the focus. One that is not (or names no one) would have become
         a fact: it is recorded, once, as a ``subject`` violation, and read no further."""
@@ -357,19 +304,25 @@ class _Hydrator:
 
     def run(self, texts: Iterable[TextSource]) -> Hydration:
         focus_source = self._seen.get(("Patient", self.focus_id))
-        self.out.changes.append(
-            AddInstance(
-                self.focus_id,
-                self.focus_class,
-                source_of(focus_source) if focus_source else None,
-            )
-        )
         for prop in self.o.properties_of(self.focus_class):
             for m in prop.from_fhir:
                 if prop.is_object:
                     self._object(prop, m)
                 else:
                     self._datum(prop, m)
+        self._instance_properties()
+        self._inverses()
+        self.out.changes[:0] = [
+            AddInstance(
+                self.focus_id,
+                self.focus_class,
+                source_of(focus_source) if focus_source else None,
+            ),
+            *(
+                AddInstance(iid, inst.cls, source_of(inst.resource))
+                for iid, inst in self.instances.items()
+            ),
+        ]
         pieces: list[str] = []
         for t in texts:
             for r in self.pool:
@@ -391,11 +344,11 @@ class _Hydrator:
             targets = self._targets(m, r)
             if targets and not self._about_focus(r, prop.iri):
                 continue
-            for target in targets:
-                for v in evaluate(target, m.fhir_path):
+            for node, origin in self._linked(m, r, targets):
+                for v in evaluate(node, m.fhir_path):
                     for item in _as_codings(v) if prop.range == _STRING else (v,):
                         if item is not None:
-                            found.append((_when_key(_effective(r)), r, item))
+                            found.append((_when_key(_effective(r)), dict(origin), item))
         if not found:
             return
         if m.pick == "Latest":
@@ -405,12 +358,27 @@ class _Hydrator:
             self._assert_literal(prop, m, r, raw)
 
     def _assert_literal(
-        self, prop: PropertyDef, m: FhirMapping, r: dict[str, Any], raw: Any
+        self,
+        prop: PropertyDef,
+        m: FhirMapping,
+        r: Mapping[str, Any],
+        raw: Any,
+        subject: str | None = None,
     ) -> None:
         src = source_of(r)
         value: Any = raw
         unit: str | None = None
-        if m.transform == "YearsSince":
+        if m.transform == "PeriodDays":
+            value = period_days(raw)
+            if value is None:
+                return  # an open or undated period has no length
+        elif prop.range == _DATE and isinstance(raw, str) and "T" in raw:
+            day = calendar_date(raw)  # a dateTime read as a date keeps its day as written
+            if day is None:
+                self._problem("range", prop, raw, f"{src.reference}: {raw!r} is not a date")
+                return
+            value = day.isoformat()
+        elif m.transform == "YearsSince":
             try:
                 value = years_since(str(raw), self.now)
             except ValueError:
@@ -444,42 +412,65 @@ class _Hydrator:
             value = Decimal(repr(raw))
         if prop.range == XSD + "integer" and isinstance(value, Decimal):
             value = int(value) if value == value.to_integral_value() else value
-        self.out.changes.append(Assert(self.focus_id, prop.iri, value, src, None, unit))
+        who = subject if subject is not None else self.focus_id
+        self.out.changes.append(Assert(who, prop.iri, value, src, None, unit))
 
     # --- object properties: coded resources become instances -------------------------------
 
     def _object(self, prop: PropertyDef, m: FhirMapping) -> None:
         tree = set(self.o.subclasses(prop.range))
+        coded = self._coded_tree(prop.range)
         for r in self._candidates(m):
-            if not self._targets(m, r):
+            targets = self._targets(m, r)
+            if not targets:
                 continue
             classes = [
                 c
-                for concept in evaluate(r, m.fhir_path)
+                for node, _origin in self._linked(m, r, targets)
+                for concept in evaluate(node, m.fhir_path)
                 for coding in _codings(concept)
                 if (c := self.o.class_for_code(coding)) is not None and c in tree
             ]
             if classes:
                 # the most specific class among the codes (deepest in the tree)
                 cls = max(classes, key=lambda c: len(self.o.ancestors(c)))
-            elif m.context_key is not None:
-                cls = prop.range
+            elif m.context_key is not None or not coded:
+                cls = prop.range  # acted on, or a record of a class no code decides
             else:
                 continue
             if not self._about_focus(r, prop.iri):
                 continue
             src = source_of(r)
-            instance_id = self._instance_id(src, cls)
+            instance_id = self._instance_id(r, cls, from_context=m.context_key is not None)
             self.out.changes.append(Assert(self.focus_id, prop.iri, instance_id, src))
 
-    def _instance_id(self, src: Source, cls: str) -> str:
+    def _instance_id(self, r: Mapping[str, Any], cls: str, *, from_context: bool = False) -> str:
+        """The instance a resource is, created on first sight. Two different resources named
+        by one ``Type/id`` are one instance: the one from the hook context is read (it is what
+        the clinician acts on), else the first one read, and the clash is recorded."""
+        src = source_of(r)
         ref = src.reference
-        for iid, (known, _cls) in self.instances.items():
-            if known == ref:
-                return iid
+        for iid, inst in self.instances.items():
+            if inst.ref != ref:
+                continue
+            if inst.resource != r:
+                if from_context and not inst.from_context:
+                    inst.resource, inst.cls, inst.from_context = dict(r), cls, True
+                kept = "the one in the hook context" if inst.from_context else "the first"
+                self.out.violations.append(
+                    Violation(
+                        "duplicate-instance",
+                        iid,
+                        None,
+                        ref,
+                        f"two different resources are named {ref}; {kept} is read",
+                    )
+                )
+            return iid
         iid = src.id if src.id not in self.instances and src.id != self.focus_id else ref
-        self.instances[iid] = (ref, cls)
-        self.out.changes.insert(len(self.instances), AddInstance(iid, cls, src))
+        self.instances[iid] = Instance(
+            ref=ref, cls=cls, resource=dict(r), from_context=from_context
+        )
         return iid
 
     def _problem(self, code: str, prop: PropertyDef, value: Any, message: str) -> None:

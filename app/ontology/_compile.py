@@ -235,6 +235,7 @@ class Compiler(FlowCompiler):
             from_fhir=tuple(self._mapping(m) for m in r.objects(node, H("fromFhir"))),
             label=self.label(node),
             absent_means=cast(Any, absent_means),
+            inverse_of=self.refs(node, H("inverseOf"), ("property",)),
         )
 
     def _mapping(self, node: Node) -> FhirMapping:
@@ -251,10 +252,23 @@ class Compiler(FlowCompiler):
             where=self.string(node, H("where")),
             pick=cast(Any, self.constant(node, H("pick"), ("Latest", "All")) or "Latest"),
             context_key=self.string(node, H("fromContext")),
-            transform=cast(Any, self.constant(node, H("transform"), ("YearsSince",))),
+            transform=cast(Any, self.constant(node, H("transform"), ("YearsSince", "PeriodDays"))),
             max_age=self._max_age(node),
             value_sets=self.value_set_refs(node, H("inValueSet")),
+            via=self._via(node),
         )
+
+    def _via(self, node: Node) -> str | None:
+        via = self.string(node, H("via"))
+        if via is not None and not V.valid_member_path(via):
+            self.r.problem(
+                "literal-type",
+                node,
+                f'horis:via "{via}" must be an element path like "medicationReference"',
+                via=H("via"),
+            )
+            return None
+        return via
 
     def _max_age(self, node: Node) -> float | None:
         raw = self.r.one(node, H("maxAge"))

@@ -110,12 +110,42 @@ class TypeChecker:
                 "horis:resolution horis:FirstListed needs a horis:oneOf list (on the property or "
                 "its range class) to say which value comes first",
             )
+        for inverse in p.inverse_of:
+            q = self.o.properties.get(inverse)
+            if q is None:
+                continue
+            if not (p.is_object and q.is_object):
+                self.add(
+                    "type-check",
+                    p.iri,
+                    f"horis:inverseOf {q.name}: both properties must hold instances (object "
+                    "properties)",
+                )
+            elif not (self._related(p.domain, q.range) and self._related(p.range, q.domain)):
+                self.add(
+                    "type-check",
+                    p.iri,
+                    f"horis:inverseOf {q.name} needs the reverse classes: {p.name} goes from "
+                    f"{local_name(p.domain)} to {local_name(p.range)}, {q.name} from "
+                    f"{local_name(q.domain)} to {local_name(q.range)}",
+                )
+        for m in p.from_fhir:
+            if m.transform == "PeriodDays" and p.range not in _NUMERIC:
+                self.add(
+                    "type-check",
+                    p.iri,
+                    "horis:transform horis:PeriodDays yields a number of days: the range must "
+                    "be xsd:integer or xsd:decimal",
+                )
         if p.rules_only and p.from_fhir:
             self.add(
                 "type-check",
                 p.iri,
                 "is horis:assignedBy horis:RulesOnly yet has horis:fromFhir; remove one",
             )
+
+    def _related(self, a: str, b: str) -> bool:
+        return self.o.is_subclass(a, b) or self.o.is_subclass(b, a)
 
     def check_domain(
         self, p: PropertyDef, subject: str | None, node: str, path: str | None

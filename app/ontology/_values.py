@@ -148,6 +148,14 @@ def valid_regex(text: str) -> bool:
     return True
 
 
+_MEMBER_PATH = re.compile(r"^[A-Za-z][A-Za-z0-9]*(\.[A-Za-z][A-Za-z0-9]*)*$")
+
+
+def valid_member_path(text: str) -> bool:
+    """A plain FHIR element path (``medicationReference``, ``dispenseRequest.quantity``)."""
+    return _MEMBER_PATH.match(text) is not None
+
+
 def valid_coding(text: str) -> bool:
     system, sep, code = text.partition("|")
     return bool(sep and system and code)

@@ -107,10 +107,15 @@ class FhirMapping:
     where: str | None = None  # horis:where, a FHIRPath boolean on the resource
     pick: Pick = "Latest"  # horis:pick horis:Latest | horis:All
     context_key: str | None = None  # horis:fromContext "draftOrders"
-    transform: Literal["YearsSince"] | None = None  # horis:transform horis:YearsSince
+    #: horis:transform horis:YearsSince (whole years to the hook's time) | horis:PeriodDays
+    #: (whole days from a Period's start to its end)
+    transform: Literal["YearsSince", "PeriodDays"] | None = None
     #: horis:maxAge "PT6H" in seconds: a resource older than this at the hook's time is stale
     max_age: float | None = None
     value_sets: tuple[str, ...] = ()  # horis:inValueSet <canonical>: the code is a member (any)
+    #: horis:via "medicationReference": follow this Reference (contained or read in the same
+    #: call) and evaluate ``fhir_path`` on the resource it names
+    via: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,6 +138,8 @@ class PropertyDef:
     label: str | None = None
     #: horis:absentMeans as declared; None when not declared (then it means ``Unknown``)
     absent_means: AbsentMeans | None = None
+    #: horis:inverseOf Q…: hydration asserts (o, this, s) for every (s, Q, o) it reads
+    inverse_of: tuple[str, ...] = ()
 
     @property
     def closed_world(self) -> bool:

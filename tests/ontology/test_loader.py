@@ -54,6 +54,14 @@ def test_value_sets_load_from_the_folder_beside_the_file(full: Ontology) -> None
     assert (rule.when[0].op, rule.when[0].value) == ("inValueSet", "http://example.org/vs/cardiac")
 
 
+def test_linked_resources_transforms_and_inverses(full: Ontology) -> None:
+    assert full.properties[F + "optionOf"].inverse_of == (F + "hasOption",)
+    (nights,) = full.properties[F + "stayNights"].from_fhir
+    assert nights.transform == "PeriodDays"
+    (item,) = full.properties[F + "bookedItem"].from_fhir
+    assert (item.via, item.fhir_path) == ("medicationReference", "code")
+
+
 def test_enumeration_individuals_typed_or_only_listed(full: Ontology) -> None:
     assert full.classes[F + "Tier"].one_of == (F + "Gold", F + "Silver", F + "Bronze")
     assert full.individuals[F + "Gold"].codes == ("http://example.org/tier|G",)

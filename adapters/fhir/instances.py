@@ -1,0 +1,162 @@
+"""Hydration beyond the focus: the properties of the instances read from FHIR resources, the
+links between them, and inverse properties.
+
+A resource that becomes an instance (a draft order, a stored order, a condition, an encounter)
+reads every property its class carries (``horis:domain`` the class or above) from its own
+resource, through the mappings of its resource type: ``horis:fhirPath`` is evaluated on that
+resource alone (or, with ``horis:via``, on the resources its References name: a contained
+Medication, or one the call read), with the mapping's ``horis:where``/``horis:coding``/
+``horis:inValueSet`` filters applied to it. An object property whose value is a FHIR
+``Reference`` links to the instance of the resource it names, created on first sight with the
+most specific class its code maps to in the property's range (else the range class); a reference
+to the focus's own resource links to the focus. ``horis:inverseOf`` adds the reverse link of
+every link hydration read, so rules about an order can reach its patient.
+
+The instance's class is what ``properties_of`` reads; a resource about someone other than the
+focus is not followed (its ``subject`` is checked like every other resource's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from adapters.fhir.links import resolve
+from adapters.fhir.reading import as_codings, codings, evaluate, source_of
+from app.ontology.model import XSD, FhirMapping, PropertyDef
+from app.world.facts import Assert, Change
+
+if TYPE_CHECKING:
+    from adapters.fhir.hydrate import Hydration
+
+_STRING = XSD + "string"
+
+
+@dataclass(kw_only=True)
+class Instance:
+    """A resource that became an instance: its reference, class, and the resource itself (the
+    one from the hook context when two resources share a reference)."""
+
+    ref: str
+    cls: str
+    resource: dict[str, Any]
+    from_context: bool = False
+
+
+class InstanceReading:
+    """The part of the hydrator that reads instances' own properties (a mixin of
+    ``adapters.fhir.hydrate._Hydrator``, whose attributes and helpers it uses)."""
+
+    if TYPE_CHECKING:
+        from app.ontology.model import Ontology
+
+        o: Ontology
+        focus_id: str
+        focus_class: str
+        out: Hydration
+        instances: dict[str, Instance]
+        _seen: dict[tuple[str, str], dict[str, Any]]
+
+        def _targets(self, m: FhirMapping, r: dict[str, Any]) -> list[Mapping[str, Any]]: ...
+
+        def _linked(
+            self, m: FhirMapping, r: Mapping[str, Any], targets: list[Mapping[str, Any]]
+        ) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]: ...
+
+        def _assert_literal(
+            self,
+            prop: PropertyDef,
+            m: FhirMapping,
+            r: Mapping[str, Any],
+            raw: Any,
+            subject: str | None = None,
+        ) -> None: ...
+
+        def _about_focus(self, r: Mapping[str, Any], prop: str | None) -> bool: ...
+
+        def _names_someone(self, r: Mapping[str, Any]) -> bool: ...
+
+        def _is_focus_resource(self, r: Mapping[str, Any]) -> bool: ...
+
+        def _instance_id(
+            self, r: Mapping[str, Any], cls: str, *, from_context: bool = False
+        ) -> str: ...
+
+    def _coded_tree(self, root: str) -> bool:
+        """Whether codes decide membership anywhere in the class tree under ``root``; when none
+        do, every resource a mapping selects is a record of the range class."""
+        return any(
+            (c := self.o.classes.get(iri)) is not None and bool(c.codes or c.value_sets)
+            for iri in self.o.subclasses(root)
+        )
+
+    def _instance_properties(self) -> None:
+        """Every instance reads its class's properties from its own resource; instances that
+        links create read theirs too."""
+        done: set[str] = set()
+        while len(done) < len(self.instances):
+            for iid in [i for i in self.instances if i not in done]:
+                done.add(iid)
+                inst = self.instances[iid]
+                rtype = inst.resource.get("resourceType")
+                for prop in self.o.properties_of(inst.cls):
+                    for m in prop.from_fhir:
+                        if m.resource_type != rtype or m.context_key is not None:
+                            continue
+                        if prop.is_object:
+                            self._instance_link(iid, inst, prop, m)
+                        else:
+                            self._instance_datum(iid, inst, prop, m)
+
+    def _instance_datum(self, iid: str, inst: Instance, prop: PropertyDef, m: FhirMapping) -> None:
+        r = inst.resource
+        found: list[tuple[Mapping[str, Any], Any]] = []
+        for node, origin in self._linked(m, r, self._targets(m, r)):
+            for v in evaluate(node, m.fhir_path):
+                for item in as_codings(v) if prop.range == _STRING else (v,):
+                    if item is not None:
+                        found.append((origin, item))
+        for origin, raw in found[:1] if m.pick == "Latest" else found:
+            self._assert_literal(prop, m, origin, raw, subject=iid)
+
+    def _instance_link(self, iid: str, inst: Instance, prop: PropertyDef, m: FhirMapping) -> None:
+        r = inst.resource
+        tree = set(self.o.subclasses(prop.range))
+        for node, _origin in self._linked(m, r, self._targets(m, r)):
+            for value in evaluate(node, m.fhir_path):
+                found = resolve(r, value, self._seen)
+                if found is None:
+                    continue
+                target = found[0]
+                if self._is_focus_resource(target):
+                    if not self.o.is_subclass(self.focus_class, prop.range):
+                        continue
+                    other = self.focus_id
+                else:
+                    if self._names_someone(target) and not self._about_focus(target, prop.iri):
+                        continue
+                    classes = [
+                        c
+                        for coding in codings(target.get("code"))
+                        if (c := self.o.class_for_code(coding)) is not None and c in tree
+                    ]
+                    cls = max(classes, key=lambda c: len(self.o.ancestors(c)), default=prop.range)
+                    other = self._instance_id(dict(target), cls)
+                self.out.changes.append(Assert(iid, prop.iri, other, source_of(r)))
+
+    def _inverses(self) -> None:
+        """(o, Q, s) for every (s, P, o) read, where Q is declared ``horis:inverseOf`` P."""
+        inverse: dict[str, list[str]] = {}
+        for prop in self.o.properties.values():
+            for p in prop.inverse_of:
+                inverse.setdefault(p, []).append(prop.iri)
+        if not inverse:
+            return
+        known = {self.focus_id, *self.instances}
+        added: list[Change] = []
+        for ch in self.out.changes:
+            if isinstance(ch, Assert) and ch.property in inverse and ch.value in known:
+                for q in inverse[ch.property]:
+                    added.append(Assert(str(ch.value), q, ch.subject, ch.source))
+        self.out.changes.extend(added)
