@@ -44,7 +44,8 @@ from adapters.fhir.instances import Instance, InstanceReading
 from adapters.fhir.links import calendar_date, period_days, resolve
 from adapters.fhir.reading import as_codings as _as_codings
 from adapters.fhir.reading import codings as _codings
-from adapters.fhir.reading import evaluate, resources_of, source_of
+from adapters.fhir.reading import evaluate, source_of
+from adapters.fhir.reading import resources_of as resources_of  # re-exported for callers
 from adapters.fhir.units import UnitError, convert
 from app.digest import canonical_digest
 from app.ontology.model import XSD, FhirMapping, Ontology, PropertyDef, TextSource
