@@ -53,6 +53,12 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="HORISMOS_", extra="ignore", frozen=True)
 
     database_url: str = DEFAULT_DATABASE_URL
+    #: How long opening a database connection may take, in seconds.
+    database_connect_timeout_seconds: float = Field(default=5.0, gt=0)
+    #: How long one statement (or a wait for a row lock) may take on PostgreSQL, in seconds.
+    database_statement_timeout_seconds: float = Field(default=15.0, gt=0)
+    #: How long a request waits for a free pooled connection, in seconds.
+    database_pool_timeout_seconds: float = Field(default=5.0, gt=0)
     #: Turtle files loaded as one ontology; empty means the bundled ``ontologies/*.ttl``.
     ontology_paths: Annotated[list[Path], NoDecode] = Field(default_factory=list)
     #: ``mock:FILE.json`` or ``claude:MODEL``; unset means no LLM Bridge (fallbacks apply).

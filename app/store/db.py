@@ -6,6 +6,7 @@ chosen here (psycopg 3 for PostgreSQL, the stdlib ``sqlite3`` for SQLite).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -19,6 +20,12 @@ from sqlalchemy.orm import Session, sessionmaker
 SQLITE_BUSY_TIMEOUT_MS = 15_000
 #: PostgreSQL connections kept open per process (and as many more opened under bursts).
 POOL_SIZE = 10
+#: How long opening a connection may take unless the caller says otherwise, in seconds
+#: (the driver's own default is 130 s: a database that accepts and never answers would hang
+#: every caller that long).
+DEFAULT_CONNECT_TIMEOUT = 10.0
+#: libpq treats a connect timeout under 2 s as 2 s.
+_MIN_CONNECT_TIMEOUT = 2
 
 
 def normalize_url(url: str | URL) -> URL:
@@ -63,13 +70,48 @@ def _configure_sqlite(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def make_engine(url: str | URL, **kwargs: Any) -> Engine:
-    """An engine for ``url`` with the right driver and per-backend settings.
+def _postgres_connect_args(
+    connect_timeout: float, statement_timeout: float | None
+) -> dict[str, Any]:
+    """libpq parameters that bound every wait on the server.
 
-    ``hide_parameters``: a failing statement is logged and raised without its bound values,
-    which carry patient facts."""
+    ``connect_timeout`` ends a connection attempt that gets no answer (a server that accepts
+    TCP and never speaks). ``statement_timeout`` and ``lock_timeout`` make the server cancel
+    a statement that runs or waits for a lock too long. Keepalives and ``tcp_user_timeout``
+    drop a connection whose peer vanished mid-statement (a network partition): without them a
+    read on it waits for ever."""
+    args: dict[str, Any] = {
+        "connect_timeout": max(_MIN_CONNECT_TIMEOUT, math.ceil(connect_timeout)),
+        "keepalives": 1,
+        "keepalives_idle": 30,
+        "keepalives_interval": 10,
+        "keepalives_count": 3,
+    }
+    if statement_timeout is not None:
+        ms = max(1, int(statement_timeout * 1000))
+        args["options"] = f"-c statement_timeout={ms} -c lock_timeout={ms}"
+        args["tcp_user_timeout"] = ms + 5_000
+    return args
+
+
+def make_engine(
+    url: str | URL,
+    *,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    statement_timeout: float | None = None,
+    pool_timeout: float | None = None,
+    **kwargs: Any,
+) -> Engine:
+    """An engine for ``url`` with the right driver, per-backend settings and bounded waits.
+
+    ``connect_timeout`` bounds opening a connection, ``statement_timeout`` (PostgreSQL, None:
+    unbounded, e.g. for migrations) one statement or lock wait, ``pool_timeout`` the wait for a
+    free pooled connection (SQLAlchemy's default is 30 s). ``hide_parameters``: a failing
+    statement is logged and raised without its bound values, which carry patient facts."""
     normalized = normalize_url(url)
     kwargs.setdefault("hide_parameters", True)
+    if pool_timeout is not None:
+        kwargs.setdefault("pool_timeout", pool_timeout)
     if normalized.get_backend_name() == "sqlite":
         engine = create_engine(
             normalized,
@@ -83,6 +125,7 @@ def make_engine(url: str | URL, **kwargs: Any) -> Engine:
     # pool_size, each checkout opens a new server connection and closes it on return.
     kwargs.setdefault("pool_size", POOL_SIZE)
     kwargs.setdefault("max_overflow", POOL_SIZE)
+    kwargs.setdefault("connect_args", _postgres_connect_args(connect_timeout, statement_timeout))
     return create_engine(normalized, **kwargs)
 
 
