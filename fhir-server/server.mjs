@@ -5,6 +5,9 @@
 // `_history` is served. Every request is logged as one JSON line (stdout, and the file given by
 // --log) so tests can prove what did and did not reach the server.
 //
+// Test-only: a PUT with `X-Test-Keep-Last-Updated: true` keeps the body's meta.lastUpdated, so a
+// test can store records as they were last changed in the past. `_include` is added to searches.
+//
 // Usage: node server.mjs [--host 127.0.0.1] [--port 8090] [--base /fhir] [--log requests.jsonl]
 // (or env FHIR_HOST, FHIR_PORT, FHIR_BASE, FHIR_LOG). Port 0 picks a free port; the first stdout
 // line is `{"listening": "http://host:port/base"}` either way.
@@ -15,6 +18,7 @@ import { parseArgs } from 'node:util';
 
 import {
   badRequest,
+  evalFhirPath,
   getSearchParameter,
   getStatus,
   indexSearchParameterBundle,
@@ -71,6 +75,62 @@ function qualifyReference(resourceType, key, value) {
     .join(',');
 }
 
+// `_include=Source:param[:Target]` on a search: the memory repository matches without it, so the
+// resources the matches reference through that parameter are read and added to the searchset
+// (search.mode "include"), as a FHIR server does. `_include:iterate` and `*` are not supported.
+async function addIncludes(bundle, searchParams) {
+  const includes = searchParams.getAll('_include');
+  if (!includes.length || bundle?.resourceType !== 'Bundle' || bundle.type !== 'searchset') {
+    return bundle;
+  }
+  const entries = (bundle.entry ?? []).map((e) => ({ ...e, search: { mode: 'match' } }));
+  const seen = new Set(entries.map((e) => `${e.resource.resourceType}/${e.resource.id}`));
+  for (const include of includes) {
+    const [sourceType, code, targetType] = include.split(':');
+    const param = sourceType && code && getSearchParameter(sourceType, code);
+    if (param?.type !== 'reference') {
+      throw new Error(`_include=${include} names no reference search parameter of ${sourceType}`);
+    }
+    for (const match of entries) {
+      if (match.resource.resourceType !== sourceType) {
+        continue;
+      }
+      for (const value of evalFhirPath(param.expression, match.resource)) {
+        const ref = typeof value?.reference === 'string' ? value.reference : '';
+        const [type, id] = ref.split('/');
+        const key = `${type}/${id}`;
+        if (!type || !id || ref.split('/').length !== 2 || seen.has(key)) {
+          continue;
+        }
+        if (targetType && type !== targetType) {
+          continue;
+        }
+        try {
+          const found = await repo.readResource(type, id);
+          seen.add(key);
+          entries.push({ resource: found, search: { mode: 'include' } });
+        } catch {
+          // a reference to nothing stored: a FHIR server leaves it out
+        }
+      }
+    }
+  }
+  return { ...bundle, entry: entries };
+}
+
+// A test states when a stored record was last changed: a PUT with this header keeps the body's
+// meta.lastUpdated instead of stamping the time of the write (a new versionId is still made).
+const KEEP_LAST_UPDATED = 'x-test-keep-last-updated';
+
+async function storeAsOf(pathname, body) {
+  const [, type, id] = pathname.split('/');
+  if (body.resourceType !== type || body.id !== id) {
+    throw badRequest('the body is not the resource the URL names');
+  }
+  const { versionId, ...meta } = body.meta;
+  return repo.createResource({ ...body, meta });
+}
+
 function logRequest(entry) {
   const line = JSON.stringify(entry) + '\n';
   process.stdout.write(line);
@@ -119,11 +179,22 @@ async function handle(req, res, entry) {
     search.append(key, qualifyReference(pathname.split('/')[1], key, value));
   }
   const target = pathname + (search.size ? '?' + search.toString() : '');
-  const [outcome, resource] = await router.handleRequest(
+  if (req.method === 'PUT' && req.headers[KEEP_LAST_UPDATED] === 'true' && body?.meta?.lastUpdated) {
+    return send(res, 200, await storeAsOf(pathname, body));
+  }
+  const [outcome, found] = await router.handleRequest(
     { method: req.method, url: target, pathname: '', body, params: {}, query: {}, headers: req.headers },
     repo
   );
   const status = getStatus(outcome);
+  let resource = found;
+  if (req.method === 'GET' && status === 200) {
+    try {
+      resource = await addIncludes(found, url.searchParams);
+    } catch (err) {
+      return send(res, 400, badRequest(err.message));
+    }
+  }
   const headers = {};
   if (resource?.meta?.versionId) {
     headers.etag = `W/"${resource.meta.versionId}"`;

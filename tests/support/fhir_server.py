@@ -1,7 +1,9 @@
 """The ``fhir_server`` fixture: the repository's Node FHIR test server on a loopback port.
 
 One server per test session (``fhir-server/server.mjs``: Medplum's in-memory FHIR router). It
-keeps versions, answers a stale ``If-Match: W/"<versionId>"`` with 412 and serves ``_history``.
+keeps versions, answers a stale ``If-Match: W/"<versionId>"`` with 412, serves ``_history`` and
+``_include`` on searches, and can store a record as of a past ``meta.lastUpdated``
+(``store_as_of``).
 Every request it receives is a JSON line in its request log, which tests read to prove what
 reached the server (``requests()``, ``mark()``).
 
@@ -69,6 +71,18 @@ class FhirServer:
             response = self._client.put(f"{kind}/{resource['id']}", json=resource)
         else:
             response = self._client.post(kind, json=resource)
+        response.raise_for_status()
+        stored: dict[str, Any] = response.json()
+        return stored
+
+    def store_as_of(self, resource: dict[str, Any]) -> dict[str, Any]:
+        """Store ``resource`` keeping its own ``meta.lastUpdated`` (the server otherwise stamps
+        the time of the write): a record as it was last changed in the past."""
+        response = self._client.put(
+            f"{resource['resourceType']}/{resource['id']}",
+            json=resource,
+            headers={"x-test-keep-last-updated": "true"},
+        )
         response.raise_for_status()
         stored: dict[str, Any] = response.json()
         return stored
