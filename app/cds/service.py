@@ -368,7 +368,7 @@ class HookService:
 
         d = self.deps
         focus_id = str(req.context["patientId"])
-        world = World(d.ontology)
+        world = World(d.ontology, now=now)
         problems: list[Violation] = list(hydration.violations)
         _apply(world, hydration.changes, problems)
         input_world = world.to_json()

@@ -12,6 +12,7 @@ from rdflib.term import Node
 
 from app.ontology import _values as V
 from app.ontology._rdf import Reader, literal_kind, short
+from app.ontology.durations import parse_window
 from app.ontology.model import (
     HORIS,
     OPERATORS,
@@ -58,6 +59,7 @@ ANNOTATION_NAMESPACES = (
 )
 CARDINALITIES = ("0..1", "1..1", "0..*", "1..*")
 _ORDERED_OPS = ("greaterThan", "atLeast", "lessThan", "atMost")
+_WINDOW_OPS = ("withinPast", "atMostAgo", "atLeastAgo")
 BINDING_SCHEMES = ("python:", "rust:", "http://", "https://", "mcp://", "fhir:")
 
 KIND_WORDS = {
@@ -334,6 +336,18 @@ class CompilerBase:
             return None
         if op == "inValueSet":
             return self.value_set(node, pred, raw)
+        if op in _WINDOW_OPS:
+            text = V.as_string(raw)
+            if text is None or parse_window(text) is None:
+                r.problem(
+                    "literal-type",
+                    node,
+                    f'expects an ISO 8601 duration of whole units like "P90D", "P2Y" or "PT24H", '
+                    f"got {literal_kind(raw)}",
+                    via=pred,
+                )
+                return None
+            return text
         if op in _ORDERED_OPS:
             num = V.as_number(raw)
             if num is not None:

@@ -208,6 +208,15 @@ class TypeChecker:
                     f"{local_name(p.range)}",
                     where,
                 )
+        elif c.op in ("withinPast", "atMostAgo", "atLeastAgo"):
+            if p.range not in _TIME:
+                self.add(
+                    "type-check",
+                    node,
+                    f"{op} is a time window: it needs an xsd:date or xsd:dateTime property, not "
+                    f"{p.name} ({local_name(p.range)})",
+                    where,
+                )
         elif c.op == "inValueSet":
             if p.range != XSD + "string":
                 self.add(

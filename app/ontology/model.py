@@ -36,6 +36,9 @@ Operator = Literal[
     "matches",
     "isA",
     "inValueSet",
+    "withinPast",
+    "atMostAgo",
+    "atLeastAgo",
 ]
 OPERATORS: tuple[Operator, ...] = get_args(Operator)
 StepKind = Literal[
@@ -181,7 +184,8 @@ class Condition:
 
     ``path`` is never empty: ``horis:property P`` compiles to ``path=(P,)``. ``value`` is a
     tuple for ``in``/``notIn``, a bool for ``isAssigned``, a regex for ``matches``, a class IRI
-    for ``isA``, a value set's canonical URL for ``inValueSet``.
+    for ``isA``, a value set's canonical URL for ``inValueSet``, an ISO 8601 duration text for
+    the time windows ``withinPast``, ``atMostAgo`` and ``atLeastAgo`` (``app.world.windows``).
     """
 
     path: tuple[str, ...]

@@ -72,13 +72,13 @@ def start_run(
     """Load the structured input (provenance ``api``) and run ``workflow`` on it; ``bridge_for``
     picks the Bridge of a step's ``horis:model`` (``app.bridge.BridgeResolver``)."""
     wf = find_workflow(ontology, workflow)
-    world = World(ontology)
+    started = now or datetime.now(UTC)
+    world = World(ontology, now=started)
     if data.get("instances"):
         tx = load_structured(world, qualify_structured(ontology, data, namespace_of(wf.iri)))
         if not tx.ok:
             raise InputRejected([v.to_json() for v in tx.violations])
     input_world = world.to_json()
-    started = now or datetime.now(UTC)
     text = text if text is not None else data.get("text")
     ctx = RunContext(
         now=started,

@@ -118,7 +118,9 @@ def replay_run(
 ) -> ReplayReport:
     """Re-execute ``recorded`` on ``ontology`` and report how the result differs."""
     try:
-        world = World.from_json(ontology, recorded.input_world)
+        world = World.from_json(
+            ontology, recorded.input_world, now=datetime.fromisoformat(recorded.now)
+        )
     except WorldError as exc:
         return ReplayReport(
             run_id=recorded.run_id,

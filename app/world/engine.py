@@ -16,10 +16,14 @@ they stop holding, so every witness rests on facts that existed before it — pr
 
 from __future__ import annotations
 
-from app.ontology.model import Value, local_name
+from datetime import datetime
+
+from app.ontology.model import Condition, Value, local_name
 from app.world.facts import Absence, Fact, FactKey, Justification, Violation
 from app.world.index import CompiledCondition, OntologyIndex
 from app.world.store import Act, ActKey, BaseRecord, Chain, Store
+from app.world.values import Test
+from app.world.windows import window_test
 
 _EMPTY: frozenset[str] = frozenset()
 
@@ -29,9 +33,11 @@ def _seq(act: Act) -> int:
 
 
 class Engine:
-    def __init__(self, index: OntologyIndex, store: Store) -> None:
+    def __init__(self, index: OntologyIndex, store: Store, now: datetime | None = None) -> None:
         self.ix = index
         self.st = store
+        self.now = now
+        self._timed: dict[Condition, Test] = {}
         self.tx = 0
         self.dirty: dict[int, dict[ActKey, None]] = {}
         self.overdeleted: dict[int, dict[FactKey, None]] = {}
@@ -54,6 +60,16 @@ class Engine:
         self.before = {}
 
     # --- lookups -------------------------------------------------------------------------
+
+    def test_of(self, cc: CompiledCondition) -> Test:
+        """The condition's test; a time window's is bound to this World's ``now``."""
+        if not cc.timed:
+            return cc.test
+        got = self._timed.get(cc.condition)
+        if got is None:
+            window = window_test(cc.condition.op, str(cc.condition.value), self.now)
+            got = self._timed[cc.condition] = lambda v, anc: window(v)
+        return got
 
     def class_ancestors(self, v: str) -> frozenset[str]:
         inst = self.st.instances.get(v)
@@ -233,7 +249,7 @@ class Engine:
             vals = self.st.sp.get((s, p))
             if not vals:
                 return None
-            test = cc.test
+            test = self.test_of(cc)
             anc = self.class_ancestors
             for v in vals if len(vals) == 1 else self.st.values(s, p):
                 if test(v, anc):
@@ -247,7 +263,7 @@ class Engine:
         last = k == len(cc.path) - 1
         for v in vals:
             if last:
-                if cc.test(v, self.class_ancestors):
+                if self.test_of(cc)(v, self.class_ancestors):
                     return ((node, p, v),)
             elif isinstance(v, str):
                 rest = self._dfs(v, cc, k + 1)

@@ -13,6 +13,7 @@ from typing import Any
 from app.ontology.model import Condition, Ontology, PropertyDef, Rule, Value, local_name
 from app.world.facts import StratificationError
 from app.world.values import DATATYPES, NotOfType, Test, compiled_regex, make_test, normalize
+from app.world.windows import WINDOW_OPERATORS
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +22,9 @@ class CompiledCondition:
     path: tuple[str, ...]
     negative: bool  # horis:isAssigned false
     test: Test
+    #: a time window (withinPast, atMostAgo, atLeastAgo): ``test`` is a stand-in, each World
+    #: binds the real test to its own ``now`` (``Engine.test_of``)
+    timed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +53,15 @@ def compile_condition(
     cond: Condition, value_sets: dict[str, frozenset[str]] | None = None
 ) -> CompiledCondition:
     negative = cond.op == "isAssigned" and cond.value is False
+    if cond.op in WINDOW_OPERATORS:
+        return CompiledCondition(cond, tuple(cond.path), negative, _no_time, timed=True)
     members = (value_sets or {}).get(str(cond.value)) if cond.op == "inValueSet" else None
     test = make_test(cond.op, cond.value, members=members)
     return CompiledCondition(cond, tuple(cond.path), negative, test)
+
+
+def _no_time(v: Value, anc: Any) -> bool:
+    return False
 
 
 class OntologyIndex:

@@ -6,20 +6,26 @@ new is derived. No indexes beyond (subject, property), no truth maintenance.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 
 from app.ontology.model import Ontology, Value
 from app.world.facts import FactKey
 from app.world.index import CompiledCondition
+from app.world.windows import window_test
 from app.world.world import ontology_index
 
 View = dict[tuple[str, str], list[Value]]
 
 
 def naive_fixpoint(
-    onto: Ontology, instances: Mapping[str, str], base: Iterable[FactKey]
+    onto: Ontology,
+    instances: Mapping[str, str],
+    base: Iterable[FactKey],
+    now: datetime | None = None,
 ) -> tuple[set[FactKey], list[tuple[str, str]]]:
     """The visible facts over ``base`` (instances map id → class IRI), and the single-valued
-    (subject, property) pairs whose values conflict (a transaction over them must fail)."""
+    (subject, property) pairs whose values conflict (a transaction over them must fail);
+    time windows are measured from ``now``."""
     ix = ontology_index(onto)
     base_set = set(base)
     derived: set[FactKey] = set()
@@ -61,6 +67,9 @@ def naive_fixpoint(
         reached = reach(v, s, cc.path)
         if cc.negative:
             return not reached
+        if cc.timed:
+            window = window_test(cc.condition.op, str(cc.condition.value), now)
+            return any(window(x) for x in reached)
         return any(cc.test(x, anc_of) for x in reached)
 
     subjects: dict[int, list[str]] = {}

@@ -11,6 +11,7 @@ import contextlib
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -64,11 +65,14 @@ def ontology_index(onto: Ontology) -> OntologyIndex:
 class World:
     """An indexed, rule-maintained store of instances and facts over one ontology."""
 
-    def __init__(self, ontology: Ontology) -> None:
+    def __init__(self, ontology: Ontology, *, now: datetime | None = None) -> None:
+        """``now`` is the run's time (the hook call's): time windows in conditions are measured
+        from it. A World without it finds no value inside any window."""
         self.ontology = ontology
+        self.now = now
         self._ix = ontology_index(ontology)
         self._st = Store(self._ix.object_properties)
-        self._engine = Engine(self._ix, self._st)
+        self._engine = Engine(self._ix, self._st, now)
         self._version = 0
         self._history: list[tuple[int, int, int, list[tuple[Any, ...]]]] = []
         self._marks = 0
@@ -350,7 +354,7 @@ class World:
             cc = self._ix.compiled(cond)
             if cc.negative or not cc.path or cc.path[0] != p:
                 continue
-            tests.append((cond, cc.test))
+            tests.append((cond, self._engine.test_of(cc)))
         out: list[Value] = []
         for v in self.values(subject, p):
             ok = True
@@ -417,6 +421,7 @@ class World:
         return {
             "version": self._version,
             "ontology": self.ontology.digest,
+            **({"now": self.now.isoformat()} if self.now is not None else {}),
             "instances": [
                 {
                     "id": i.id,
@@ -441,11 +446,16 @@ class World:
         }
 
     @classmethod
-    def from_json(cls, ontology: Ontology, data: dict[str, Any]) -> World:
+    def from_json(
+        cls, ontology: Ontology, data: dict[str, Any], *, now: datetime | None = None
+    ) -> World:
         """Rebuild a World from ``to_json`` output: every fact passes the gate again and the
-        rules run to their fixed point (so a newer ontology re-derives). Raises ``WorldError``
-        with the violations when the data no longer fits the ontology."""
-        world = cls(ontology)
+        rules run to their fixed point (so a newer ontology re-derives). ``now`` defaults to the
+        time the World was saved with. Raises ``WorldError`` with the violations when the data
+        no longer fits the ontology."""
+        if now is None and isinstance(data.get("now"), str):
+            now = datetime.fromisoformat(data["now"])
+        world = cls(ontology, now=now)
         st, eng, ix = world._st, world._engine, world._ix
         version = int(data.get("version", 0))
         st.log = []

@@ -138,6 +138,9 @@ def test_rules_every_operator_in_document_order(full: Ontology) -> None:
         ("isAssigned", False),
         ("lessThan", 100),
         ("inValueSet", "http://example.org/vs/cardiac"),
+        ("atLeastAgo", "P18Y"),
+        ("withinPast", "PT24H"),
+        ("atMostAgo", "P1W"),
     ]
     r4 = full.rules[3]
     assert r4.when[0].path == (F + "hasOption", F + "price")
