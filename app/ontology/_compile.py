@@ -27,6 +27,7 @@ from app.ontology._rdf import literal_kind, short
 from app.ontology.model import (
     HORIS,
     AdapterCommit,
+    AggregateDef,
     Cardinality,
     ClassDef,
     Conclusion,
@@ -217,6 +218,7 @@ class Compiler(FlowCompiler):
                 via=H("absentMeans"),
             )
             absent_means = "Unknown"
+        aggregate = self._aggregate(node)
         return PropertyDef(
             iri=str(node),
             name=local_name(str(node)),
@@ -228,7 +230,8 @@ class Compiler(FlowCompiler):
             unit=self.string(node, H("unit")),
             pattern=pattern,
             one_of=one_of,
-            rules_only=self.constant(node, H("assignedBy"), ("RulesOnly",)) == "RulesOnly",
+            rules_only=self.constant(node, H("assignedBy"), ("RulesOnly",)) == "RulesOnly"
+            or aggregate is not None,
             resolution=cast(
                 Any, self.constant(node, H("resolution"), ("Reject", "FirstListed")) or "Reject"
             ),
@@ -236,6 +239,37 @@ class Compiler(FlowCompiler):
             label=self.label(node),
             absent_means=cast(Any, absent_means),
             inverse_of=self.refs(node, H("inverseOf"), ("property",)),
+            aggregate=aggregate,
+        )
+
+    def _aggregate(self, node: Node) -> AggregateDef | None:
+        r = self.r
+        agg = r.one(node, H("aggregate"))
+        if agg is None:
+            return None
+        function = self.constant(agg, H("function"), ("Count", "Sum", "Min", "Max"))
+        if function is None and not r.peek(agg, H("function")):
+            r.problem("missing", agg, "an aggregate needs horis:function (Count, Sum, Min or Max)")
+        over: list[tuple[str, ...]] = []
+        for head in r.objects(agg, H("over")):
+            items = r.items(head) if r.is_list(head) else [head]
+            path = tuple(
+                p for p in (self.ref(agg, H("over"), i, ("property",)) for i in items) if p
+            )
+            if len(path) == len(items) and path:
+                over.append(path)
+        if not r.peek(agg, H("over")):
+            r.problem(
+                "missing", agg, "an aggregate needs horis:over ( properties ) to reach values"
+            )
+        of = self.ref(agg, H("of"), r.one(agg, H("of")), ("property",))
+        if function is None or not over:
+            return None
+        return AggregateDef(
+            function=cast(Any, function),
+            over=tuple(over),
+            of=of,
+            where=self.conditions(agg, H("where")),
         )
 
     def _mapping(self, node: Node) -> FhirMapping:

@@ -137,12 +137,92 @@ class TypeChecker:
                     "horis:transform horis:PeriodDays yields a number of days: the range must "
                     "be xsd:integer or xsd:decimal",
                 )
+        if p.aggregate is not None:
+            self._aggregate(p)
         if p.rules_only and p.from_fhir:
             self.add(
                 "type-check",
                 p.iri,
                 "is horis:assignedBy horis:RulesOnly yet has horis:fromFhir; remove one",
             )
+
+    def _aggregate(self, p: PropertyDef) -> None:
+        """An aggregate's paths, filters and value types (``horis:aggregate``)."""
+        agg = p.aggregate
+        assert agg is not None
+        where = "horis:aggregate"
+        if self.o.rules_for(p.iri):
+            self.add("type-check", p.iri, "an aggregate is computed: no rule may conclude it")
+        if not p.single_valued:
+            self.add("type-check", p.iri, 'an aggregate holds one value: cardinality "0..1"')
+        ends: list[PropertyDef] = []
+        for path in agg.over:
+            current, last = p.domain, None
+            for i, iri in enumerate(path):
+                prop = self.o.properties.get(iri)
+                if prop is None:
+                    return
+                self.check_domain(prop, current, p.iri, f"{where}/horis:over")
+                if i < len(path) - 1 and not prop.is_object:
+                    self.add(
+                        "type-check",
+                        p.iri,
+                        f"horis:over continues after {prop.name}, whose values are literals",
+                        where,
+                    )
+                    return
+                current, last = prop.range, prop
+            if last is not None:
+                ends.append(last)
+        for end in ends:
+            if (agg.where or agg.of) and not end.is_object:
+                self.add(
+                    "type-check",
+                    p.iri,
+                    f"horis:over ends at {end.name}, whose values are literals: horis:where and "
+                    "horis:of read instances",
+                    where,
+                )
+                return
+            for c in agg.where:
+                self.condition_on(c, end.range, p.iri, f"{where}/horis:where")
+        of = self.o.properties.get(agg.of) if agg.of else None
+        if of is not None:
+            for end in ends:
+                self.check_domain(of, end.range, p.iri, f"{where}/horis:of")
+        kinds = {of.range} if of is not None else {e.range for e in ends}
+        if agg.function != "Count" and agg.of is not None and of is not None and of.is_object:
+            self.add("type-check", p.iri, f"horis:of {of.name} holds instances, not values", where)
+            return
+        if agg.function == "Count":
+            if p.range != XSD + "integer":
+                self.add("type-check", p.iri, "a Count is a whole number: range xsd:integer")
+        elif agg.function == "Sum":
+            if not kinds <= set(_NUMERIC) or p.range not in _NUMERIC:
+                self.add(
+                    "type-check",
+                    p.iri,
+                    "a Sum adds numbers: the values summed and the property must be xsd:decimal "
+                    "or xsd:integer",
+                )
+            elif p.range == XSD + "integer" and kinds != {XSD + "integer"}:
+                self.add(
+                    "type-check",
+                    p.iri,
+                    "a Sum of decimals is not a whole number: range xsd:decimal",
+                )
+        else:
+            ordered = kinds <= set(_NUMERIC) or (len(kinds) == 1 and kinds <= set(_TIME))
+            if not ordered or not (
+                p.range in kinds or (kinds <= set(_NUMERIC) and p.range == XSD + "decimal")
+            ):
+                names = ", ".join(sorted(local_name(k) for k in kinds))
+                self.add(
+                    "type-check",
+                    p.iri,
+                    f"a {agg.function} keeps one of the values ({names}): they must be numbers "
+                    "or dates, and the property of their type",
+                )
 
     def _related(self, a: str, b: str) -> bool:
         return self.o.is_subclass(a, b) or self.o.is_subclass(b, a)

@@ -53,6 +53,7 @@ StepKind = Literal[
     "SubflowStep",
 ]
 Pick = Literal["Latest", "All"]
+AggregateFunction = Literal["Count", "Sum", "Min", "Max"]
 #: ``horis:absentMeans``: ``Unknown`` (no value is unknown: a measurement) or ``None`` (closed
 #: world: an answered search without a match means there is none, for record lists only)
 AbsentMeans = Literal["None", "Unknown"]
@@ -122,6 +123,24 @@ class FhirMapping:
 
 
 @dataclass(frozen=True, kw_only=True)
+class AggregateDef:
+    """``P horis:aggregate [ horis:function horis:Sum ; horis:over ( :hasOrder ) ; horis:of :mme ;
+    horis:where ( … ) ]``: P's value computed by the World, never asserted.
+
+    The values reached from the subject along any ``over`` path (several paths: their union,
+    each value once) that satisfy every ``where`` condition are kept; with ``of`` the kept
+    instances' values of that property are aggregated, else the kept values themselves. Count
+    and Sum of nothing are 0; Min and Max of nothing leave P unassigned. An aggregate reads its
+    inputs complete, like negation: it sits in a stratum above everything it reads.
+    """
+
+    function: AggregateFunction  # horis:function horis:Count | Sum | Min | Max
+    over: tuple[tuple[str, ...], ...]  # horis:over ( p1 p2 … ), several allowed
+    of: str | None = None  # horis:of P
+    where: tuple[Condition, ...] = ()  # horis:where ( conditions on each reached value )
+
+
+@dataclass(frozen=True, kw_only=True)
 class PropertyDef:
     """``P a horis:Property`` with its constraints."""
 
@@ -143,6 +162,7 @@ class PropertyDef:
     absent_means: AbsentMeans | None = None
     #: horis:inverseOf Q…: hydration asserts (o, this, s) for every (s, Q, o) it reads
     inverse_of: tuple[str, ...] = ()
+    aggregate: AggregateDef | None = None  # horis:aggregate [ … ]: computed, never asserted
 
     @property
     def closed_world(self) -> bool:

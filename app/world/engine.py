@@ -19,8 +19,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from app.ontology.model import Condition, Value, local_name
+from app.world.aggregate import Witness, aggregate_witness
 from app.world.facts import Absence, Fact, FactKey, Justification, Violation
-from app.world.index import CompiledCondition, OntologyIndex
+from app.world.index import CompiledCondition, CompiledRule, OntologyIndex
 from app.world.store import Act, ActKey, BaseRecord, Chain, Store
 from app.world.values import Test
 from app.world.windows import window_test
@@ -30,6 +31,13 @@ _EMPTY: frozenset[str] = frozenset()
 
 def _seq(act: Act) -> int:
     return act.seq
+
+
+def _conclusions(
+    rule: CompiledRule, computed: tuple[tuple[str, Value], ...] | None
+) -> tuple[tuple[str, Value], ...]:
+    """What an activation concludes: an aggregate its computed value, a rule its declaration."""
+    return computed if computed is not None else rule.conclusions
 
 
 class Engine:
@@ -199,7 +207,7 @@ class Engine:
             for a in batch:
                 seen[a] = None
                 act = st.acts.get(a)
-                if act is not None and not self._valid(act):
+                if act is not None and not self._valid(a, act):
                     self._delete(a)
         for key in self.overdeleted.pop(k, {}):
             if key in st.support and not st.visible(key):
@@ -212,10 +220,14 @@ class Engine:
                     continue
                 w = self._evaluate(a)
                 if w is not None:
-                    self._establish(a, w[0], w[1])
+                    self._establish(a, w[0], w[1], w[2])
             batch2 = self.dirty.pop(k, None)
 
-    def _valid(self, act: Act) -> bool:
+    def _valid(self, a: ActKey, act: Act) -> bool:
+        rule = self.ix.rules[a[0]]
+        if rule.aggregate is not None:
+            # an aggregate stays only while recomputing it gives the same value from the same facts
+            return self._evaluate(a) == (act.premises, act.absent, act.concl)
         sp = self.st.sp
         for s, p, v in act.premises:
             vals = sp.get((s, p))
@@ -223,9 +235,11 @@ class Engine:
                 return False
         return all(not self.st.reaches_any(s, path) for s, path in act.absent)
 
-    def _evaluate(self, a: ActKey) -> tuple[Chain, tuple[tuple[str, tuple[str, ...]], ...]] | None:
+    def _evaluate(self, a: ActKey) -> Witness | None:
         rule = self.ix.rules[a[0]]
         s = a[1]
+        if rule.aggregate is not None:
+            return aggregate_witness(self, s, rule.aggregate)
         prem: list[FactKey] = []
         absent: list[tuple[str, tuple[str, ...]]] = []
         for cc in rule.conditions:
@@ -238,7 +252,7 @@ class Engine:
                 if chain is None:
                     return None
                 prem.extend(chain)
-        return tuple(dict.fromkeys(prem)), tuple(absent)
+        return tuple(dict.fromkeys(prem)), tuple(absent), None
 
     def chain(self, s: str, cc: CompiledCondition) -> Chain | None:
         """The first chain of facts from ``s`` along the condition's path whose last value
@@ -272,7 +286,11 @@ class Engine:
         return None
 
     def _establish(
-        self, a: ActKey, premises: Chain, absent: tuple[tuple[str, tuple[str, ...]], ...]
+        self,
+        a: ActKey,
+        premises: Chain,
+        absent: tuple[tuple[str, tuple[str, ...]], ...],
+        concl: tuple[tuple[str, Value], ...] | None = None,
     ) -> None:
         st = self.st
         ix = self.ix
@@ -282,9 +300,9 @@ class Engine:
         just = Justification(
             rule.rule.iri, s, premises, tuple(Absence(x, path) for x, path in absent)
         )
-        st.set_act(a, Act(st.seq, premises, absent, just))
-        for i, (p, v) in enumerate(rule.conclusions):
-            err = rule.static_errors[i]
+        st.set_act(a, Act(st.seq, premises, absent, just, concl))
+        for i, (p, v) in enumerate(_conclusions(rule, concl)):
+            err = rule.static_errors[i] if i < len(rule.static_errors) else None
             if err is not None:
                 self.violations.append(
                     Violation(err[0], s, p, v, f"rule {rule.rule.name}: {err[2]}")  # type: ignore[arg-type]
@@ -320,7 +338,7 @@ class Engine:
         rule = ix.rules[a[0]]
         s = a[1]
         keys = []
-        for p, v in rule.conclusions:
+        for p, v in _conclusions(rule, st.acts[a].concl):
             key = (s, p, v)
             sup = st.support.get(key)
             if sup is not None and a in sup:

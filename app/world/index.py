@@ -10,7 +10,16 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from app.ontology.model import Condition, Ontology, PropertyDef, Rule, Value, local_name
+from app.ontology.model import (
+    XSD,
+    AggregateDef,
+    Condition,
+    Ontology,
+    PropertyDef,
+    Rule,
+    Value,
+    local_name,
+)
 from app.world.facts import StratificationError
 from app.world.values import DATATYPES, NotOfType, Test, compiled_regex, make_test, normalize
 from app.world.windows import WINDOW_OPERATORS
@@ -28,6 +37,18 @@ class CompiledCondition:
 
 
 @dataclass(frozen=True, slots=True)
+class CompiledAggregate:
+    """A ``horis:aggregate`` as the engine evaluates it (see ``AggregateDef``)."""
+
+    property: str
+    function: str
+    over: tuple[tuple[str, ...], ...]
+    of: str | None
+    where: tuple[CompiledCondition, ...]
+    integer: bool  # the property's range is xsd:integer
+
+
+@dataclass(frozen=True, slots=True)
 class CompiledRule:
     index: int
     rule: Rule
@@ -37,6 +58,10 @@ class CompiledRule:
     conclusions: tuple[tuple[str, Value], ...]
     #: per conclusion: a violation message when the conclusion can never pass the gate
     static_errors: tuple[tuple[str, str, str] | None, ...]
+    #: the paths the activation reads (a change along one dirties it)
+    reads: tuple[tuple[str, ...], ...] = ()
+    #: an aggregate property's computation: its one conclusion's value is computed, not given
+    aggregate: CompiledAggregate | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +124,7 @@ class OntologyIndex:
         )
         self.value_sets = {url: vs.codes for url, vs in onto.value_sets.items()}
         self.condition_cache: dict[Condition, CompiledCondition] = {}
-        self.rules, self.recursive = _compile_rules(self, onto.rules)
+        self.rules, self.recursive = _compile_rules(self, onto.rules, _aggregates(onto))
         self.readers: dict[str, tuple[ReaderGroup, ...]] = _reader_index(self.rules)
         self.strata: tuple[int, ...] = tuple(sorted({r.stratum for r in self.rules}))
         self._applicable: dict[str, tuple[int, ...]] = {}
@@ -210,29 +235,86 @@ def _static_error(index: OntologyIndex, prop_iri: str, value: Value) -> tuple[st
     return None
 
 
+def _aggregates(onto: Ontology) -> list[PropertyDef]:
+    return [p for p in onto.properties.values() if p.aggregate is not None]
+
+
+def _aggregate_reads(agg: AggregateDef) -> tuple[tuple[str, ...], ...]:
+    """Every path an aggregate reads from its subject: the paths it follows, its filters'
+    paths and the property it reads on each reached value."""
+    reads: list[tuple[str, ...]] = []
+    for path in agg.over:
+        reads.append(path)
+        reads.extend(path + tuple(c.path) for c in agg.where)
+        if agg.of is not None:
+            reads.append((*path, agg.of))
+    return tuple(dict.fromkeys(reads))
+
+
 def _compile_rules(
-    index: OntologyIndex, rules: tuple[Rule, ...]
+    index: OntologyIndex,
+    rules: tuple[Rule, ...],
+    aggregates: list[PropertyDef] = (),  # type: ignore[assignment]
 ) -> tuple[tuple[CompiledRule, ...], frozenset[str]]:
     ordered = sorted(rules, key=lambda r: r.order)
-    strata, recursive = stratify(index, ordered)
+    strata, recursive = stratify(index, ordered, aggregates)
     out = []
     for i, rule in enumerate(ordered):
         conclusions = tuple((c.property, c.value) for c in rule.then)
         conds = tuple(index.compiled(c) for c in rule.when)
         stratum = min((strata.get(p, 0) for p, _ in conclusions), default=0)
         errors = tuple(_static_error(index, p, v) for p, v in conclusions)
-        out.append(CompiledRule(i, rule, rule.about, stratum, conds, conclusions, errors))
+        reads = tuple(cc.path for cc in conds)
+        out.append(CompiledRule(i, rule, rule.about, stratum, conds, conclusions, errors, reads))
+    for prop in aggregates:
+        agg = prop.aggregate
+        assert agg is not None
+        # the synthetic rule of an aggregate is named by its property (proofs show it as such)
+        rule = Rule(iri=prop.iri, name=prop.name, about=prop.domain, when=(), then=())
+        compiled = CompiledAggregate(
+            property=prop.iri,
+            function=agg.function,
+            over=agg.over,
+            of=agg.of,
+            where=tuple(index.compiled(c) for c in agg.where),
+            integer=prop.range == XSD + "integer",
+        )
+        out.append(
+            CompiledRule(
+                len(out),
+                rule,
+                prop.domain,
+                strata.get(prop.iri, 0),
+                (),
+                (),
+                (),
+                _aggregate_reads(agg),
+                compiled,
+            )
+        )
     return tuple(out), recursive
 
 
-def stratify(index: OntologyIndex, rules: list[Rule]) -> tuple[dict[str, int], frozenset[str]]:
+def stratify(
+    index: OntologyIndex,
+    rules: list[Rule],
+    aggregates: list[PropertyDef] = (),  # type: ignore[assignment]
+) -> tuple[dict[str, int], frozenset[str]]:
     """Property strata, and the properties on a positive cycle (that need delete-rederive).
 
     Reading a property through ``isAssigned false``, or reading a single-valued ``FirstListed``
     property at all, needs the property complete: the reader sits in a strictly higher stratum.
+    So does an aggregate: every property it reads sits strictly below it.
     """
     edges: dict[str, dict[str, list[tuple[bool, str]]]] = {}
     nodes: set[str] = set()
+    for prop in aggregates:
+        assert prop.aggregate is not None
+        nodes.add(prop.iri)
+        for path in _aggregate_reads(prop.aggregate):
+            for p in path:
+                nodes.add(p)
+                edges.setdefault(p, {}).setdefault(prop.iri, []).append((True, prop.iri))
     for rule in rules:
         for concl in rule.then:
             nodes.add(concl.property)
@@ -259,8 +341,8 @@ def stratify(index: OntologyIndex, rules: list[Rule]) -> tuple[dict[str, int], f
             raise StratificationError(
                 "rules are not stratifiable: "
                 + ", ".join(local_name(r) for r in names)
-                + " read through negation (isAssigned false) or a FirstListed property"
-                " what they themselves conclude (cycle through "
+                + " read through negation (isAssigned false), a FirstListed property or an"
+                " aggregate what they themselves conclude (cycle through "
                 + ", ".join(sorted(local_name(p) for p in scc))
                 + ")",
                 names,
@@ -334,9 +416,9 @@ def _tarjan(nodes: list[str], edges: dict[str, dict[str, Any]]) -> list[list[str
 def _reader_index(rules: tuple[CompiledRule, ...]) -> dict[str, tuple[ReaderGroup, ...]]:
     groups: dict[str, dict[tuple[int, tuple[str, ...]], list[int]]] = {}
     for r in rules:
-        for cc in r.conditions:
-            for depth, p in enumerate(cc.path):
-                key = (depth, tuple(reversed(cc.path[:depth])))
+        for path in r.reads:
+            for depth, p in enumerate(path):
+                key = (depth, tuple(reversed(path[:depth])))
                 members = groups.setdefault(p, {}).setdefault(key, [])
                 if r.index not in members:
                     members.append(r.index)

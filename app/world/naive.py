@@ -9,8 +9,9 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from app.ontology.model import Ontology, Value
+from app.world.aggregate import combine
 from app.world.facts import FactKey
-from app.world.index import CompiledCondition
+from app.world.index import CompiledAggregate, CompiledCondition
 from app.world.windows import window_test
 from app.world.world import ontology_index
 
@@ -76,8 +77,36 @@ def naive_fixpoint(
     for s, cls in instances.items():
         for rid in ix.rules_for_class(cls):
             subjects.setdefault(rid, []).append(s)
+
+    def aggregate(v: View, s: str, agg: CompiledAggregate) -> Value | None:
+        kept: dict[Value, None] = {}
+        items: list[Value] = []
+        for path in agg.over:
+            for x in reach(v, s, path):
+                if x in kept:
+                    continue
+                if agg.where and not (
+                    isinstance(x, str) and all(holds(v, x, cc) for cc in agg.where)
+                ):
+                    continue
+                kept[x] = None
+                if agg.of is None:
+                    items.append(x)
+                elif isinstance(x, str):
+                    items.extend(v.get((x, agg.of), []))
+        return combine(agg.function, items, agg.integer)
+
     for k in ix.strata:
-        rules = [r for r in ix.rules if r.stratum == k]
+        rules = [r for r in ix.rules if r.stratum == k and r.aggregate is None]
+        # an aggregate reads only lower strata: computed once, before the stratum's rules
+        current = view()
+        for r in ix.rules:
+            if r.stratum != k or r.aggregate is None:
+                continue
+            for s in subjects.get(r.index, ()):
+                value = aggregate(current, s, r.aggregate)
+                if value is not None:
+                    derived.add((s, r.aggregate.property, value))
         changed = True
         while changed:
             changed = False

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from app.ontology.model import Value, local_name
+from app.ontology.model import AggregateDef, Value, local_name
 from app.world.facts import Absence, Fact, FactKey, json_value
 
 if TYPE_CHECKING:
@@ -174,6 +174,15 @@ class Proof:
         return self.nodes[0].fact.value if self.nodes else None
 
 
+def describe_aggregate(agg: AggregateDef) -> str:
+    """``Sum of mme over hasDraftOrder, hasOrder`` (where-filters named by their properties)."""
+    paths = ", ".join(" → ".join(local_name(p) for p in path) for path in agg.over)
+    of = f" of {local_name(agg.of)}" if agg.of else ""
+    kept = {local_name(c.path[-1]) for c in agg.where}
+    where = f" where {', '.join(sorted(kept))}" if kept else ""
+    return f"{agg.function}{of} over {paths}{where}"
+
+
 def _json(v: Value) -> Any:
     if isinstance(v, str) and v.startswith(("http://", "https://", "urn:")):
         return local_name(v)
@@ -210,7 +219,11 @@ class _Builder:
     def tag(self, fact: Fact) -> str:
         if fact.provenance == "rule":
             if fact.justifications:
-                return f"[rule {local_name(fact.justifications[0].rule)}]"
+                rule = fact.justifications[0].rule
+                prop = self.eng.ix.properties.get(rule)
+                if prop is not None and prop.aggregate is not None:
+                    return f"[{describe_aggregate(prop.aggregate)}]"
+                return f"[rule {local_name(rule)}]"
             return "[rule]"
         parts: list[str] = [fact.provenance]
         if fact.source is not None:

@@ -41,6 +41,8 @@ class Act:
     premises: Chain
     absent: tuple[tuple[str, tuple[str, ...]], ...]
     justification: Justification
+    #: an aggregate's computed conclusion (rules conclude what they declare)
+    concl: tuple[tuple[str, Value], ...] | None = None
 
 
 _V_ADD, _V_DEL, _BASE, _S_ADD, _S_DEL, _ACT, _INST, _C_ADD, _C_DEL = range(9)

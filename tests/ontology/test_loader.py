@@ -62,6 +62,20 @@ def test_linked_resources_transforms_and_inverses(full: Ontology) -> None:
     assert (item.via, item.fhir_path) == ("medicationReference", "code")
 
 
+def test_aggregates(full: Ontology) -> None:
+    count = full.properties[F + "cheapOptions"]
+    assert count.aggregate is not None and count.rules_only  # computed, never asserted
+    assert (count.aggregate.function, count.aggregate.over) == ("Count", ((F + "hasOption",),))
+    assert count.aggregate.where[0].op == "atMost"
+    total = full.properties[F + "totalPrice"].aggregate
+    assert total is not None
+    assert (total.function, total.of) == ("Sum", F + "price")
+    assert total.over == ((F + "hasOption",), (F + "chosen",))
+    cheapest = full.properties[F + "cheapest"].aggregate
+    assert cheapest is not None and cheapest.over == ((F + "hasOption", F + "price"),)
+    assert cheapest.of is None
+
+
 def test_enumeration_individuals_typed_or_only_listed(full: Ontology) -> None:
     assert full.classes[F + "Tier"].one_of == (F + "Gold", F + "Silver", F + "Bronze")
     assert full.individuals[F + "Gold"].codes == ("http://example.org/tier|G",)

@@ -8,13 +8,15 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.ontology.model import Condition, Rule
+from app.ontology.model import AggregateDef, Condition, Rule
 from app.world import AddInstance, Assert, Retract, World
 from app.world.naive import naive_fixpoint
 from tests.world.builders import cls, cond, individual, iri, ontology, prop, rule
 
 BASE_INT = ("b0", "b1")
 DERIVED_LEVEL = {"d0": 0, "d1": 1, "grade": 1, "d2": 2, "score": 2}
+#: aggregates read levels 0 and 1; rules of level 2 read them (positively or negated)
+AGGREGATE_LEVEL = {"cnt": 1.5, "tot": 1.5, "lo": 1.5, "sumd1": 1.5}
 NODES = ("n0", "n1", "n2", "n3", "n4")
 GRADES = ("L1", "L2", "L3")
 
@@ -30,6 +32,47 @@ def _vocabulary() -> tuple[list[Any], list[Any], list[Any]]:
         prop("d2", "Node", "xsd:integer"),
         prop("grade", "Node", "Level", cardinality="0..1", one_of=GRADES, resolution="FirstListed"),
         prop("score", "Node", "xsd:integer", cardinality="0..1"),
+        prop(
+            "cnt",
+            "Node",
+            "xsd:integer",
+            cardinality="0..1",
+            rules_only=True,
+            aggregate=AggregateDef(
+                function="Count",
+                over=((iri("link"),), (iri("link"), iri("link"))),
+                where=(cond("d0", "isAssigned", True), cond("b1", "isAssigned", False)),
+            ),
+        ),
+        prop(
+            "tot",
+            "Node",
+            "xsd:integer",
+            cardinality="0..1",
+            rules_only=True,
+            aggregate=AggregateDef(function="Sum", over=((iri("link"),),), of=iri("b0")),
+        ),
+        prop(
+            "lo",
+            "Node",
+            "xsd:integer",
+            cardinality="0..1",
+            rules_only=True,
+            aggregate=AggregateDef(function="Min", over=((iri("link"), iri("b1")), (iri("b1"),))),
+        ),
+        prop(
+            "sumd1",
+            "Node",
+            "xsd:integer",
+            cardinality="0..1",
+            rules_only=True,
+            aggregate=AggregateDef(
+                function="Max",
+                over=((iri("link"),),),
+                of=iri("d1"),
+                where=(cond("grade", "isAssigned", True),),
+            ),
+        ),
     ]
     return classes, props, [individual(g, "Level") for g in GRADES]
 
@@ -39,7 +82,14 @@ def conditions(draw: st.DrawFn, level: int) -> Condition:
     positive_derived = [p for p, lv in DERIVED_LEVEL.items() if lv <= level and p != "grade"]
     positive_derived = [p for p in positive_derived if p != "score"]
     lower = [p for p, lv in DERIVED_LEVEL.items() if lv < level and p != "score"]
-    kind = draw(st.sampled_from(["base", "basepath", "isA", "derived", "neg", "grade"]))
+    kind = draw(st.sampled_from(["base", "basepath", "isA", "derived", "neg", "grade", "agg"]))
+    if kind == "agg" and level >= 2:
+        op = draw(st.sampled_from(["greaterThan", "atLeast", "lessThan", "atMost", "is"]))
+        p = draw(st.sampled_from(list(AGGREGATE_LEVEL)))
+        path = draw(st.sampled_from([(p,), ("link", p)]))
+        if draw(st.booleans()):
+            return cond(path, "isAssigned", draw(st.booleans()))
+        return cond(path, op, draw(st.integers(0, 4)))
     if kind == "base":
         op = draw(st.sampled_from(["greaterThan", "atLeast", "lessThan", "atMost", "is", "isNot"]))
         return cond(draw(st.sampled_from(BASE_INT)), op, draw(st.integers(0, 3)))
