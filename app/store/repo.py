@@ -3,18 +3,25 @@
 Every function takes a ``Session`` and leaves committing to the caller (``session_scope``), so a
 route decides what one transaction covers. Rows come back as ORM objects whose attributes stay
 readable after commit; routes map them to response models, never return them as they are.
+
+The hook path's functions (``insert_run``, ``finish_run``, ``add_trace``, ``add_sources``,
+``hook_run``) are plain statements on a ``Connection`` (``engine.begin()``): no unit of work, no
+ORM objects, because a hook call pays for every statement's overhead on its answer's latency.
+They too leave committing to the caller.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, delete, func, insert, select, update
+from sqlalchemy import Connection, Table, bindparam, delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, make_transient_to_detached
+from sqlalchemy.sql.expression import Executable
 
 from app.errors import NotFound
 from app.store.models import (
@@ -37,11 +44,16 @@ __all__ = [
     "FeedbackRow",
     "add_feedback",
     "add_feedbacks",
+    "add_sources",
+    "add_trace",
     "claim_run",
     "could_be_run_id",
     "find_cards",
+    "finish_run",
     "get_effect",
     "get_run",
+    "hook_run",
+    "insert_run",
     "list_effects",
     "list_feedback",
     "list_runs",
@@ -57,9 +69,16 @@ __all__ = [
 ]
 
 
-def _insert(session: Session, table: Any) -> Any:
+_RUNS = cast(Table, Run.__table__)
+_TRACE = cast(Table, TraceEvent.__table__)
+_SOURCES = cast(Table, SourceVersion.__table__)
+_ISSUED_CARDS = cast(Table, IssuedCard.__table__)
+
+
+def _insert(session: Session | Connection, table: Any) -> Any:
     """An INSERT that supports ``on_conflict_do_*`` on the session's backend."""
-    dialect = session.get_bind().dialect.name
+    bind = session.get_bind() if isinstance(session, Session) else session
+    dialect = bind.dialect.name
     if dialect == "postgresql":
         return postgresql.insert(table)
     if dialect == "sqlite":
@@ -169,54 +188,126 @@ def save_outcome(
     """
     if status not in RUN_STATUSES:
         raise ValueError(f"unknown run status {status!r}")
-    # Set-based statements, no unit of work: the UPDATE locks the row (as SELECT ... FOR UPDATE
-    # did); trace events and source versions go in as one bulk INSERT each.
-    table = cast(Table, Run.__table__)
-    updated = session.execute(
-        update(table)
-        .where(table.c.id == run_id)
-        .values(
-            status=status,
-            terminal=terminal,
-            decision=decision,
-            outcome=outcome,
-            response=response,
-            world_state=world_state,
-            position=position,
-            wait_deadline=wait_deadline,
-            updated_at=utcnow(),
-        )
-        .returning(table.c.id)
-    ).scalar_one_or_none()
-    if updated is None:
+    connection = session.connection()
+    found = finish_run(
+        connection,
+        run_id,
+        status=status,
+        terminal=terminal,
+        decision=decision,
+        outcome=outcome,
+        response=response,
+        world_state=world_state,
+        position=position,
+        wait_deadline=wait_deadline,
+    )
+    if not found:
         raise NotFound(where="run", message=f"no run {run_id}")
     loaded = session.identity_map.get(session.identity_key(Run, run_id))
     if loaded is not None:  # the session holds the row as it was: read it afresh when used
         session.expire(loaded)
-    if trace:
-        start = first_seq
-        if start is None:
-            # read after the row lock is held, so concurrent appends to one run cannot interleave
-            last = session.execute(
-                select(func.max(TraceEvent.seq)).where(TraceEvent.run_id == run_id)
-            ).scalar_one()
-            start = 0 if last is None else last + 1
-        session.execute(
-            insert(TraceEvent),
-            [
-                {
-                    "run_id": run_id,
-                    "seq": start + offset,
-                    "step": entry.get("step"),
-                    "kind": str(entry.get("kind") or "event"),
-                    "payload": dict(entry),
-                }
-                for offset, entry in enumerate(trace)
-            ],
-        )
+    add_trace(connection, run_id, trace, first_seq=first_seq)
+    add_sources(connection, run_id, sources)
+
+
+# --- hook runs: plain statements on a Connection ----------------------------------------------
+
+
+@functools.cache
+def _run_insert(dialect: str) -> Executable:
+    """INSERT … ON CONFLICT (service_id, hook_instance) DO NOTHING RETURNING id, built once: the
+    columns come with the parameters (a statement built per call costs more than its round
+    trip)."""
+    insert_of = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    return (
+        insert_of(_RUNS)
+        .on_conflict_do_nothing(index_elements=["service_id", "hook_instance"])
+        .returning(_RUNS.c.id)
+    )
+
+
+_RUN_UPDATE = update(_RUNS).where(_RUNS.c.id == bindparam("b_run_id")).returning(_RUNS.c.id)
+
+
+def insert_run(connection: Connection, values: Mapping[str, Any]) -> bool:
+    """Insert a run row unless its ``(service_id, hook_instance)`` is taken; True when inserted.
+
+    ``values`` are ``runs`` columns; ``id``, ``status``, ``created_at`` and ``updated_at`` are
+    filled in when missing. On PostgreSQL a concurrent insert of the same key waits for the
+    other transaction and then inserts nothing, so exactly one of any number of concurrent
+    callers (in any process) gets True. A run without a hookInstance is always inserted. The
+    caller compares ``request_digest`` of the existing row itself."""
+    if values.get("status", "running") not in RUN_STATUSES:
+        raise ValueError(f"unknown run status {values.get('status')!r}")
+    now = utcnow()
+    row = {"id": new_id(), "status": "running", "created_at": now, "updated_at": now, **values}
+    statement = _run_insert(connection.dialect.name)
+    return connection.execute(statement, row).scalar_one_or_none() is not None
+
+
+def finish_run(connection: Connection, run_id: str, **values: Any) -> bool:
+    """Set a run's columns (its outcome, or ``status="failed"``); False when there is no run.
+
+    The UPDATE locks the row until the caller's transaction ends."""
+    if "status" in values and values["status"] not in RUN_STATUSES:
+        raise ValueError(f"unknown run status {values['status']!r}")
+    params = {**values, "updated_at": utcnow(), "b_run_id": run_id}
+    return connection.execute(_RUN_UPDATE, params).scalar_one_or_none() is not None
+
+
+def add_trace(
+    connection: Connection,
+    run_id: str,
+    trace: Sequence[Mapping[str, Any]],
+    *,
+    first_seq: int | None = None,
+) -> None:
+    """Append trace entries in order after any already recorded (``first_seq`` when known)."""
+    if not trace:
+        return
+    start = first_seq
+    if start is None:
+        # read after the caller locked the run row, so concurrent appends cannot interleave
+        last = connection.execute(
+            select(func.max(_TRACE.c.seq)).where(_TRACE.c.run_id == run_id)
+        ).scalar_one()
+        start = 0 if last is None else last + 1
+    connection.execute(
+        insert(_TRACE),
+        [
+            {
+                "run_id": run_id,
+                "seq": start + offset,
+                "step": entry.get("step"),
+                "kind": str(entry.get("kind") or "event"),
+                "payload": dict(entry),
+            }
+            for offset, entry in enumerate(trace)
+        ],
+    )
+
+
+def add_sources(connection: Connection, run_id: str, sources: Iterable[Mapping[str, Any]]) -> None:
+    """Record the FHIR resource versions a run read (see ``save_outcome`` for the keys)."""
     rows = [_source_row(run_id, source) for source in sources]
     if rows:
-        session.execute(insert(SourceVersion), rows)
+        connection.execute(insert(_SOURCES), rows)
+
+
+def hook_run(
+    connection: Connection, service_id: str, hook_instance: str
+) -> Mapping[str, Any] | None:
+    """The run of a hook call, if any: ``id``, ``status``, ``request_digest``, ``response``."""
+    found = (
+        connection.execute(
+            select(_RUNS.c.id, _RUNS.c.status, _RUNS.c.request_digest, _RUNS.c.response).where(
+                _RUNS.c.service_id == service_id, _RUNS.c.hook_instance == hook_instance
+            )
+        )
+        .mappings()
+        .first()
+    )
+    return dict(found) if found is not None else None
 
 
 #: Longest run id stored (the ``runs.id`` column).
@@ -472,15 +563,16 @@ _IN_BATCH = 500
 
 
 def record_cards(
-    session: Session, *, run_id: str, service_id: str, card_uuids: Iterable[str]
+    session: Session | Connection, *, run_id: str, service_id: str, card_uuids: Iterable[str]
 ) -> None:
-    """Remember the cards a hook run returned, so feedback can find them by key."""
+    """Remember the cards a hook run returned, so feedback can find them by key (in the
+    caller's transaction: the hook path passes its ``Connection``)."""
     rows = [
         {"run_id": run_id, "service_id": service_id, "card_uuid": uuid}
         for uuid in dict.fromkeys(card_uuids)
     ]
     if rows:
-        session.execute(insert(IssuedCard), rows)
+        session.execute(insert(_ISSUED_CARDS), rows)
 
 
 def find_cards(session: Session, service_id: str, card_uuids: Iterable[str]) -> dict[str, str]:
