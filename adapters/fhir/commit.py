@@ -39,6 +39,7 @@ and the exception's ``effects`` say what happened to each write.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -46,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 import httpx
-from sqlalchemy import Engine, Table, update
+from sqlalchemy import Connection, Engine, Table, literal_column, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.expression import Executable
 
@@ -295,6 +296,49 @@ class EffectRow:
     expected: str | None
 
 
+@functools.cache
+def _effect_upsert(dialect: str, sent: bool) -> Executable:
+    """The upsert of one effect row, built once per backend (values come as parameters).
+
+    A write that was sent counts one more attempt; one that sent nothing never hides an earlier
+    sent attempt (the row keeps its state and the statement returns no row)."""
+    if dialect not in ("postgresql", "sqlite"):
+        raise NotImplementedError(f"no effect log for {dialect}")
+    table = _EFFECTS
+    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
+    changes: dict[str, Any] = {
+        name: insert.excluded[name]
+        for name in ("state", "remote_response", "target_reference", "expected_version")
+    }
+    changes["updated_at"] = insert.excluded.updated_at
+    if sent:
+        changes["attempts"] = table.c.attempts + 1
+    sent_states: list[Any] = [literal_column(f"'{s}'") for s in _SENT]  # this module's constants
+    return insert.on_conflict_do_update(
+        index_elements=["run_id", "effect_id"],
+        set_=changes,
+        where=None if sent else table.c.state.not_in(sent_states),
+    ).returning(table.c.attempts)
+
+
+def _effect_params(
+    row: EffectRow, state: EffectState, response: dict[str, Any], sent: bool
+) -> dict[str, Any]:
+    now = utcnow()
+    return {
+        "run_id": row.run_id,
+        "effect_id": row.effect_id,
+        "tool": row.tool,
+        "target_reference": row.target,
+        "expected_version": row.expected,
+        "state": state,
+        "attempts": 1 if sent else 0,
+        "remote_response": response,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
 class EffectLog:
     """Persists effects. Every write is one statement in one short transaction, committed at once
     (so it survives a crash) and holding no lock across a network call.
@@ -302,12 +346,23 @@ class EffectLog:
     It also remembers, per effect, the state it last committed (``persisted``), in the shape
     ``effect_reports`` reads back: what the log wrote is what the run's cards report, without a
     second transaction to read it. A write whose statement changed no row (an unsent retry that
-    must not hide a sent attempt) leaves the memory as it is, as it leaves the row."""
+    must not hide a sent attempt) leaves the memory as it is, as it leaves the row.
 
-    def __init__(self, engine: Engine) -> None:
+    With ``ensure_run`` the run's row may not exist yet (a hook call claims its run only when
+    something is about to leave, :mod:`app.cds.claim`): a write that sends nothing then waits
+    for the run's own transaction (:meth:`write_pending`), which stores it together with the
+    outcome, or the answer is not given at all; and before a request leaves, ``ensure_run``
+    commits the run's row (it raises, and nothing is sent, when another call holds the run),
+    then what was waiting is written, then the ``attempted`` row."""
+
+    def __init__(self, engine: Engine, *, ensure_run: Callable[[], None] | None = None) -> None:
         self.engine = engine
+        self._ensure_run = ensure_run
+        self._run_exists = ensure_run is None
         self._lock = threading.Lock()
         self._persisted: dict[str, dict[str, Any]] = {}  # effect id → effect_json shape
+        #: unsent writes waiting for the run's row, by effect id: (row, state, response)
+        self._pending: dict[str, tuple[EffectRow, EffectState, dict[str, Any]]] = {}
 
     def persisted(self) -> list[dict[str, Any]]:
         """Every effect this log committed, in the order first written, as ``effect_reports``
@@ -351,52 +406,46 @@ class EffectLog:
     def _upsert(
         self, row: EffectRow, *, state: EffectState, response: dict[str, Any], sent: bool
     ) -> None:
-        dialect = self.engine.dialect.name
-        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-        if dialect not in ("postgresql", "sqlite"):
-            raise NotImplementedError(f"no effect log for {dialect}")
-        now = utcnow()
-        table = _EFFECTS
-        statement = insert(table).values(
-            run_id=row.run_id,
-            effect_id=row.effect_id,
-            tool=row.tool,
-            target_reference=row.target,
-            expected_version=row.expected,
-            state=state,
-            attempts=1 if sent else 0,
-            remote_response=response,
-            created_at=now,
-            updated_at=now,
-        )
-        changes: dict[str, Any] = {
-            "state": state,
-            "remote_response": response,
-            "target_reference": row.target,
-            "expected_version": row.expected,
-            "updated_at": now,
-        }
-        if sent:
-            changes["attempts"] = table.c.attempts + 1
-        upsert = statement.on_conflict_do_update(
-            index_elements=["run_id", "effect_id"],
-            set_=changes,
-            # A retried call that sends nothing never hides an earlier sent attempt.
-            where=None if sent else table.c.state.not_in(_SENT),
-        ).returning(table.c.attempts)
+        statement = _effect_upsert(self.engine.dialect.name, sent)
         with self.engine.begin() as connection:
-            attempts = connection.execute(upsert).scalar_one_or_none()
+            attempts = connection.execute(
+                statement, _effect_params(row, state, response, sent)
+            ).scalar_one_or_none()
         if attempts is not None:  # None: the row kept its sent state, and so does the memory
             self._remember(
                 row.effect_id, state=state, response=response, row=row, attempts=attempts
             )
 
+    def _claim_run(self) -> None:
+        """Make sure the run's row is committed before a request leaves (see the class)."""
+        if self._run_exists or self._ensure_run is None:
+            return
+        self._ensure_run()
+        self._run_exists = True
+        if self._pending:
+            with self.engine.begin() as connection:
+                self.write_pending(connection)
+            self._pending.clear()
+
+    def write_pending(self, connection: Connection) -> None:
+        """Write the unsent effects that wait for the run's row, in the caller's transaction
+        (the one that stores the run). Nothing was sent for them, so nothing else can have
+        written their rows."""
+        statement = _effect_upsert(connection.dialect.name, False)
+        for row, state, response in list(self._pending.values()):
+            connection.execute(statement, _effect_params(row, state, response, False))
+
     def attempt(self, row: EffectRow, response: dict[str, Any]) -> None:
         """Record the effect ``attempted`` (one more attempt): call before the request leaves."""
+        self._claim_run()
         self._upsert(row, state="attempted", response=response, sent=True)
 
     def unsent(self, row: EffectRow, state: EffectState, response: dict[str, Any]) -> None:
         """Record an effect for which no write was sent, directly in its final ``state``."""
+        if not self._run_exists:  # the run's own transaction will store it (see the class)
+            self._pending[row.effect_id] = (row, state, response)
+            self._remember(row.effect_id, state=state, response=response, row=row, attempts=0)
+            return
         self._upsert(row, state=state, response=response, sent=False)
 
     def set(
@@ -417,7 +466,9 @@ class EffectLog:
 class FhirCommitAdapter:
     """The ``fhir`` scheme handler of one hook call.
 
-    Register it with ``invoker.register_scheme("fhir", adapter)``.
+    Register it with ``invoker.register_scheme("fhir", adapter)``. ``ensure_run`` (a hook
+    call's claim, :mod:`app.cds.claim`) is called before any request leaves; until then the
+    run's row may not exist, and writes that send nothing wait for :meth:`write_pending`.
     """
 
     def __init__(
@@ -427,11 +478,16 @@ class FhirCommitAdapter:
         engine: Engine,
         context: CommitContext,
         http: httpx.Client | None = None,
+        ensure_run: Callable[[], None] | None = None,
     ) -> None:
         self.ontology = ontology
-        self.log = EffectLog(engine)
+        self.log = EffectLog(engine, ensure_run=ensure_run)
         self.context = context
         self._http = http
+
+    def write_pending(self, connection: Connection) -> None:
+        """Store the effects still waiting for the run's row in the run's own transaction."""
+        self.log.write_pending(connection)
 
     def __call__(self, call: ToolCall) -> dict[str, Any]:
         if call.run_id is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -38,12 +38,13 @@ def _commit_factory(app: FastAPI, http: httpx.Client) -> Any:
     except ImportError:  # a source tree without the commit adapter: tools take onError
         return None
 
-    def build(**hook: Any) -> Any:
+    def build(*, ensure_run: Callable[[], None] | None = None, **hook: Any) -> Any:
         return FhirCommitAdapter(
             ontology=app.state.ontology,
             engine=app.state.engine,
             context=CommitContext.from_hook(**hook),
             http=http,
+            ensure_run=ensure_run,
         )
 
     return build

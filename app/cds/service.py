@@ -1,17 +1,20 @@
-"""One hook call, end to end: validate, gather, hydrate, claim, run, persist, answer.
+"""One hook call, end to end: validate, gather, hydrate, run, persist, answer.
 
 Order and why:
 
 1. The service id (404), the client JWT (401), the request (400) and the hook it is for.
-2. Prefetch and hydration. They happen before the claim so a transient FHIR failure (412) leaves
-   no trace that would block the EHR's retry of the same hookInstance.
-3. The claim of (service, hookInstance) in its own committed transaction: the one caller that
-   creates the run executes it; a retry, or a concurrent twin, waits for the winner's stored
-   response and returns it verbatim. The same hookInstance with a different body is 409.
-4. The workflow runs (in a worker thread: tools may block) with tool commits routed to the FHIR
-   adapter for this call.
-5. Outcome, trace, proof, source versions and the response are committed in one transaction
-   before anything is answered; if that fails the answer is 503 and carries no decision.
+2. Prefetch and hydration. They happen before anything is stored so a transient FHIR failure
+   (412) leaves no trace that would block the EHR's retry of the same hookInstance.
+3. The workflow runs (in one worker thread: tools may block) with tool commits routed to the
+   FHIR adapter for this call. The run's row is claimed (committed as ``running``) only when
+   the run is about to send something outside (:mod:`app.cds.claim`); a twin that finds the
+   claim sends nothing and waits for the winner's stored response.
+4. Outcome, trace, proof, source versions, the effect log of writes that sent nothing and the
+   response are committed in one transaction before anything is answered; if that fails the
+   answer is 503 and carries no decision. The unique ``(service, hookInstance)`` key makes that
+   transaction the claim of a run that sent nothing: of two twins, the one that commits second
+   stores nothing and answers with the first one's stored response, verbatim. The same
+   hookInstance with a different body is 409.
 """
 
 from __future__ import annotations
@@ -25,13 +28,20 @@ from typing import Any
 import anyio
 import httpx
 from anyio import to_thread
-from sqlalchemy import Engine
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from adapters.fhir.hydrate import Hydration, hydrate, resources_of
 from app.bridge import Bridge
 from app.cds.auth import ClientAuthenticator
 from app.cds.cards import RunView, build_cards, build_system_actions
+from app.cds.claim import (
+    ClaimFirstTools,
+    ClaimLost,
+    RunClaim,
+    claim_first_bridge,
+    claim_first_resolver,
+)
 from app.cds.errors import (
     CdsError,
     HookInstanceConflict,
@@ -47,8 +57,9 @@ from app.cds.requests import HookRequest, parse_hook_request
 from app.cds.response_check import check_response
 from app.digest import canonical_digest
 from app.ontology.model import CdsServiceDef, Ontology, WorkflowDef
-from app.store import repo, session_scope
+from app.store import repo
 from app.store.db import describe_error
+from app.store.models import new_id
 from app.tools.host import ToolHost
 from app.world.facts import Change, Violation
 from app.world.world import World
@@ -59,7 +70,6 @@ EXTENSION_KEY = "dev.horismos.run"
 #: How long a duplicate call waits for the first caller's stored answer, beyond the FHIR deadline.
 DUPLICATE_GRACE_SECONDS = 30.0
 _POLL_SECONDS = 0.02
-_PERSIST_ATTEMPTS = 3
 
 #: Builds the ``fhir`` scheme handler for tool commits of one call, or None when not possible.
 CommitHandlerFactory = Callable[..., Any]
@@ -82,8 +92,11 @@ class HookDeps:
     #: picks the Bridge for a step's ``horis:model`` (``app.bridge.BridgeResolver``); None:
     #: ``bridge`` serves every step
     bridge_for: Callable[[str | None], Bridge | None] | None = None
-    #: The handler it builds may offer ``notices() -> [sentence]``: what happened to each write
-    #: the run attempted, from what the handler committed to the effect log during the run
+    #: Called with the hook's ``fhir_server``, ``fhir_authorization``, ``sources``, ``resources``,
+    #: ``context`` and ``ensure_run`` (the run's claim: call it before a request leaves). The
+    #: handler it builds may offer ``notices() -> [sentence]`` (what happened to each write the
+    #: run attempted, from what it committed to the effect log) and ``write_pending(connection)``
+    #: (store the effects of writes that sent nothing in the run's own transaction)
     commit_handler: CommitHandlerFactory | None = None
     #: the process's tools (packaged callables, MCP sessions); None: in-process bindings only
     tools: ToolHost | None = None
@@ -94,6 +107,13 @@ def _notices(handler: Any) -> list[str]:
     """The card sentences about the run's writes, as the commit handler recorded them."""
     notices = getattr(handler, "notices", None)
     return list(notices()) if callable(notices) else []
+
+
+def _write_pending(handler: Any, connection: Connection) -> None:
+    """The effects of the run's writes that sent nothing, in the run's own transaction."""
+    write = getattr(handler, "write_pending", None)
+    if callable(write):
+        write(connection)
 
 
 def find_service(ontology: Ontology, service_id: str) -> tuple[CdsServiceDef, WorkflowDef]:
@@ -261,86 +281,67 @@ class HookService:
         )
         # one call however the client spells its hookInstance (upper or lower case)
         digest = request_digest({**body, "hookInstance": req.hook_instance})
-        run_id, created, stored = await self._claim(service, workflow, req, digest)
-        if not created:
-            return stored if stored is not None else await self._await_answer(run_id, req)
-        try:
-            return await to_thread.run_sync(
-                lambda: self._run(
-                    service, workflow, req, hydration, gathered.data, run_id, now, base_url
-                )
+        claim = RunClaim(
+            d.engine,
+            {
+                "id": new_id(),
+                "service_id": service.id,
+                "hook": req.hook,
+                "hook_instance": req.hook_instance,
+                "workflow_iri": workflow.iri,
+                "workflow_version": workflow.version,
+                "ontology_digest": d.ontology.digest,
+                "request_digest": digest,
+            },
+        )
+        answer = await to_thread.run_sync(
+            lambda: self._run(
+                service, workflow, req, hydration, gathered.data, claim, now, base_url
             )
-        except Exception as exc:  # the run is claimed: it must not stay "running"
-            if not isinstance(exc, StoreUnavailable):  # that one was marked failed already
-                log.exception("run %s of %s failed after its claim", run_id, workflow.name)
-                await to_thread.run_sync(lambda: self._mark_failed(run_id))
-            if isinstance(exc, CdsError):
-                raise
-            raise RunFailed.one(
-                "exception",
-                f"run {run_id} failed and is recorded as failed; send a new hookInstance",
-            ) from None
+        )
+        if answer is None:  # another call holds this hookInstance
+            return await self._stored_answer(service, req, digest)
+        return answer
 
     # --- idempotency ---------------------------------------------------------------------
 
-    async def _claim(
-        self, service: CdsServiceDef, workflow: WorkflowDef, req: HookRequest, digest: str
-    ) -> tuple[str, bool, dict[str, Any] | None]:
-        def claim() -> tuple[str, bool, dict[str, Any] | None, str | None, str]:
-            with session_scope(self.deps.engine) as session:
-                run, created = repo.claim_run(
-                    session,
-                    workflow_iri=workflow.iri,
-                    workflow_version=workflow.version,
-                    ontology_digest=self.deps.ontology.digest,
-                    service_id=service.id,
-                    hook=req.hook,
-                    hook_instance=req.hook_instance,
-                    request_digest=digest,
-                )
-                return run.id, created, run.response, run.request_digest, run.status
+    async def _stored_answer(
+        self, service: CdsServiceDef, req: HookRequest, digest: str
+    ) -> dict[str, Any]:
+        """The answer stored for this hookInstance by the call that holds it: verbatim once it
+        is stored (a twin still running is waited for), 409 for a different body or a failed
+        run."""
 
-        try:
-            run_id, created, response, seen_digest, status = await to_thread.run_sync(claim)
-        except SQLAlchemyError as exc:
-            log.error("cannot claim hookInstance %s: %s", req.hook_instance, describe_error(exc))
-            raise StoreUnavailable.one(
-                "transient", "the decision store is unavailable; retry later"
-            ) from None
-        if not created and seen_digest != digest:
-            raise HookInstanceConflict.one(
-                "conflict",
-                f"hookInstance {req.hook_instance} was already used with a different request",
-                "hookInstance",
-            )
-        if not created and response is None and status == "failed":
-            raise HookInstanceConflict.one(
-                "conflict",
-                f"hookInstance {req.hook_instance} failed earlier; send a new hookInstance",
-                "hookInstance",
-            )
-        return run_id, created, response
-
-    async def _await_answer(self, run_id: str, req: HookRequest) -> dict[str, Any]:
-        """A twin of a call still running: wait for its stored response."""
-
-        def look() -> tuple[dict[str, Any] | None, str]:
-            with session_scope(self.deps.engine) as session:
-                run = repo.get_run(session, run_id)
-                return (run.response, run.status) if run is not None else (None, "failed")
+        def look() -> Mapping[str, Any] | None:
+            with self.deps.engine.connect() as connection:
+                return repo.hook_run(connection, service.id, req.hook_instance)
 
         with anyio.move_on_after(self.deps.fhir_timeout + DUPLICATE_GRACE_SECONDS):
             while True:
                 try:
-                    response, status = await to_thread.run_sync(look)
-                except SQLAlchemyError:
+                    row = await to_thread.run_sync(look)
+                except SQLAlchemyError as exc:
+                    log.error(
+                        "cannot read hookInstance %s: %s", req.hook_instance, describe_error(exc)
+                    )
                     raise StoreUnavailable.one(
-                        "transient", "the decision store is unavailable"
+                        "transient", "the decision store is unavailable; retry later"
                     ) from None
-                if response is not None:
-                    return response
-                if status == "failed":
-                    break
+                if row is not None and row["request_digest"] != digest:
+                    raise HookInstanceConflict.one(
+                        "conflict",
+                        f"hookInstance {req.hook_instance} was already used with a different "
+                        "request",
+                        "hookInstance",
+                    )
+                if row is not None and row["response"] is not None:
+                    return dict(row["response"])
+                if row is not None and row["status"] == "failed":
+                    raise HookInstanceConflict.one(
+                        "conflict",
+                        f"hookInstance {req.hook_instance} failed earlier; send a new hookInstance",
+                        "hookInstance",
+                    )
                 await anyio.sleep(_POLL_SECONDS)
         raise HookInstanceConflict.one(
             "conflict",
@@ -357,7 +358,36 @@ class HookService:
         req: HookRequest,
         hydration: Hydration,
         data: Mapping[str, Any],
-        run_id: str,
+        claim: RunClaim,
+        now: datetime,
+        base_url: str,
+    ) -> dict[str, Any] | None:
+        """The run, stored: its response, or None when another call holds the hookInstance."""
+        try:
+            return self._decide(service, workflow, req, hydration, data, claim, now, base_url)
+        except ClaimLost:
+            return None
+        except Exception as exc:
+            if claim.lost:  # it broke because a twin holds the run: that one answers
+                return None
+            if not isinstance(exc, StoreUnavailable):  # that one was recorded failed already
+                log.exception("run %s of %s failed", claim.run_id, workflow.name)
+                self._record_failed(claim)
+            if isinstance(exc, CdsError):
+                raise
+            raise RunFailed.one(
+                "exception",
+                f"run {claim.run_id} failed and is recorded as failed; send a new hookInstance",
+            ) from None
+
+    def _decide(
+        self,
+        service: CdsServiceDef,
+        workflow: WorkflowDef,
+        req: HookRequest,
+        hydration: Hydration,
+        data: Mapping[str, Any],
+        claim: RunClaim,
         now: datetime,
         base_url: str,
     ) -> dict[str, Any]:
@@ -367,6 +397,7 @@ class HookService:
         from app.tools.invoker import ToolInvoker
 
         d = self.deps
+        run_id = claim.run_id
         focus_id = str(req.context["patientId"])
         world = World(d.ontology, now=now)
         problems: list[Violation] = list(hydration.violations)
@@ -382,27 +413,25 @@ class HookService:
                 sources=[s.to_row() for s in hydration.sources],
                 resources=resources,
                 context=req.context,
+                ensure_run=claim.ensure,
             )
             if handler is not None:
                 tools.register_scheme("fhir", handler)
-        try:
-            outcome = run_workflow(
-                d.ontology,
-                workflow.iri,
-                world,
-                RunContext(
-                    now=now,
-                    bridge=d.bridge,
-                    bridge_for=d.bridge_for,
-                    tools=tools,
-                    text=hydration.text,
-                    run_id=run_id,
-                ),
-            )
-        except Exception:
-            log.exception("run %s of %s crashed", run_id, workflow.name)
-            self._mark_failed(run_id)
-            raise
+        outcome = run_workflow(
+            d.ontology,
+            workflow.iri,
+            world,
+            RunContext(
+                now=now,
+                bridge=claim_first_bridge(d.bridge, claim),
+                bridge_for=claim_first_resolver(d.bridge_for, claim),
+                tools=ClaimFirstTools(tools, claim),
+                text=hydration.text,
+                run_id=run_id,
+            ),
+        )
+        if claim.lost:  # a twin claimed the run while this one ran: it answers, not this one
+            raise ClaimLost(f"run {run_id} lost its claim")
         decided = outcome.decision is not None
         view = RunView(
             run_id=run_id,
@@ -448,72 +477,72 @@ class HookService:
         record = outcome_document(recorded)  # replayable: DESIGN §9 plus the recorded input
         record["inputViolations"] = [v.to_json() for v in problems]
         rows = [s.to_row() for s in hydration.sources]
-        try:
-            self._persist(service.id, run_id, outcome, record, response, rows)
-        except SQLAlchemyError as exc:
-            log.error(
-                "run %s could not be persisted, its decision is withheld: %s",
-                run_id,
-                describe_error(exc),
-            )
-            self._mark_failed(run_id)
-            raise StoreUnavailable.one(
-                "transient",
-                "the decision could not be recorded, so it is not returned; retry later",
-            ) from None
+        self._store(service.id, claim, outcome, record, response, rows, handler)
         return response
 
-    def _persist(
+    def _store(
         self,
         service_id: str,
-        run_id: str,
+        claim: RunClaim,
         outcome: Any,
         record: dict[str, Any],
         response: dict[str, Any],
         sources: list[dict[str, Any]],
+        handler: Any,
     ) -> None:
-        """One transaction for everything the run produced. A SQLite snapshot made stale by a
-        concurrent writer (another call's claim) is retried; PostgreSQL never needs it. A
-        suspended run keeps its whole SuspendedRun and deadline so ``/runs/{id}/resume`` works."""
+        """One transaction for everything the run produced: the run's row (inserted, or the
+        claimed one updated), its trace, source versions and the effects of writes that sent
+        nothing. Raises ``ClaimLost`` (nothing stored) when a twin stored its run first, and
+        ``StoreUnavailable`` (the run recorded failed where possible) when the store refuses.
+        A suspended run keeps its whole SuspendedRun and deadline so ``/runs/{id}/resume``
+        works."""
         from app.api.resume import wait_deadline
 
         suspended = outcome.suspended
-        for attempt in range(_PERSIST_ATTEMPTS):
-            try:
-                with session_scope(self.deps.engine) as session:
-                    repo.save_outcome(
-                        session,
-                        run_id,
-                        status=outcome.status,
-                        terminal=outcome.terminal,
-                        decision=outcome.decision,
-                        outcome=record,
-                        response=response,
-                        trace=outcome.trace,
-                        sources=sources,
-                        world_state=suspended.to_json() if suspended else None,
-                        position=suspended.step if suspended else None,
-                        wait_deadline=(
-                            wait_deadline(self.deps.ontology, suspended) if suspended else None
-                        ),
-                        first_seq=0,  # this call claimed the run: nothing else writes its trace
-                    )
-                    repo.record_cards(
-                        session,
-                        run_id=run_id,
-                        service_id=service_id,
-                        card_uuids=[str(c["uuid"]) for c in response.get("cards", [])],
-                    )
-                return
-            except OperationalError as exc:
-                if "locked" not in str(exc) or attempt == _PERSIST_ATTEMPTS - 1:
-                    raise
-
-    def _mark_failed(self, run_id: str) -> None:
+        values = {
+            "status": outcome.status,
+            "terminal": outcome.terminal,
+            "decision": outcome.decision,
+            "outcome": record,
+            "response": response,
+            "world_state": suspended.to_json() if suspended else None,
+            "position": suspended.step if suspended else None,
+            "wait_deadline": wait_deadline(self.deps.ontology, suspended) if suspended else None,
+        }
         try:
-            with session_scope(self.deps.engine) as session:
-                repo.save_outcome(
-                    session, run_id, status="failed", terminal=None, decision=None, outcome=None
+            with self.deps.engine.begin() as connection:
+                claim.record(connection, values)
+                # this call owns the run: nothing else wrote its trace, which starts at 0
+                repo.add_trace(connection, claim.run_id, outcome.trace, first_seq=0)
+                repo.add_sources(connection, claim.run_id, sources)
+                repo.record_cards(
+                    connection,
+                    run_id=claim.run_id,
+                    service_id=service_id,
+                    card_uuids=[str(c["uuid"]) for c in response.get("cards", [])],
                 )
+                _write_pending(handler, connection)
         except SQLAlchemyError as exc:
-            log.error("run %s could not even be marked failed: %s", run_id, describe_error(exc))
+            log.error(
+                "run %s could not be persisted, its decision is withheld: %s",
+                claim.run_id,
+                describe_error(exc),
+            )
+            self._record_failed(claim)
+            raise StoreUnavailable.one(
+                "transient",
+                "the decision could not be recorded, so it is not returned; retry later",
+            ) from None
+
+    def _record_failed(self, claim: RunClaim) -> None:
+        """Record the run ``failed`` (a retry of its hookInstance is then 409 at once): the
+        claimed row is updated, else a failed row is inserted unless a twin holds the key."""
+        try:
+            with self.deps.engine.begin() as connection:
+                claim.record(connection, {"status": "failed", "terminal": None, "decision": None})
+        except ClaimLost:
+            pass
+        except SQLAlchemyError as exc:
+            log.error(
+                "run %s could not even be marked failed: %s", claim.run_id, describe_error(exc)
+            )

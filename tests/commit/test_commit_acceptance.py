@@ -252,6 +252,41 @@ def test_the_conflicted_decisions_card_says_the_record_changed(
     assert any(CHANGED in c.get("detail", "") for c in lost_cards)
 
 
+def test_twins_of_one_hook_call_that_writes_send_one_write_and_answer_alike(
+    client: TestClient, fhir_server: FhirServer, pg_engine: Engine
+) -> None:
+    """A run claims its hookInstance before its write leaves: the twin finds the claim, sends
+    nothing and answers with the stored response."""
+    patient, encounter = _patient_and_encounter(fhir_server)
+    body = _hook(
+        fhir_server.base_url,
+        patient,
+        encounter,
+        prefetch=_prefetch(patient, encounter, [_heart_rate(patient["id"], 160)]),
+    )
+    mark = fhir_server.mark()
+    answers: list[Any] = []
+    start = threading.Barrier(2)
+
+    def call() -> None:
+        start.wait()
+        answers.append(client.post("/cds-services/horismos-triage", json=body))
+
+    threads = [threading.Thread(target=call) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    (run_id, run, _), (twin_id, _, _) = (_answer(a) for a in answers)
+    assert answers[0].json() == answers[1].json()
+    assert run_id == twin_id and run["decision"]["value"] == "Immediate"
+    puts = [r for r in fhir_server.requests(since=mark) if r["method"] == "PUT"]
+    assert len(puts) == 1
+    assert len(fhir_server.history("Encounter", encounter["id"])) == 2
+    assert [e["state"] for e in effect_reports(pg_engine, run_id)] == ["accepted"]
+
+
 def test_without_a_write_scope_nothing_reaches_the_fhir_server_and_the_decision_stands(
     client: TestClient, fhir_server: FhirServer, pg_engine: Engine
 ) -> None:

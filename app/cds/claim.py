@@ -1,0 +1,167 @@
+"""The claim of a hook call's run: taken only when the run is about to send something outside.
+
+A run that sends nothing outside the process (rules, the World, a write refused before any
+request) has nothing a twin could duplicate: its row is inserted once, with its outcome, trace,
+proof, source versions and effect log, in one transaction at the end (``HookService``). The
+unique ``(service_id, hook_instance)`` key decides which of two concurrent twins stores its
+answer; the other one returns the stored answer.
+
+A run that is about to send something (a FHIR write, a tool whose effects the runtime cannot
+see, an LLM Bridge call) claims first: :meth:`RunClaim.ensure` commits the row as ``running``
+before the first request leaves, so a twin or a retry finds it and waits for the stored answer
+instead of sending the same thing again. The loser of that race gets :class:`ClaimLost` before
+it sends anything; the service then answers with the winner's stored response.
+
+The wrappers here put :meth:`RunClaim.ensure` in front of every outside call the runtime makes
+on the service's behalf; the commit adapter calls it itself, right before a write leaves (a
+refused write sends nothing and claims nothing).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+
+from app.bridge.protocol import Bridge, BridgeResult
+from app.ontology.model import ToolDef
+from app.store import repo
+from app.tools.invoker import ToolInvoker, scheme_of
+
+
+class ClaimLost(Exception):
+    """Another call holds this hookInstance: this one must send nothing and answer with the
+    other call's stored response."""
+
+
+class RunClaim:
+    """One hook call's run row; :meth:`ensure` claims it (once) before anything leaves."""
+
+    def __init__(self, engine: Engine, row: Mapping[str, Any]) -> None:
+        #: the ``runs`` columns that identify the run (id, service, hookInstance, digest, …)
+        self.row = dict(row)
+        self.engine = engine
+        self.claimed = False
+        self.lost = False
+        self._lock = threading.Lock()
+
+    @property
+    def run_id(self) -> str:
+        return str(self.row["id"])
+
+    def ensure(self) -> None:
+        """Commit the run's row as ``running`` unless done; raise :class:`ClaimLost` when a twin
+        holds the hookInstance. Safe to call from several threads of one run."""
+        with self._lock:
+            if self.claimed:
+                return
+            if not self.lost:
+                with self.engine.begin() as connection:
+                    self.claimed = repo.insert_run(connection, {**self.row, "status": "running"})
+                self.lost = not self.claimed
+            if self.lost:
+                raise ClaimLost(
+                    f"hookInstance {self.row.get('hook_instance')} is held by another call"
+                )
+
+    def record(self, connection: Connection, values: Mapping[str, Any]) -> None:
+        """Store the run's final columns in the caller's transaction: an UPDATE of the claimed
+        row, else the INSERT of the whole row, which is the claim of a run that sent nothing.
+        Raises :class:`ClaimLost` when a twin holds the hookInstance (the caller's transaction
+        must then roll back: nothing of this run is stored)."""
+        with self._lock:
+            if self.claimed:
+                if not repo.finish_run(connection, self.run_id, **values):
+                    raise LookupError(f"the claimed run {self.run_id} is gone")
+                return
+            if self.lost or not repo.insert_run(connection, {**self.row, **values}):
+                self.lost = True
+                raise ClaimLost(
+                    f"hookInstance {self.row.get('hook_instance')} is held by another call"
+                )
+
+
+class ClaimFirstTools:
+    """A ``ToolPort`` that claims the run before a tool call that may act outside.
+
+    Adapter-mediated tools (a registered scheme handler such as the FHIR commit adapter) claim
+    through the handler, right before a request leaves; an adapter scheme with no handler sends
+    nothing. Every other binding (``python:``, ``http:``, ``mcp:`` …) may do anything, so the
+    claim comes first."""
+
+    def __init__(self, tools: ToolInvoker, claim: RunClaim) -> None:
+        self.tools = tools
+        self.claim = claim
+
+    def invoke(
+        self,
+        tool: ToolDef,
+        args: dict[str, Any],
+        *,
+        timeout: float,
+        now: datetime | None = None,
+        run_id: str | None = None,
+    ) -> dict[str, Any]:
+        scheme = scheme_of(tool)
+        if scheme != "fhir" and not self.tools.has_scheme(scheme):
+            self.claim.ensure()
+        return self.tools.invoke(tool, args, timeout=timeout, now=now, run_id=run_id)
+
+
+class ClaimFirstBridge:
+    """A Bridge that claims the run before each call to the model (text leaves the process)."""
+
+    def __init__(self, bridge: Bridge, claim: RunClaim) -> None:
+        self.bridge = bridge
+        self.claim = claim
+
+    @property
+    def model(self) -> str:
+        return self.bridge.model
+
+    def extract(
+        self,
+        text: str,
+        schema: Mapping[str, Any],
+        *,
+        feedback: Sequence[Mapping[str, Any]] = (),
+    ) -> BridgeResult[dict[str, Any]]:
+        self.claim.ensure()
+        return self.bridge.extract(text, schema, feedback=feedback)
+
+    def narrate(
+        self, proof_text: str, audience: str | None, style: str | None
+    ) -> BridgeResult[str]:
+        self.claim.ensure()
+        return self.bridge.narrate(proof_text, audience, style)
+
+    def rank(
+        self, candidates: Sequence[str], criterion: str, *, text: str | None = None
+    ) -> BridgeResult[list[str]]:
+        self.claim.ensure()
+        return self.bridge.rank(candidates, criterion, text=text)
+
+
+def claim_first_bridge(bridge: Bridge | None, claim: RunClaim) -> Bridge | None:
+    return None if bridge is None else ClaimFirstBridge(bridge, claim)
+
+
+def claim_first_resolver(
+    resolve: Callable[[str | None], Bridge | None] | None, claim: RunClaim
+) -> Callable[[str | None], Bridge | None] | None:
+    if resolve is None:
+        return None
+    return lambda model: claim_first_bridge(resolve(model), claim)
+
+
+__all__ = [
+    "ClaimFirstBridge",
+    "ClaimFirstTools",
+    "ClaimLost",
+    "RunClaim",
+    "claim_first_bridge",
+    "claim_first_resolver",
+]

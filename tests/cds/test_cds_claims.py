@@ -1,0 +1,132 @@
+"""The claim of a hook call's run when it sends nothing outside: the run's row, trace, source
+versions and the effect log of a refused write are one transaction, and the unique
+``(service, hookInstance)`` key decides between twins (real database on both backends, real
+HTTP through the ASGI app)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, text
+
+from app.cds.service import HookService
+from app.store import Base
+from tests.cds import clinical as fx
+
+OpenClient = Callable[..., AbstractContextManager[TestClient]]
+#: nothing listens there: a write would fail to connect, so any PUT would show as a failed effect
+NO_SERVER = "http://127.0.0.1:9/fhir"
+READ_ONLY = "user/Patient.read user/Observation.read user/Condition.read user/Encounter.read"
+
+
+@pytest.fixture
+def client(make_app_client: OpenClient) -> Iterator[TestClient]:
+    with make_app_client() as c:
+        yield c
+
+
+def triage_with_a_refused_write() -> dict[str, Any]:
+    """A triage call whose Route step's write is refused (read-only grant): nothing leaves."""
+    pid, eid = fx.new_id(), fx.new_id()
+    return fx.hook_request(
+        "encounter-start",
+        {"patientId": pid, "encounterId": eid},
+        fhir_server=NO_SERVER,
+        scope=READ_ONLY,
+        prefetch={
+            "patient": fx.patient(pid),
+            "encounter": fx.encounter(eid, pid),
+            "vitals": fx.searchset([fx.observation(pid, "8867-4", 150, "/min")]),
+            "conditions": fx.searchset([]),
+        },
+    )
+
+
+def _count(engine: Engine, table: str) -> int:
+    with engine.connect() as connection:
+        return int(connection.execute(text(f"SELECT count(*) FROM {table}")).scalar_one())
+
+
+def test_twins_that_both_finish_their_run_store_one_and_answer_alike(
+    client: TestClient, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both twins decide before either stores (held at a barrier): the second to commit
+    stores nothing and answers with the first one's stored response."""
+    both_decided = threading.Barrier(2, timeout=30)
+    store = HookService._store
+
+    def store_after_both_decided(self: HookService, *args: Any) -> None:
+        both_decided.wait()
+        store(self, *args)
+
+    monkeypatch.setattr(HookService, "_store", store_after_both_decided)
+    body = triage_with_a_refused_write()
+    answers: list[Any] = []
+    start = threading.Barrier(2)
+
+    def call() -> None:
+        start.wait()
+        answers.append(client.post("/cds-services/horismos-triage", json=body))
+
+    threads = [threading.Thread(target=call) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    assert [a.status_code for a in answers] == [200, 200]
+    assert answers[0].json() == answers[1].json()
+    run_id = answers[0].json()["extension"]["dev.horismos.run"]["runId"]
+    with engine.connect() as connection:
+        runs = connection.execute(text("SELECT id, status FROM runs")).all()
+        traced = connection.execute(text("SELECT DISTINCT run_id FROM trace_events")).all()
+        effects = connection.execute(text("SELECT run_id, state FROM effects")).all()
+    assert [tuple(r) for r in runs] == [(run_id, "completed")]
+    assert [r[0] for r in traced] == [run_id]
+    assert [tuple(e) for e in effects] == [(run_id, "refused")]  # the winner's, once
+
+
+def test_a_refused_write_is_stored_with_its_run_or_not_at_all(
+    client: TestClient, engine: Engine
+) -> None:
+    traces = Base.metadata.tables["trace_events"]
+    with engine.begin() as connection:  # the trace table disappears: the run cannot be stored
+        traces.drop(connection)
+    try:
+        failed = client.post("/cds-services/horismos-triage", json=triage_with_a_refused_write())
+    finally:
+        with engine.begin() as connection:
+            traces.create(connection)
+    assert failed.status_code == 503
+    assert "acuity" not in failed.text.lower()
+    assert _count(engine, "effects") == 0  # no refused write recorded for a run never stored
+    with engine.connect() as connection:
+        statuses = connection.execute(text("SELECT status FROM runs")).scalars().all()
+    assert statuses == ["failed"]  # its retry is told so at once
+
+    stored = client.post("/cds-services/horismos-triage", json=triage_with_a_refused_write())
+    assert stored.status_code == 200
+    run_id = stored.json()["extension"]["dev.horismos.run"]["runId"]
+    with engine.connect() as connection:
+        effects = connection.execute(text("SELECT run_id, state FROM effects")).all()
+    assert [tuple(e) for e in effects] == [(run_id, "refused")]
+    assert "was not written" in stored.json()["cards"][0]["detail"]
+
+
+def test_a_retry_after_the_answer_stores_nothing_new_and_returns_it_verbatim(
+    client: TestClient, engine: Engine
+) -> None:
+    body = triage_with_a_refused_write()
+    first = client.post("/cds-services/horismos-triage", json=body)
+    again = client.post("/cds-services/horismos-triage", json=body)
+    assert first.status_code == again.status_code == 200
+    assert again.json() == first.json()
+    run_id = first.json()["extension"]["dev.horismos.run"]["runId"]
+    trace = client.get(f"/runs/{run_id}").json()["trace"]
+    assert (_count(engine, "runs"), _count(engine, "effects")) == (1, 1)
+    assert _count(engine, "trace_events") == len(trace)
