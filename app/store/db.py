@@ -46,8 +46,10 @@ def _configure_sqlite(engine: Engine) -> None:
     """Foreign keys on, a busy timeout, WAL, and transactions that never fail on lock upgrade.
 
     SQLite allows one writer at a time; every transaction here queues for that lock when it
-    begins, so concurrent requests wait their turn instead of failing. PostgreSQL is the
-    backend for real concurrency.
+    begins, so concurrent requests wait their turn instead of failing. Within one process the
+    queue is the engine's single pooled connection (``make_engine``), so waiters are woken in
+    order the moment it is free; the busy timeout only arbitrates between processes. PostgreSQL
+    is the backend for real concurrency.
     """
 
     @event.listens_for(engine, "connect")
@@ -68,6 +70,12 @@ def _configure_sqlite(engine: Engine) -> None:
         # transaction that read first fails at once ("database is locked") when it later
         # writes after another connection committed: SQLite cannot upgrade a stale snapshot.
         conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _is_file(url: URL) -> bool:
+    """Whether a SQLite URL names a database file (not an in-memory database)."""
+    database = url.database or ""
+    return database not in ("", ":memory:") and "mode=memory" not in str(url.query)
 
 
 def _postgres_connect_args(
@@ -113,6 +121,14 @@ def make_engine(
     if pool_timeout is not None:
         kwargs.setdefault("pool_timeout", pool_timeout)
     if normalized.get_backend_name() == "sqlite":
+        if _is_file(normalized):
+            # One writer at a time is all SQLite allows. One pooled connection per process makes
+            # this process's transactions queue in order on the pool (woken when it is free)
+            # instead of polling the file lock with SQLite's busy handler, whose back-off sleeps
+            # (up to 100 ms a try) made concurrent hook calls wait for seconds.
+            kwargs.setdefault("pool_size", 1)
+            kwargs.setdefault("max_overflow", 0)
+            kwargs.setdefault("pool_timeout", SQLITE_BUSY_TIMEOUT_MS / 1000)
         engine = create_engine(
             normalized,
             connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
