@@ -26,12 +26,13 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 
 .DEFAULT_GOAL := help
-.PHONY: help serve test deps lint typecheck pytest migrate openapi lock lock-upgrade
+.PHONY: help serve test deps lint typecheck pytest migrate openapi lock lock-upgrade bench
 
 help:
 	@echo "make serve   install the service if needed, migrate ./horismos.db, serve on http://$(HOST):$(PORT)"
 	@echo "make test    install the service and its dev tools if needed, then ruff, ruff format --check, mypy and pytest"
 	@echo "make lock    re-lock requirements/*.txt after editing the dependencies in pyproject.toml"
+	@echo "make bench   the hook benchmark (bench/hooks.py; BENCH_ARGS=... passes options), installs wrk if missing"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -90,6 +91,15 @@ test: lint typecheck pytest
 
 openapi: $(RUNTIME_STAMP)
 	$(BIN)/horismos openapi
+
+# The hook benchmark needs wrk, Debian's native HTTP load generator (a Python one saturates
+# before the service does). Installed through apt-get, as root or with sudo.
+/usr/bin/wrk:
+	$$([ "$$(id -u)" = 0 ] || echo sudo) apt-get update -qq
+	$$([ "$$(id -u)" = 0 ] || echo sudo) apt-get install -y -qq wrk
+
+bench: $(RUNTIME_STAMP) /usr/bin/wrk
+	$(BIN)/python bench/hooks.py $(BENCH_ARGS)
 
 # uv resolves for every platform at once (--universal) in well under a second; the pinned uv
 # comes from the dev lock. Existing pins are kept unless lock-upgrade asks for newer ones.

@@ -1,0 +1,219 @@
+"""Where a hook call's CPU goes, part by part, in-process (not a test).
+
+    .venv/bin/python bench/profile_hook.py [--backend postgresql|sqlite] [--calls 300]
+
+Builds the app in-process on a fresh database (PostgreSQL on 127.0.0.1:5432, dropped at the
+end; or a temporary SQLite file), sends the triage request of ``bench/hooks.py`` through the
+ASGI app (no sockets, no uvicorn) one call at a time with a fresh hookInstance and fresh
+resource ids, and times named parts of the path with the process's CPU clock (every thread;
+the database server's own CPU is not in it). Parts nest: "the call" includes everything.
+
+The figures are inclusive CPU ms per call, averaged over ``--calls`` calls after a warm-up.
+They move little with the machine's other load (CPU time, not wall time), so they are what
+to compare before and after a change. For a statistical profile of a live server under load
+use py-spy (``py-spy record --gil -f raw --pid <uvicorn pid>``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import os
+import secrets
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.hooks import PLACEHOLDER, UNIQUE, template_of, triage_request  # noqa: E402
+
+#: (label, module, attribute path): the parts timed, in the order they are printed. A part
+#: missing from the tree (renamed, removed) is skipped with a note.
+PARTS: list[tuple[str, str, str]] = [
+    ("the call (ASGI app, in-process)", "", ""),
+    ("read and parse the body", "app.cds.routes", "_json"),
+    ("client authentication", "app.cds.auth", "ClientAuthenticator.verify"),
+    ("request model", "app.cds.service", "parse_hook_request"),
+    ("prefetch: R4B validation", "app.cds.prefetch", "resource_issues"),
+    ("hydration", "app.cds.service", "hydrate"),
+    ("request digest", "app.cds.service", "request_digest"),
+    ("claim (its own transaction)", "app.cds.service", "HookService._claim"),
+    ("the run, persisted (worker thread)", "app.cds.service", "HookService._run"),
+    ("  World + api facts", "app.cds.service", "_apply"),
+    ("  workflow (rules, steps, tools)", "app.runtime", "run_workflow"),
+    ("    effect log of the refused write", "adapters.fhir.commit", "EffectLog._upsert"),
+    ("  cards and system actions", "app.cds.service", "build_cards"),
+    ("  response check", "app.cds.service", "check_response"),
+    ("  outcome document", "app.runtime.host", "outcome_document"),
+    ("  persist outcome (one transaction)", "app.cds.service", "HookService._persist"),
+    ("    repo.save_outcome statements", "app.store.repo", "save_outcome"),
+    ("  store the run (one transaction)", "app.cds.service", "HookService._store"),
+    ("    run row", "app.cds.claim", "RunClaim.record"),
+    ("    trace events", "app.store.repo", "add_trace"),
+    ("    source versions", "app.store.repo", "add_sources"),
+    (
+        "    effect log of writes that sent nothing",
+        "adapters.fhir.commit",
+        "EffectLog.write_pending",
+    ),
+    ("JSON response", "fastapi.responses", "JSONResponse.render"),
+]
+
+
+class Clock:
+    """Inclusive CPU time per part; nesting of the same part counts once."""
+
+    def __init__(self) -> None:
+        self.total: dict[str, float] = {}
+        self.depth: dict[str, int] = {}
+
+    @contextmanager
+    def part(self, label: str) -> Iterator[None]:
+        outer = self.depth.get(label, 0) == 0
+        self.depth[label] = self.depth.get(label, 0) + 1
+        start = time.process_time()
+        try:
+            yield
+        finally:
+            self.depth[label] -= 1
+            if outer:
+                self.total[label] = self.total.get(label, 0.0) + time.process_time() - start
+
+    def wrap(self, label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        if asyncio.iscoroutinefunction(fn):
+
+            async def awrapper(*args: Any, **kwargs: Any) -> Any:
+                with self.part(label):
+                    return await fn(*args, **kwargs)
+
+            return awrapper
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self.part(label):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+def instrument(clock: Clock) -> list[str]:
+    """Wrap every part that exists; returns the labels that could not be found."""
+    missing = []
+    for label, module_name, path in PARTS[1:]:
+        try:
+            owner: Any = importlib.import_module(module_name)
+            *outer, name = path.split(".")
+            for attr in outer:
+                owner = getattr(owner, attr)
+            fn = getattr(owner, name)
+        except (ImportError, AttributeError):
+            missing.append(label)
+            continue
+        setattr(owner, name, clock.wrap(label, fn))
+    return missing
+
+
+@contextmanager
+def fresh_database(backend: str) -> Iterator[str]:
+    from app.store.migrate import upgrade
+
+    if backend == "sqlite":
+        folder = Path(tempfile.mkdtemp(prefix="horismos-profile-"))
+        try:
+            url = f"sqlite:///{folder / 'profile.db'}"
+            upgrade(url)
+            yield url
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        return
+    import psycopg
+    from psycopg import sql
+
+    admin_url = os.environ.get("HORISMOS_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+    name = f"horismos_profile_{os.getpid()}"
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        url = admin_url.rsplit("/", 1)[0] + "/" + name
+        upgrade(url)
+        yield url
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+async def drive(url: str, calls: int, warmup: int, clock: Clock) -> tuple[int, dict[str, Any]]:
+    import httpx
+
+    from app.main import create_app
+    from app.settings import Settings
+
+    app = create_app(Settings(database_url=url))
+    template = template_of(triage_request())
+
+    def body() -> bytes:
+        text = template.replace(PLACEHOLDER, str(uuid.uuid4()))
+        return text.replace(UNIQUE, secrets.token_hex(4)).encode()
+
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+            path = "/cds-services/horismos-triage"
+            headers = {"content-type": "application/json"}
+            for _ in range(warmup):
+                resp = await client.post(path, content=body(), headers=headers)
+                if resp.status_code != 200:
+                    raise RuntimeError(f"the hook answered {resp.status_code}: {resp.text[:300]}")
+            clock.total.clear()
+            last: dict[str, Any] = {}
+            for _ in range(calls):
+                with clock.part(PARTS[0][0]):
+                    resp = await client.post(path, content=body(), headers=headers)
+                if resp.status_code != 200:
+                    raise RuntimeError(f"the hook answered {resp.status_code}: {resp.text[:300]}")
+                last = resp.json()
+    return calls, last
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", choices=("postgresql", "sqlite"), default="postgresql")
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=30)
+    args = parser.parse_args()
+    import logging
+
+    logging.disable(logging.WARNING)
+    clock = Clock()
+    missing = instrument(clock)
+    with fresh_database(args.backend) as url:
+        calls, last = asyncio.run(drive(url, args.calls, args.warmup, clock))
+    run = last["extension"]["dev.horismos.run"]
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(
+        f"{args.backend} · {calls} sequential calls in-process · workflow {run['workflow']} ends "
+        f"at {run['terminal']} · load average {load}"
+    )
+    whole = clock.total.get(PARTS[0][0], 0.0)
+    print(f"{'part':<42}{'CPU ms/call':>12}{'share':>8}")
+    for label, _module, _path in PARTS:
+        if label in missing:
+            continue  # a part of another version of the code
+        spent = clock.total.get(label, 0.0)
+        print(f"{label:<42}{spent / calls * 1000:>12.2f}{spent / whole if whole else 0:>8.0%}")
+    print(json.dumps({"cpu_ms_per_call": round(whole / calls * 1000, 3)}))
+
+
+if __name__ == "__main__":
+    main()
