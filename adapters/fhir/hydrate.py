@@ -42,6 +42,7 @@ from typing import Any
 
 from adapters.fhir.instances import Instance, InstanceReading
 from adapters.fhir.links import calendar_date, period_days, resolve
+from adapters.fhir.notes import DataNote
 from adapters.fhir.reading import as_codings as _as_codings
 from adapters.fhir.reading import codings as _codings
 from adapters.fhir.reading import evaluate, source_of
@@ -93,6 +94,8 @@ class Hydration:
     violations: list[Violation] = field(default_factory=list)
     sources: list[SourceVersion] = field(default_factory=list)
     text: str | None = None
+    #: input read leniently (a bare subject reference), recorded with the run
+    notes: list[DataNote] = field(default_factory=list)
 
 
 def _digest(resource: Mapping[str, Any]) -> str:
@@ -136,6 +139,11 @@ def about(resource: Mapping[str, Any]) -> str | None:
             ref = node.get("reference")
             return ref if isinstance(ref, str) else None
     return None
+
+
+def _is_bare(reference: str) -> bool:
+    """A reference that is a plain id: no resource type, no URL, not a contained ``#id``."""
+    return "/" not in reference and ":" not in reference and not reference.startswith("#")
 
 
 def refers_to(reference: str, target: str) -> bool:
@@ -225,6 +233,7 @@ class _Hydrator(InstanceReading):
                 self._remember(r)
         self.instances: dict[str, Instance] = {}
         self._about_focus_of: dict[tuple[str, str], bool] = {}
+        self._from_context = {id(r) for v in context.values() for r in resources_of(v)}
 
     def _remember(self, resource: dict[str, Any]) -> None:
         key = (str(resource.get("resourceType")), str(resource.get("id")))
@@ -296,12 +305,38 @@ class _Hydrator(InstanceReading):
         focus = f"{_FOCUS_TYPE}/{self.focus_id}"
         whom = about(r)
         ok = whom is not None and refers_to(whom, focus)
+        if not ok and whom is not None and _is_bare(whom):
+            ok = self._bare_subject(r, whom)
         self._about_focus_of[key] = ok
         if not ok:
             said = f"is about {whom}" if whom is not None else "names no subject"
             message = f"{source_of(r).reference} {said}, not {focus}: not read"
             self.out.violations.append(Violation("subject", self.focus_id, prop, whom, message))
         return ok
+
+    def _bare_subject(self, r: Mapping[str, Any], whom: str) -> bool:
+        """A subject reference without a resource type (``p1`` for ``Patient/p1``) is read as the
+        focus when it is the focus's id, or when ``r`` is a resource of the hook context (a
+        draft order of this call is, by the hook's definition, the call's patient's); noted."""
+        ref = source_of(r).reference
+        focus = f"{_FOCUS_TYPE}/{self.focus_id}"
+        if whom == self.focus_id:
+            rule, why = "bare-subject", "names the patient without its resource type"
+        elif id(r) in self._from_context:
+            rule = "draft-subject"
+            why = "is no reference to a patient, and an order in the hook's context is the call's"
+        else:
+            return False
+        self.out.notes.append(
+            DataNote(
+                rule=rule,
+                field=f"{ref} subject",
+                received=whom,
+                read_as=focus,
+                message=f"{ref}: subject.reference {whom!r} {why}, read as {focus}",
+            )
+        )
+        return True
 
     def run(self, texts: Iterable[TextSource]) -> Hydration:
         focus_source = self._seen.get(("Patient", self.focus_id))

@@ -16,7 +16,9 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from adapters.fhir.client import path_escapes
+from adapters.fhir.notes import DataNote
 from app.cds.errors import Issue, RequestInvalid
+from app.cds.leniency import lenient_context, shared_id_issues
 
 
 class FhirAuthorization(BaseModel):
@@ -75,6 +77,8 @@ class HookRequest:
     context: dict[str, Any]
     prefetch: dict[str, dict[str, Any] | None]
     extension: dict[str, Any] | None
+    #: what was read leniently (app.cds.leniency), recorded with the run as ``dataQuality``
+    notes: tuple[DataNote, ...] = ()
 
 
 # --- per-hook context ---------------------------------------------------------------------
@@ -429,7 +433,9 @@ def parse_hook_request(body: Any, *, allowed_fhir_servers: Sequence[str] = ()) -
                     expression="fhirAuthorization.access_token",
                 )
             )
-    issues.extend(_check_context(model.hook, model.context))
+    context, notes = lenient_context(model.context)
+    issues.extend(_check_context(model.hook, context))
+    issues.extend(shared_id_issues(model.prefetch or {}))
     if issues:
         raise RequestInvalid(issues=issues)
     return HookRequest(
@@ -437,9 +443,10 @@ def parse_hook_request(body: Any, *, allowed_fhir_servers: Sequence[str] = ()) -
         hook_instance=str(hook_instance),
         fhir_server=model.fhirServer.rstrip("/") if model.fhirServer else None,
         authorization=model.fhirAuthorization,
-        context=model.context,
+        context=context,
         prefetch=dict(model.prefetch or {}),
         extension=model.extension,
+        notes=tuple(notes),
     )
 
 

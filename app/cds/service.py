@@ -52,6 +52,7 @@ from app.cds.errors import (
     StoreUnavailable,
 )
 from app.cds.fhir_data import resource_issues
+from app.cds.leniency import as_service_hook
 from app.cds.prefetch import gather
 from app.cds.requests import HookRequest, parse_hook_request
 from app.cds.response_check import check_response
@@ -253,12 +254,7 @@ class HookService:
         service, workflow = find_service(d.ontology, service_id)
         await d.authenticator.verify(authorization, audience)
         req = parse_hook_request(body, allowed_fhir_servers=d.allowed_fhir_servers)
-        if req.hook != service.hook:
-            raise RequestInvalid.one(
-                "not-supported",
-                f"service {service.id!r} answers hook {service.hook!r}, not {req.hook!r}",
-                "hook",
-            )
+        req = as_service_hook(req, service.hook)
         if workflow.focus is None:
             raise RequestInvalid.one("not-supported", f"{workflow.name} declares no focus")
         _check_context_resources(d.ontology, workflow, req)
@@ -476,6 +472,7 @@ class HookService:
         recorded = RecordedRun.of(outcome, input_world=input_world, text=hydration.text, now=now)
         record = outcome_document(recorded)  # replayable: DESIGN §9 plus the recorded input
         record["inputViolations"] = [v.to_json() for v in problems]
+        record["dataQuality"] = [n.to_json() for n in (*req.notes, *hydration.notes)]
         rows = [s.to_row() for s in hydration.sources]
         self._store(service.id, claim, outcome, record, response, rows, handler)
         return response
