@@ -22,12 +22,20 @@ from __future__ import annotations
 import copy
 import json
 import re
+import uuid
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import httpx
 
 from tests.support.date_roller import roll
+
+if TYPE_CHECKING:
+    from fastapi.testclient import TestClient
+
+    from tests.support.fhir_server import FhirServer
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "data" / "opioid-cds" / "examples"
 _REFERENCE = re.compile(r"^([A-Z][A-Za-z]+)/([A-Za-z0-9\-.]{1,64})$")
@@ -252,3 +260,51 @@ def fill_template(template: str, context: dict[str, Any]) -> str | None:
 
     filled = _TOKEN.sub(fill, template)
     return None if missing else filled
+
+
+def ehr_prefetch(
+    templates: dict[str, str], context: dict[str, Any], fhir: FhirServer
+) -> dict[str, Any]:
+    """Each template executed against the FHIR server as the EHR executes it: a read that finds
+    nothing is ``null``; a template that does not apply to this context is left out."""
+    out: dict[str, Any] = {}
+    with httpx.Client(base_url=fhir.base_url + "/", timeout=10.0) as http:
+        for key, template in templates.items():
+            query = fill_template(template, context)
+            if query is None:
+                continue
+            answer = http.get(query, headers={"accept": "application/fhir+json"})
+            if answer.status_code == 404:
+                out[key] = None
+                continue
+            assert answer.status_code == 200, f"{key}: {query} → {answer.status_code} {answer.text}"
+            out[key] = answer.json()
+    return out
+
+
+def call_service(
+    client: TestClient,
+    fhir: FhirServer,
+    example: Example,
+    *,
+    service_id: str,
+    mode: str,
+    today: date,
+) -> httpx.Response:
+    """Load the example's stored resources into ``fhir`` and call ``service_id`` with it:
+    ``mode`` "prefetch" fills every key by executing the service's discovery templates against
+    ``fhir``; "fetch" sends no prefetch, so the service reads ``fhir`` itself."""
+    prepared = prepare(example, today, tag=fhir.new_id()[:6] + "-")
+    for resource in prepared.stored:
+        fhir.store_as_of(resource)
+    services = client.get("/cds-services").json()["services"]
+    service = next((s for s in services if s["id"] == service_id), None)
+    assert service is not None, f"{service_id} is not in discovery"
+    request = dict(prepared.request)
+    request.update(hookInstance=str(uuid.uuid4()), fhirServer=fhir.base_url)
+    request.pop("fhirAuthorization", None)
+    if mode == "prefetch":
+        request["prefetch"] = ehr_prefetch(service.get("prefetch") or {}, request["context"], fhir)
+    else:
+        request.pop("prefetch", None)
+    return client.post(f"/cds-services/{service_id}", json=request)
