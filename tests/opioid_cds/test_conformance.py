@@ -26,11 +26,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app, load_verified_ontology
+from app.main import create_app
 from app.settings import Settings
-from app.tools.host import ToolHost
 from tests.support.fhir_server import FhirServer
-from tests.support.opioid_examples import Example, call_service, load_examples
+from tests.support.opioid_examples import Example, call_service, deployed_services, load_examples
 
 pytestmark = pytest.mark.fhirserver
 
@@ -55,13 +54,7 @@ DIVERGENT: dict[str, Divergence] = {
 }
 
 
-def _deployed() -> frozenset[str]:
-    """The service ids the bundled ontology serves: what discovery lists."""
-    ontology = load_verified_ontology(Settings(), ToolHost.discover())
-    return frozenset(s.id for s in ontology.services.values())
-
-
-DEPLOYED = _deployed()
+DEPLOYED = deployed_services()
 
 
 def _cases() -> Iterator[Any]:

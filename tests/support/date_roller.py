@@ -14,15 +14,20 @@ dates (``2023-05``, ``2023``) and anything else are left as they are. Only ``con
 Prefetch keys that a guide file left at the top level of the request (``item2``…) are moved
 back into ``prefetch`` first.
 
-``roll(request, today)`` returns a rolled deep copy; the input is not changed.
+``roll(request, today)`` returns a rolled deep copy; the input is not changed. As a command:
+``python -m tests.support.date_roller REQUEST.json [YYYY-MM-DD] > ROLLED.json`` (default: today,
+UTC).
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import re
+import sys
 from collections import Counter
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 ROLLER_URL = "http://fhir.org/guides/cdc/opioid-cds/StructureDefinition/dataDateRoller"
@@ -101,3 +106,10 @@ def roll(request: dict[str, Any], today: date) -> dict[str, Any]:
         if key in moved:
             moved[key] = _roll(moved[key], today, fallback)
     return moved
+
+
+if __name__ == "__main__":
+    source = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
+    day = date.fromisoformat(sys.argv[2]) if len(sys.argv) > 2 else datetime.now(UTC).date()
+    json.dump(roll(source, day), sys.stdout, indent=1)
+    sys.stdout.write("\n")

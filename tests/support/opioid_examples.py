@@ -71,6 +71,16 @@ class Prepared:
         return bare(str(self.request["context"]["patientId"]))
 
 
+def deployed_services() -> frozenset[str]:
+    """The service ids the bundled ontology serves, i.e. what discovery lists."""
+    from app.main import load_verified_ontology
+    from app.settings import Settings
+    from app.tools.host import ToolHost
+
+    ontology = load_verified_ontology(Settings(), ToolHost.discover())
+    return frozenset(s.id for s in ontology.services.values())
+
+
 def load_examples() -> list[Example]:
     examples = []
     for path in sorted(EXAMPLES_DIR.glob("*.json")):
