@@ -199,6 +199,47 @@ def reconcile(
     raise typer.Exit(reconcile_cli(url=url, run_id=run, as_json=as_json, out=typer.echo))
 
 
+@app.command()
+def purge(
+    older_than: Annotated[
+        str,
+        typer.Option(
+            "--older-than", help="Retention period: 90d, 12h, 2w, P90D, PT12H (no years/months)."
+        ),
+    ],
+    url: Annotated[
+        str | None, typer.Option(help="Database URL (default: HORISMOS_DATABASE_URL).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Delete runs whose last activity is older than the period, with their traces, sources,
+    effects, cards and feedback; runs with a pending effect, running or waiting are kept."""
+    from datetime import UTC, datetime
+
+    from app.settings import get_settings
+    from app.store import make_engine
+    from app.store.retention import parse_retention
+    from app.store.retention import purge as purge_runs
+
+    try:
+        period = parse_retention(older_than)
+    except ValueError as exc:
+        _echo_err(f"--older-than: {exc}")
+        raise typer.Exit(2) from None
+    engine = make_engine(url or get_settings().database_url)
+    try:
+        report = purge_runs(engine, older_than=period, now=datetime.now(UTC))
+    finally:
+        engine.dispose()
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), sort_keys=True))
+        return
+    deleted = ", ".join(f"{n} {name}" for name, n in report.deleted.items())
+    typer.echo(f"purged runs last active before {report.cutoff.isoformat()}: {deleted}")
+    if report.kept:
+        typer.echo(f"kept {report.kept} older run(s): a pending effect, or still running/waiting")
+
+
 def _echo_err(message: str) -> None:
     typer.echo(message, err=True)
 

@@ -84,6 +84,9 @@ class Settings(BaseSettings):
     link_secret: SecretStr | None = None
     #: How long a signed card link stays valid, in seconds.
     link_ttl_seconds: int = Field(default=86_400, gt=0)
+    #: How long runs are kept after their last activity (``90d``, ``P90D``); the periodic
+    #: task purges older ones. Unset: nothing is purged automatically.
+    retention_period: str | None = None
     #: The longest a client JWT may live (``exp`` after ``iat`` and after now), in seconds.
     max_token_lifetime_seconds: int = Field(default=300, gt=0)
 
@@ -116,6 +119,19 @@ class Settings(BaseSettings):
                 "(never taken from the request's Host header)"
             )
         return self
+
+    @field_validator("retention_period")
+    @classmethod
+    def _retention_is_a_duration(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        from app.store.retention import parse_retention
+
+        try:
+            parse_retention(value)
+        except ValueError as exc:
+            raise ValueError(f"HORISMOS_RETENTION_PERIOD: {exc}") from None
+        return value.strip()
 
     @field_validator("link_secret")
     @classmethod

@@ -1,9 +1,11 @@
-"""The service's periodic work: settle unknown commit effects, end overdue waits, forget old jtis.
+"""The service's periodic work: settle unknown commit effects, end overdue waits, forget old jtis,
+purge runs past the retention period.
 
 Every ``settings.reconcile_interval_seconds`` (0 turns it off) one tick runs in a worker thread:
 :func:`app.store.repo.purge_expired_jtis` (client JWT ids whose tokens can no longer be accepted),
 :func:`adapters.fhir.reconcile.reconcile_pending`, then
-:func:`app.api.resume.expire_overdue_waits`. With several workers each runs its own loop; the
+:func:`app.api.resume.expire_overdue_waits`, then, when ``settings.retention_period`` is set,
+:func:`app.store.retention.purge`. With several workers each runs its own loop; the
 work is idempotent (a settled effect is not pending any more, a resumed run is not suspended).
 
 The same lifespan registers the CDS feedback listener: feedback that accepts a card's suggestion
@@ -17,7 +19,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,6 +39,8 @@ class TickReport:
     expired: list[str]
     #: client JWT ids forgotten because their tokens can no longer be accepted
     forgotten_jtis: int = 0
+    #: rows deleted by the retention purge, by table (empty when no retention period is set)
+    purged: dict[str, int] = field(default_factory=dict)
 
 
 def tick(app: FastAPI, *, now: datetime | None = None) -> TickReport:
@@ -64,7 +68,13 @@ def tick(app: FastAPI, *, now: datetime | None = None) -> TickReport:
             tools=lambda: tool_invoker(app.state),
         )
         expired = [o.run_id for o in outcomes]
-    return TickReport(settled=settled, expired=expired, forgotten_jtis=forgotten)
+    purged: dict[str, int] = {}
+    retention = getattr(app.state.settings, "retention_period", None)
+    if retention:
+        from app.store.retention import parse_retention, purge
+
+        purged = purge(engine, older_than=parse_retention(retention), now=moment).deleted
+    return TickReport(settled=settled, expired=expired, forgotten_jtis=forgotten, purged=purged)
 
 
 async def _loop(app: FastAPI, interval: float) -> None:
@@ -75,11 +85,12 @@ async def _loop(app: FastAPI, interval: float) -> None:
         except Exception:  # one failed round (database restarting…) must not end the loop
             log.exception("periodic reconciliation failed; retrying in %ss", interval)
             continue
-        if report.settled or report.expired:
+        if report.settled or report.expired or report.purged.get("runs"):
             log.info(
-                "reconciled %d effect(s), ended %d wait(s)",
+                "reconciled %d effect(s), ended %d wait(s), purged %d run(s)",
                 len(report.settled),
                 len(report.expired),
+                report.purged.get("runs", 0),
             )
 
 

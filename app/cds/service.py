@@ -277,6 +277,7 @@ class HookService:
         )
         # one call however the client spells its hookInstance (upper or lower case)
         digest = request_digest({**body, "hookInstance": req.hook_instance})
+        patient = req.context.get("patientId")
         claim = RunClaim(
             d.engine,
             {
@@ -284,6 +285,7 @@ class HookService:
                 "service_id": service.id,
                 "hook": req.hook,
                 "hook_instance": req.hook_instance,
+                "patient": patient if isinstance(patient, str) else None,
                 "workflow_iri": workflow.iri,
                 "workflow_version": workflow.version,
                 "ontology_digest": d.ontology.digest,

@@ -91,12 +91,17 @@ class Run(Base):
         CheckConstraint(_in("status", RUN_STATUSES), name="status"),
         Index(None, "status", "wait_deadline"),
         Index(None, "created_at"),
+        Index(None, "patient"),
+        Index(None, "updated_at"),
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
     service_id: Mapped[str | None] = mapped_column(String(200))
     hook: Mapped[str | None] = mapped_column(String(200))
     hook_instance: Mapped[str | None] = mapped_column(String(200))
+    #: The patient the run decided about (a hook call's ``context.patientId``): "every
+    #: decision about this patient" is ``WHERE patient = …`` on an index.
+    patient: Mapped[str | None] = mapped_column(String(200))
     workflow_iri: Mapped[str] = mapped_column(String(1000))
     workflow_version: Mapped[str | None] = mapped_column(String(100))
     ontology_digest: Mapped[str | None] = mapped_column(String(100))

@@ -100,6 +100,7 @@ def claim_run(
     hook_instance: str | None = None,
     request_digest: str | None = None,
     run_id: str | None = None,
+    patient: str | None = None,
 ) -> tuple[Run, bool]:
     """Create the run for a hook call, or return the one that already exists for it.
 
@@ -115,6 +116,7 @@ def claim_run(
         "service_id": service_id,
         "hook": hook,
         "hook_instance": hook_instance,
+        "patient": patient,
         "workflow_iri": workflow_iri,
         "workflow_version": workflow_version,
         "ontology_digest": ontology_digest,
@@ -334,11 +336,15 @@ def list_runs(
     status: RunStatus | None = None,
     service_id: str | None = None,
     due_before: datetime | None = None,
+    patient: str | None = None,
     limit: int = 50,
     offset: int = 0,
 ) -> list[Run]:
-    """Runs, newest first; ``due_before`` selects runs whose wait deadline has passed."""
+    """Runs, newest first; ``due_before`` selects runs whose wait deadline has passed,
+    ``patient`` every run about that patient."""
     stmt = select(Run).order_by(Run.created_at.desc(), Run.id).limit(limit).offset(offset)
+    if patient is not None:
+        stmt = stmt.where(Run.patient == patient)
     if status is not None:
         stmt = stmt.where(Run.status == status)
     if service_id is not None:

@@ -50,7 +50,8 @@ async def _readyz_storm(base: str, n: int) -> tuple[list[httpx.Response], float,
         health_times: list[float] = []
         for _ in range(3):
             t = time.monotonic()
-            health = await client.get("/healthz", timeout=1.0)
+            # blocked behind the stuck probes this would wait out the driver's 130 s
+            health = await client.get("/healthz", timeout=5.0)
             assert health.status_code == 200
             health_times.append(time.monotonic() - t)
         answers = await asyncio.gather(*storm)
@@ -70,8 +71,9 @@ def test_a_black_holed_database_hangs_neither_readyz_nor_healthz_nor_hook_calls(
         assert hole.connections >= 1  # the probe did reach the black hole
         assert [a.status_code for a in answers] == [503] * 45
         assert all(a.json()["database"].startswith("unreachable") for a in answers)
-        assert elapsed < 4.0, elapsed  # each within the 2 s budget (plus a loaded machine)
-        assert max(health) < 1.0, health
+        # each within the 2 s budget (with slack for a loaded machine), not the driver's 130 s
+        assert elapsed < 5.0, elapsed
+        assert max(health) < 5.0, health
         with httpx.Client(base_url=server.base, timeout=15.0) as client:
             hook = client.post(TRIAGE, json=triage_body())
             assert hook.status_code == 503, hook.text
