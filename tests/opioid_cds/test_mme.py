@@ -97,6 +97,13 @@ def test_the_most_aggressive_frequency_counts() -> None:
     assert order_mme(["1049621"], dosage).mme == D("15.0")
 
 
+def test_codings_written_system_bar_code_are_read_for_their_rxnorm_code() -> None:
+    dosage = daily("1", "{tablet}", times=3)
+    rxnorm = "http://www.nlm.nih.gov/research/umls/rxnorm|1049502"
+    assert order_mme([rxnorm], dosage).mme == D("45.0")
+    assert order_mme(["http://snomed.info/sct|1049502"], dosage).status is MmeStatus.UNKNOWN_DRUG
+
+
 def test_the_first_code_the_data_knows_is_the_drug() -> None:
     dosage = daily("1", "{tablet}", times=3)
     result = order_mme(["999999999", "1049502"], dosage)

@@ -29,7 +29,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
 
 from toolkits.opioid_cds.dosage import doses_per_day
-from toolkits.opioid_cds.drugs import Drug, DrugData, FactorRule, Ingredient, drug_data
+from toolkits.opioid_cds.drugs import RXNORM, Drug, DrugData, FactorRule, Ingredient, drug_data
 
 #: Ingredients whose patch strength (per hour) the calculation knows: buprenorphine, fentanyl.
 PATCH_INGREDIENTS = frozenset({"1819", "4337"})
@@ -99,9 +99,13 @@ def show(value: Decimal) -> str:
 
 
 def find_drug(codes: list[str], data: DrugData) -> Drug | None:
-    """The first code (in the order given) that the drug data knows."""
-    for code in codes:
-        drug = data.drug(code.strip())
+    """The first code (in the order given) that the drug data knows. A code may be bare
+    (``197696``) or a coding as ``system|code``; a coding of another system is not RxNorm."""
+    for text in codes:
+        system, bar, code = text.strip().rpartition("|")
+        if bar and system != RXNORM:
+            continue
+        drug = data.drug(code)
         if drug is not None:
             return drug
     return None
