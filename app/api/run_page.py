@@ -542,6 +542,20 @@ def render_run_page(page: RunPage) -> str:
         parts.append("<h2>Violations</h2>")
         parts.append(f'<section class="card">{_violations_html(violations)}</section>')
 
+    notes = [n for n in doc.get("dataQuality") or [] if isinstance(n, Mapping)]
+    if notes:
+        parts.append('<h2>Data quality <span class="muted">(input read leniently)</span></h2>')
+        rows = [
+            [
+                _e(n.get("field")),
+                _e(n.get("received")),
+                _e(n.get("readAs")),
+                _e(n.get("message")),
+            ]
+            for n in notes
+        ]
+        parts.append(_table(["Where", "Received", "Read as", "Why"], rows))
+
     parts.append('<h2>Source versions <span class="muted">(what the run read)</span></h2>')
     sources = [s for s in doc.get("sources") or [] if isinstance(s, Mapping)]
     if sources:

@@ -101,6 +101,9 @@ def test_a_typed_patient_id_reaches_the_same_decision_and_the_run_records_the_no
     assert note["rule"] == "typed-context-id" and note["field"] == "context.patientId"
     assert note["received"] == typed["context"]["patientId"]
     assert stored_run(client, answer_plain)["dataQuality"] == []
+    run_id = answer_typed.json()["extension"]["dev.horismos.run"]["runId"]
+    page = client.get(f"/runs/{run_id}", headers={"accept": "text/html"})
+    assert "Data quality" in page.text and typed["context"]["patientId"] in page.text
 
 
 # --- the older hook shape ---------------------------------------------------------------------
