@@ -169,17 +169,26 @@ class ToolInvoker:
             raise ToolError(f"{call.tool.binding} did not answer JSON", kind="contract") from exc
 
 
+#: Threads that run tool calls under their deadlines, shared by every run of the process
+#: (starting a thread per call cost more than a refused write itself). A tool that ignores its
+#: deadline keeps one busy until it returns; when every one is busy, later calls wait in line
+#: and time out like any slow tool (fail closed) instead of starting threads without bound.
+TOOL_THREADS = 32
+_POOL = ThreadPoolExecutor(max_workers=TOOL_THREADS, thread_name_prefix="horismos-tool")
+
+
 def _with_timeout(fn: Callable[[], T], timeout: float) -> T:
-    """Run ``fn`` in a worker thread and give up after ``timeout`` seconds.
+    """Run ``fn`` on the tool threads and give up after ``timeout`` seconds, counted from now.
 
     A Python thread cannot be killed: a tool that ignores its deadline keeps running in the
-    background, but its late result is discarded and the step has already taken ``onError``.
+    background, but its late result is discarded and the step has already taken ``onError``. A
+    call still waiting for a thread at its deadline is withdrawn: it never starts late.
     """
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="horismos-tool")
-    future = pool.submit(fn)
+    future = _POOL.submit(fn)
     try:
         return future.result(timeout=timeout)
     except FutureTimeout as exc:
+        future.cancel()  # not started yet: it never will be
         raise ToolError(f"no answer within {timeout}s", retryable=True, kind="timeout") from exc
     except ToolError:
         raise
@@ -187,8 +196,6 @@ def _with_timeout(fn: Callable[[], T], timeout: float) -> T:
         raise ToolError(str(exc) or type(exc).__name__, retryable=True) from exc
     except Exception as exc:  # a tool's own failure, whatever its type, is a tool error
         raise ToolError(f"{type(exc).__name__}: {exc}") from exc
-    finally:
-        pool.shutdown(wait=False)
 
 
 def _run_async(factory: Callable[[], Coroutine[Any, Any, T]], timeout: float) -> T:

@@ -69,6 +69,51 @@ def test_python_timeout_is_a_retryable_timeout() -> None:
     assert info.value.kind == "timeout" and info.value.retryable
 
 
+def test_a_call_that_cannot_start_before_its_deadline_never_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Tool calls share a bounded set of threads: one stuck tool holds the only thread here, the
+    next call times out waiting for it, and is not run when the thread comes free."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import app.tools.invoker as invoker_module
+
+    one = ThreadPoolExecutor(max_workers=1)
+    monkeypatch.setattr(invoker_module, "_POOL", one)
+    release, ran = threading.Event(), threading.Event()
+
+    def stuck(patient: str, queue: str) -> dict[str, Any]:
+        release.wait(10)
+        return {"queueRef": "late"}
+
+    def queued(patient: str, queue: str) -> dict[str, Any]:
+        ran.set()
+        return {"queueRef": "too late"}
+
+    invoker = ToolInvoker(tools={"stuck": stuck, "queued": queued})
+    for name in ("stuck", "queued"):
+        with pytest.raises(ToolError) as info:
+            invoker.invoke(make_tool(f"python:{name}"), ARGS, timeout=0.2)
+        assert info.value.kind == "timeout"
+    release.set()
+    one.shutdown(wait=True)
+    assert not ran.is_set()
+
+
+def test_tool_calls_reuse_a_bounded_set_of_threads() -> None:
+    threads: set[threading.Thread] = set()  # the objects themselves: no id is reused
+
+    def where(patient: str, queue: str) -> dict[str, Any]:
+        threads.add(threading.current_thread())
+        return {"queueRef": "x"}
+
+    invoker = ToolInvoker(tools={"where": where})
+    for _ in range(100):
+        invoker.invoke(make_tool("python:where"), ARGS, timeout=5)
+    assert 1 <= len(threads) <= 32
+    assert all(t.name.startswith("horismos-tool") for t in threads)
+
+
 def test_a_non_object_result_is_out_of_contract() -> None:
     invoker = ToolInvoker(tools={"bad": lambda **_: ["not", "an", "object"]})
     with pytest.raises(ToolError) as info:
