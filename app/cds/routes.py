@@ -26,7 +26,7 @@ from app.cds.schemas import (
     error_responses,
 )
 from app.cds.service import HookDeps, HookService
-from app.deps import OntologyDep, is_json_media_type
+from app.deps import OntologyDep, get_ontology, is_json_media_type
 from app.settings import Settings
 
 log = logging.getLogger("horismos.cds")
@@ -168,7 +168,10 @@ def get_services(ontology: OntologyDep) -> dict[str, Any]:
         **error_responses(400, 401, 404, 409, 412, 413, 415, 500, 503),
     },
 )
-async def call_service(service_id: str, request: Request, ontology: OntologyDep) -> JSONResponse:
+async def call_service(service_id: str, request: Request) -> JSONResponse:
+    # No dependency injection on the hot path: a plain (sync) dependency is run in the threadpool,
+    # a thread hand-off per call, and resolving it cost more CPU than what it checks.
+    get_ontology(request)  # 503 when no ontology is loaded
     service: HookService = request.app.state.cds
     audience, base = _public_url(request)
     response = await service.call(
