@@ -29,11 +29,26 @@ DEFAULT_OPENAPI_PATH = Path(__file__).resolve().parents[1] / "openapi" / "openap
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port to listen on.")] = 8000,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Server processes sharing the port (one per core; more than one needs "
+            "PostgreSQL, see docs/operations.md).",
+        ),
+    ] = 1,
 ) -> None:
     """Serve the CDS Hooks service (configuration from HORISMOS_* environment variables)."""
     import uvicorn
 
-    uvicorn.run("app.main:create_app", factory=True, host=host, port=port, proxy_headers=True)
+    uvicorn.run(
+        "app.main:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        proxy_headers=True,
+        workers=workers,
+    )
 
 
 @db.command("upgrade")

@@ -1,5 +1,5 @@
-"""Scale-out: several server processes (uvicorn on loopback, one of them with two workers) on one
-PostgreSQL answer each hookInstance once, whichever process each twin reaches.
+"""Scale-out: several server processes (``horismos serve`` on loopback, one of them with two
+workers) on one PostgreSQL answer each hookInstance once, whichever process each twin reaches.
 
 Real processes, real HTTP, real PostgreSQL; the writing case uses the real Node FHIR server.
 """
@@ -38,14 +38,13 @@ def _free_port() -> int:
 
 
 def _serve(database_url: str, workers: int, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """``horismos serve --workers N`` (as an operator runs it) on a free loopback port."""
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("HORISMOS_")}
     env["HORISMOS_DATABASE_URL"] = database_url
-    cmd = [
-        sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory",
-        "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
-        "--log-level", "warning",
-    ]  # fmt: skip
+    horismos = Path(sys.executable).with_name("horismos")
+    cmd = [str(horismos), "serve", "--host", "127.0.0.1", "--port", str(port)]
+    cmd += ["--workers", str(workers)]
     with log.open("wb") as sink:
         process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT)
     return process, f"http://127.0.0.1:{port}"
