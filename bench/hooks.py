@@ -40,6 +40,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import shutil
 import socket
 import subprocess
@@ -63,6 +64,7 @@ PLACEHOLDER = "00000000-0000-4000-8000-000000000000"
 UNIQUE = "@U@"
 TRIAGE = "horismos-triage"
 NOOP = "no-op parse"
+BASELINE = "triage @ baseline"
 TICK_MS = 1000.0 / os.sysconf("SC_CLK_TCK")
 
 # the goal lines (PostgreSQL, one worker unless said otherwise)
@@ -85,8 +87,8 @@ def _noop_app() -> Any:
         body = json.loads(await request.body())
         return JSONResponse({"cards": [], "hook": body.get("hook")})
 
-    @app.get("/readyz")
-    async def ready() -> dict[str, str]:
+    @app.get("/healthz")
+    async def alive() -> dict[str, str]:
         return {"status": "ok"}
 
     return app
@@ -284,14 +286,16 @@ class Server:
         return f"http://127.0.0.1:{self.port}{path}"
 
 
-def _serve(name: str, app: str, env: dict[str, str], workers: int) -> Server:
+def _serve(
+    name: str, app: str, env: dict[str, str], workers: int, extra: list[str], root: Path = ROOT
+) -> Server:
     port = _free_port()
     cmd = [
         sys.executable, "-m", "uvicorn", app, "--factory",
         "--host", "127.0.0.1", "--port", str(port),
-        "--workers", str(workers), "--log-level", "warning", "--no-access-log",
+        "--workers", str(workers), "--log-level", "warning", "--no-access-log", *extra,
     ]  # fmt: skip
-    return Server(name, port, subprocess.Popen(cmd, cwd=ROOT, env=env))
+    return Server(name, port, subprocess.Popen(cmd, cwd=root, env={**env, "PYTHONPATH": str(root)}))
 
 
 def _wait_ready(server: Server, timeout: float = 120.0) -> None:
@@ -302,7 +306,8 @@ def _wait_ready(server: Server, timeout: float = 120.0) -> None:
         if server.proc.poll() is not None:
             raise RuntimeError(f"{server.name} exited with {server.proc.returncode}")
         try:
-            if httpx.get(server.url("/readyz"), timeout=1.0).status_code == 200:
+            # alive is enough: the sample call before the load proves the rest
+            if httpx.get(server.url("/healthz"), timeout=1.0).status_code == 200:
                 return
         except httpx.TransportError:
             pass
@@ -441,7 +446,8 @@ def run_wrk(
 
 @contextmanager
 def database(backend: str) -> Iterator[tuple[str, Any]]:
-    """A fresh, migrated database: (its URL, a function naming its PostgreSQL backends' pids)."""
+    """A fresh, migrated database: (its URL, a function naming the pids of the PostgreSQL
+    backends serving one application name on it)."""
     sys.path.insert(0, str(ROOT))
     from app.store.migrate import upgrade
 
@@ -450,7 +456,7 @@ def database(backend: str) -> Iterator[tuple[str, Any]]:
         url = f"sqlite:///{folder / 'bench.db'}"
         try:
             upgrade(url)
-            yield url, lambda: set()
+            yield url, lambda _name: set()
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         return
@@ -466,9 +472,10 @@ def database(backend: str) -> Iterator[tuple[str, Any]]:
         upgrade(url)
         with psycopg.connect(PG_ADMIN, autocommit=True) as watcher:
 
-            def backends() -> set[int]:
+            def backends(application: str) -> set[int]:
                 rows = watcher.execute(
-                    "SELECT pid FROM pg_stat_activity WHERE datname = %s", (name,)
+                    "SELECT pid FROM pg_stat_activity WHERE datname = %s AND application_name = %s",
+                    (name, application),
                 ).fetchall()
                 return {int(r[0]) for r in rows}
 
@@ -511,14 +518,25 @@ def measure(
         files[sid].write_text(text)
     with database(backend) as (url, db_pids):
         env = {k: v for k, v in os.environ.items() if not k.startswith("HORISMOS_")}
-        env.update(HORISMOS_DATABASE_URL=url, PYTHONPATH=str(ROOT))
-        hook = _serve("service", "app.main:create_app", env, workers)
-        noop = _serve("no-op", "bench.hooks:noop_factory", env, workers)
+        extra = shlex.split(args.uvicorn)
+
+        def served(name: str, app: str, root: Path = ROOT) -> Server:
+            db = url if backend == "sqlite" else f"{url}?application_name=bench-{name}"
+            return _serve(name, app, {**env, "HORISMOS_DATABASE_URL": db}, workers, extra, root)
+
+        hook = served("service", "app.main:create_app")
+        noop = served("no-op", "bench.hooks:noop_factory")
+        servers = [hook, noop]
+        if args.baseline:
+            servers.append(served("baseline", "app.main:create_app", Path(args.baseline)))
         try:
-            _wait_ready(hook)
-            _wait_ready(noop)
+            for server in servers:
+                _wait_ready(server)
             samples = {sid: _sample(hook, sid, text) for sid, text in services.items()}
             order = [(NOOP, noop, TRIAGE), *((sid, hook, sid) for sid in services)]
+            if args.baseline:
+                samples[BASELINE] = _sample(servers[2], TRIAGE, services[TRIAGE])
+                order.append((BASELINE, servers[2], TRIAGE))
             for _label, server, sid in order:  # warm-up, not measured
                 run_wrk(server.url(f"/cds-services/{sid}"), files[sid], args, 2, server, set)
             endpoints = {label: Endpoint(label) for label, _, _ in order}
@@ -531,11 +549,11 @@ def measure(
                             args,
                             args.seconds / args.rounds,
                             server,
-                            db_pids if server is hook else set,
+                            lambda server=server: db_pids(f"bench-{server.name}"),
                         )
                     )
         finally:
-            _stop([hook, noop])
+            _stop(servers)
             for f in files.values():
                 f.unlink(missing_ok=True)
     return endpoints, samples
@@ -601,7 +619,7 @@ def goals(results: dict[tuple[str, int], dict[str, Endpoint]]) -> list[tuple[boo
     for (backend, workers), endpoints in results.items():
         base = endpoints[TRIAGE].per_request("server_ms")
         for label, e in endpoints.items():
-            if label in (NOOP, TRIAGE):
+            if label in (NOOP, TRIAGE, BASELINE):
                 continue
             cpu = e.per_request("server_ms")
             checks.append(
@@ -617,6 +635,20 @@ def goals(results: dict[tuple[str, int], dict[str, Endpoint]]) -> list[tuple[boo
             (not bad, f"{backend} {workers} worker(s): every call answered 2xx ({bad or 'yes'})")
         )
     return checks
+
+
+def _stack(options: str) -> str:
+    """The event loop and HTTP parser uvicorn uses with ``options`` (its auto choice otherwise)."""
+    import importlib.util
+
+    words = shlex.split(options)
+
+    def chosen(flag: str, fast: str, fallback: str) -> str:
+        if flag in words and words.index(flag) + 1 < len(words):
+            return words[words.index(flag) + 1]
+        return fast if importlib.util.find_spec(fast) is not None else fallback
+
+    return f"{chosen('--loop', 'uvloop', 'asyncio')}/{chosen('--http', 'httptools', 'h11')}"
 
 
 def _describe(sid: str, sample: dict[str, Any]) -> str:
@@ -636,6 +668,17 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="wrk threads")
     parser.add_argument("--seconds", type=float, default=10.0, help="measured s per endpoint")
     parser.add_argument("--rounds", type=int, default=2, help="alternations sharing --seconds")
+    parser.add_argument(
+        "--uvicorn",
+        default="",
+        metavar="OPTIONS",
+        help='more uvicorn options for both servers, e.g. "--loop asyncio --http h11"',
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="CHECKOUT",
+        help="also serve the triage hook from another checkout (an older tree) in the same run",
+    )
     parser.add_argument(
         "--service",
         action="append",
@@ -665,7 +708,8 @@ def main() -> None:
         for workers in worker_counts:
             results[(backend, workers)], samples = measure(backend, workers, services, args)
     print(
-        f"wrk -t{args.threads} -c{args.connections} · {args.seconds:g}s per endpoint per "
+        f"wrk -t{args.threads} -c{args.connections} · uvicorn {_stack(args.uvicorn)} · "
+        f"{args.seconds:g}s per endpoint per "
         f"configuration in {args.rounds} alternating rounds · {os.cpu_count()} CPUs · "
         f"load average before {load_before}, after {_load()} · "
         f"{time.monotonic() - started:.0f}s in all"
