@@ -142,7 +142,9 @@ def run_workflow_command(
         list[Path] | None, typer.Argument(help="Turtle files (default: the bundled ontologies).")
     ] = None,
     workflow: Annotated[str, typer.Option(help="The workflow to run (local name or IRI).")] = "",
-    facts: Annotated[Path | None, typer.Option(help="Structured input JSON (DESIGN §9).")] = None,
+    facts: Annotated[
+        Path | None, typer.Option(help="Structured input JSON (instances by local name).")
+    ] = None,
     text: Annotated[str | None, typer.Option(help="Free text for PerceptionSteps.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome JSON.")] = False,
     model: Annotated[

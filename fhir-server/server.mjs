@@ -1,7 +1,9 @@
 // An in-memory FHIR R4 server for Horismos integration tests.
 //
 // Medplum's FHIR router and memory repository behind node:http: resources keep versions
-// (meta.versionId, UUIDs), a PUT with a stale `If-Match: W/"<versionId>"` answers 412, and
+// (meta.versionId, UUIDs), a PUT or PATCH with a stale `If-Match: W/"<versionId>"` answers 412,
+// a JSON Patch (`application/json-patch+json`) is applied with its `test` operations, a POST with
+// `If-None-Exist` creates only when its search finds nothing (200 with the match otherwise), and
 // `_history` is served. Every request is logged as one JSON line (stdout, and the file given by
 // --log) so tests can prove what did and did not reach the server.
 //
@@ -182,6 +184,11 @@ async function handle(req, res, entry) {
   if (req.method === 'PUT' && req.headers[KEEP_LAST_UPDATED] === 'true' && body?.meta?.lastUpdated) {
     return send(res, 200, await storeAsOf(pathname, body));
   }
+  // Medplum checks If-Match on PUT only; a PATCH is a conditional update too (FHIR R4 http.html)
+  const stale = req.method === 'PATCH' && (await staleVersion(pathname, req.headers['if-match']));
+  if (stale) {
+    return send(res, 412, stale);
+  }
   const [outcome, found] = await router.handleRequest(
     { method: req.method, url: target, pathname: '', body, params: {}, query: {}, headers: req.headers },
     repo
@@ -206,11 +213,33 @@ async function handle(req, res, entry) {
   return send(res, status, resource ?? outcome, headers);
 }
 
+// The OperationOutcome for a PATCH whose `If-Match: W/"<v>"` names another version, else null.
+async function staleVersion(pathname, ifMatch) {
+  const wanted = /^W\/"(.+)"$/.exec(ifMatch ?? '')?.[1];
+  const [resourceType, id] = pathname.split('/').filter(Boolean);
+  if (!wanted || !resourceType || !id) {
+    return null;
+  }
+  try {
+    const current = await repo.readResource(resourceType, id);
+    if (current.meta?.versionId === wanted) {
+      return null;
+    }
+  } catch {
+    return null; // the router answers for a resource that does not exist
+  }
+  return {
+    resourceType: 'OperationOutcome',
+    issue: [{ severity: 'error', code: 'conflict', details: { text: 'Version mismatch' } }],
+  };
+}
+
 const server = http.createServer((req, res) => {
   const entry = {
     method: req.method,
     url: req.url,
     ifMatch: req.headers['if-match'] ?? null,
+    ifNoneExist: req.headers['if-none-exist'] ?? null,
     authorization: req.headers.authorization ? 'present' : null,
   };
   res.logEntry = entry;

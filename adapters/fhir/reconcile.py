@@ -1,8 +1,8 @@
 """Settling effects whose fate is not known, by re-reading their target.
 
-An effect is left ``unknown`` when the PUT was sent but no answer came back (timeout, connection
+An effect is left ``unknown`` when the write was sent but no answer came back (timeout, connection
 lost, 5xx), and stays ``attempted`` when the process died mid-call. Reconciliation re-reads the
-target resource and decides:
+target resource and decides, for an update or a patch:
 
 - the write landed (``accepted``) when the version that followed the expected one — from
   ``_history`` when the server serves it, else the current resource — differs from the expected
@@ -10,6 +10,10 @@ target resource and decides:
 - it did not (``failed``) when the server still holds the expected version, or a later version
   without our value, or the resource is gone (404/410);
 - it stays as it is when the server cannot be reached or will not say (5xx, 401/403).
+
+A create is settled by searching for the identifier it carried (``Type?identifier=system|value``):
+``accepted`` when the server holds a resource with it (the newest, if a server without
+``If-None-Exist`` made several), ``failed`` when it holds none.
 
 The same check settles the effects of a run whose card suggestion the clinician accepted (CDS
 feedback, :func:`reconcile_run`): a ``proposed`` or ``refused`` write that the EHR then made
@@ -80,6 +84,8 @@ def judge(
 
     Returns ``(state, why, evidence)``; ``state`` is None when the server could not tell.
     """
+    if effect.get("operation") == "create":
+        return _judge_create(client, effect, token=token, timeout=timeout)
     url = str(effect["target"])
     expected = effect.get("expectedVersion")
     element, value = effect.get("element"), effect.get("value")
@@ -107,6 +113,34 @@ def judge(
         evidence["newVersion"] = version
         return "accepted", f"version {version} carries the change", evidence
     return "failed", f"version {version} does not carry the change", evidence
+
+
+def _judge_create(
+    client: httpx.Client, effect: dict[str, Any], *, token: str | None, timeout: float
+) -> tuple[EffectState | None, str, dict[str, Any]]:
+    """Whether the server holds the resource a create sent, by the identifier it carried."""
+    url = str(effect["target"])
+    identifier = effect.get("identifier")
+    if not identifier:
+        return None, "the effect does not record the identifier it created", {}
+    headers = {"accept": FHIR_JSON}
+    if token:
+        headers["authorization"] = f"Bearer {token}"
+    try:
+        response = client.get(
+            url, params={"identifier": identifier}, headers=headers, timeout=timeout
+        )
+    except httpx.HTTPError as exc:
+        return None, f"{url} unreachable: {type(exc).__name__}", {}
+    if response.status_code != 200:
+        return None, f"{url} answered {response.status_code}", {"status": response.status_code}
+    found = _versions_oldest_first(response.json())
+    if not found:
+        return "failed", f"the server holds no {url.rsplit('/', 1)[-1]} with {identifier}", {}
+    newest = found[-1]
+    created = f"{newest.get('resourceType')}/{newest.get('id')}"
+    evidence = {"created": created, "newVersion": _version(newest), "found": len(found)}
+    return "accepted", f"{created} carries {identifier}", evidence
 
 
 def _successor(
@@ -144,10 +178,7 @@ def _settle(
             state, why, evidence = judge(client, effect, token=token)
             after = state or effect["state"]
             if state is not None:
-                change = {"element": effect["element"], "value": effect["value"]}
-                if effect.get("resourceType"):
-                    change["resourceType"] = effect["resourceType"]
-                response = {"reconciled": why, "change": change, **evidence}
+                response = {"reconciled": why, "change": _change_of(effect), **evidence}
                 effects.set(run_id, effect["effectId"], state, response)
             log.info(
                 "reconciled %s of run %s: %s -> %s (%s)",
@@ -171,6 +202,19 @@ def _settle(
         if http is None:
             client.close()
     return settled
+
+
+def _change_of(effect: dict[str, Any]) -> dict[str, Any]:
+    """The ``change`` an effect recorded, as the effect log keeps it."""
+    operation = effect.get("operation") or "update"
+    change: dict[str, Any] = {"operation": operation}
+    if effect.get("resourceType"):
+        change["resourceType"] = effect["resourceType"]
+    if operation == "create":
+        change.update(identifier=effect.get("identifier"), recipients=effect.get("recipients"))
+    else:
+        change.update(element=effect["element"], value=effect["value"])
+    return change
 
 
 def reconcile_pending(
@@ -205,9 +249,15 @@ def reconcile_run(
         rows = [
             (row.run_id, effect)
             for row in repo.list_effects(session, run_id=run_id)
-            if (effect := effect_json(row))["state"] in states
+            if (effect := effect_json(row))["state"] in states and _may_have_happened(effect)
         ]
     return _settle(engine, rows, http=http, token=token)
+
+
+def _may_have_happened(effect: dict[str, Any]) -> bool:
+    """A create that was never sent cannot have happened, whatever the clinician did: the EHR
+    would have made its own resource, without the identifier the search looks for."""
+    return effect.get("operation") != "create" or effect["state"] not in ("proposed", "refused")
 
 
 def reconcile_cli(

@@ -1,9 +1,10 @@
 """``POST /runs/{id}/resume``: continue a run suspended in a WaitStep with structured facts.
 
 A suspended run keeps its World and position in the ``runs`` row (``world_state``, ``position``,
-``wait_deadline``), so any worker — or a restarted service — can continue it. The facts (the
-DESIGN §9 structured input) go through the World's gate with provenance ``human``; a rejected
-transaction answers 400 with the violations and leaves the run exactly as it was.
+``wait_deadline``), so any worker — or a restarted service — can continue it. The facts
+(structured input, as for ``horismos run --facts``) go through the World's gate with provenance
+``human``; a rejected transaction answers 400 with the violations and leaves the run exactly as
+it was.
 
 Timeouts are decided when the run is next touched: a resume after ``wait_deadline`` takes the
 WaitStep's ``horis:onTimeout`` edge and the facts are not applied; the service's periodic task
@@ -219,7 +220,7 @@ def resume(
     settings: SettingsDep,
     facts: dict[str, Any] = Body(default_factory=dict, examples=[_EXAMPLE]),
 ) -> dict[str, Any]:
-    """The outcome after the resume (DESIGN §9), ``status`` ``suspended`` if it waits again."""
+    """The outcome after the resume, ``status`` ``suspended`` if it waits again."""
     from app.bridge import bridge_from_model_string
 
     bridge = bridge_from_model_string(settings.bridge_model, settings)

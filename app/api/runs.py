@@ -49,7 +49,7 @@ record_router = APIRouter(tags=["runs"], responses=CLIENT_JWT_OR_LINK_RESPONSE)
 
 
 class RunInput(BaseModel):
-    """Structured input (DESIGN §9): instances by local name, optional free text."""
+    """Structured input: instances by local name, optional free text."""
 
     model_config = ConfigDict(extra="forbid")
 

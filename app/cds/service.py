@@ -412,6 +412,8 @@ class HookService:
                 resources=resources,
                 context=req.context,
                 ensure_run=claim.ensure,
+                prefetch=data,
+                run_url=d.authenticator.run_url(base_url, run_id),
             )
             if handler is not None:
                 tools.register_scheme("fhir", handler)
@@ -472,7 +474,7 @@ class HookService:
                 + "; ".join(str(p) for p in problems_in_response),
             )
         recorded = RecordedRun.of(outcome, input_world=input_world, text=hydration.text, now=now)
-        record = outcome_document(recorded)  # replayable: DESIGN §9 plus the recorded input
+        record = outcome_document(recorded)  # replayable: the outcome plus the recorded input
         record["inputViolations"] = [v.to_json() for v in problems]
         record["dataQuality"] = [n.to_json() for n in (*req.notes, *hydration.notes)]
         rows = [s.to_row() for s in hydration.sources]

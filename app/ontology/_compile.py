@@ -30,6 +30,7 @@ from app.ontology.model import (
     AggregateDef,
     Cardinality,
     ClassDef,
+    CommitOperation,
     Conclusion,
     EffectDecl,
     FhirMapping,
@@ -40,6 +41,7 @@ from app.ontology.model import (
     ToolDef,
     local_name,
 )
+from app.ontology.templates import template_problem
 
 
 class Compiler(FlowCompiler):
@@ -392,14 +394,31 @@ class Compiler(FlowCompiler):
         c = self.r.one(node, H("commits"))
         if c is None:
             return None
-        self.constant(c, H("operation"), ("Update",))  # the only operation, and the default
+        named = self.constant(c, H("operation"), ("Update", "Patch", "Create")) or "Update"
+        operation: CommitOperation = "create" if named == "Create" else "update"
+        if named == "Patch":
+            operation = "patch"
+        creates = operation == "create"
+        template = self.string(c, H("template"), required=creates)
+        if template is not None:
+            problem = template_problem(template, str(self.string(c, H("resourceType")) or ""))
+            if problem:
+                self.r.problem("literal-type", c, problem, via=H("template"))
+            if not creates:
+                self.r.problem(
+                    "not-understood",
+                    c,
+                    "horis:template applies to horis:Create only",
+                    via=H("template"),
+                )
         return AdapterCommit(
             resource_type=self.string(c, H("resourceType"), required=True) or "",
-            element=self.string(c, H("element"), required=True) or "",
-            value_arg=self.string(c, H("valueArg"), required=True) or "",
+            element=self.string(c, H("element"), required=not creates) or "",
+            value_arg=self.string(c, H("valueArg"), required=not creates) or "",
             code_system=self.string(c, H("codeSystem")),
-            operation="update",
+            operation=operation,
             scope=self.string(c, H("scope"), required=True) or "",
+            template=template,
         )
 
     def _check_binding(self, node: Node, binding: str, commits: bool) -> None:

@@ -17,6 +17,7 @@ from app.ontology.model import (
     Value,
     local_name,
 )
+from app.ontology.templates import template_args
 
 _NUMERIC = (XSD + "decimal", XSD + "integer")
 _TIME = (XSD + "dateTime", XSD + "date")
@@ -460,13 +461,23 @@ class TypeChecker:
                     f"effect type {local_name(e.type)} does not fit {prop.name} "
                     f"({local_name(prop.range)})",
                 )
-        if t.commits is not None and t.commits.value_arg not in names:
+        commits = t.commits
+        if commits is not None and commits.operation != "create" and commits.value_arg not in names:
             self.add(
                 "type-check",
                 iri,
-                f'horis:commits names horis:valueArg "{t.commits.value_arg}", which is not an '
+                f'horis:commits names horis:valueArg "{commits.value_arg}", which is not an '
                 "argument of the tool",
             )
+        if commits is not None and commits.template is not None:
+            for name in template_args(commits.template):
+                if name not in names:
+                    self.add(
+                        "type-check",
+                        iri,
+                        f'horis:template uses argument "{name}", which is not an argument of '
+                        "the tool",
+                    )
 
 
 def _scalar(value: Value | tuple[Value, ...]) -> Value:

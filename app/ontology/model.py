@@ -254,22 +254,31 @@ class EffectDecl:
     now: bool = False  # horis:value horis:now: filled by the runtime, not the tool
 
 
+CommitOperation = Literal["update", "patch", "create"]
+
+
 @dataclass(frozen=True, kw_only=True)
 class AdapterCommit:
     """``horis:commits [ … ]`` on a tool: an adapter-mediated write to the FHIR server.
 
-    The target is the hydrated resource of ``resource_type`` (its version comes from the run's
-    source-version vector); ``element`` is set from argument ``value_arg`` translated through the
-    argument value's ``horis:code`` in ``code_system``; the call is made only when
-    ``fhirAuthorization.scope`` grants ``scope``.
+    ``update`` (``horis:Update``) and ``patch`` (``horis:Patch``) change ``element`` of the
+    hydrated resource of ``resource_type`` (its version comes from the run's source-version
+    vector), set from argument ``value_arg`` translated through the argument value's
+    ``horis:code`` in ``code_system``: ``update`` PUTs the whole resource, ``patch`` sends a JSON
+    Patch of that one element; both only against the version the run read (``If-Match``).
+    ``create`` (``horis:Create``) POSTs a new resource rendered from ``template`` (JSON with
+    ``{{…}}`` placeholders), conditionally on its identifier (``If-None-Exist``) so a retry
+    never creates it twice. The call is made only when ``fhirAuthorization.scope`` grants
+    ``scope``.
     """
 
     resource_type: str  # horis:resourceType "Encounter"
-    element: str  # horis:element "priority"
-    value_arg: str  # horis:valueArg "queue"
+    element: str = ""  # horis:element "priority" (update, patch)
+    value_arg: str = ""  # horis:valueArg "queue" (update, patch)
     code_system: str | None = None  # horis:codeSystem "http://terminology.hl7.org/…"
-    operation: Literal["update"] = "update"  # horis:operation horis:Update
+    operation: CommitOperation = "update"  # horis:operation horis:Update | Patch | Create
     scope: str = ""  # horis:scope "user/Encounter.write"
+    template: str | None = None  # horis:template: the JSON body of a create
 
 
 @dataclass(frozen=True, kw_only=True)

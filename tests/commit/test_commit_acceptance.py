@@ -147,7 +147,7 @@ def _codes(resource: dict[str, Any]) -> list[str]:
     return [c["code"] for c in resource.get("priority", {}).get("coding", [])]
 
 
-def test_triage_updates_the_encounter_priority_against_the_version_it_read(
+def test_triage_patches_the_encounter_priority_against_the_version_it_read(
     client: TestClient, fhir_server: FhirServer, pg_engine: Engine
 ) -> None:
     patient, encounter = _patient_and_encounter(fhir_server)
@@ -169,9 +169,10 @@ def test_triage_updates_the_encounter_priority_against_the_version_it_read(
     assert len(history) == 2
     assert _codes(history[-1]) == ["EM"]
     assert history[-1]["priority"]["coding"][0]["system"] == PRIORITY
-    puts = [r for r in fhir_server.requests(since=mark) if r["method"] == "PUT"]
-    assert [(p["url"], p["ifMatch"]) for p in puts] == [
-        (f"/fhir/Encounter/{encounter['id']}", f'W/"{read_version}"')
+    # one JSON Patch of the priority, against the version read; no read or PUT of the whole
+    writes = [r for r in fhir_server.requests(since=mark) if r["method"] != "GET"]
+    assert [(w["method"], w["url"], w["ifMatch"]) for w in writes] == [
+        ("PATCH", f"/fhir/Encounter/{encounter['id']}", f'W/"{read_version}"')
     ]
     [effect] = effect_reports(pg_engine, run_id)
     assert (effect["state"], effect["expectedVersion"], effect["newVersion"]) == (
@@ -281,8 +282,8 @@ def test_twins_of_one_hook_call_that_writes_send_one_write_and_answer_alike(
     (run_id, run, _), (twin_id, _, _) = (_answer(a) for a in answers)
     assert answers[0].json() == answers[1].json()
     assert run_id == twin_id and run["decision"]["value"] == "Immediate"
-    puts = [r for r in fhir_server.requests(since=mark) if r["method"] == "PUT"]
-    assert len(puts) == 1
+    writes = [r for r in fhir_server.requests(since=mark) if r["method"] != "GET"]
+    assert [w["method"] for w in writes] == ["PATCH"]
     assert len(fhir_server.history("Encounter", encounter["id"])) == 2
     assert [e["state"] for e in effect_reports(pg_engine, run_id)] == ["accepted"]
 
@@ -377,7 +378,7 @@ def test_a_lost_answer_is_settled_by_horismos_reconcile(
     assert [e["state"] for e in effect_reports(pg_engine, run_id)] == ["unknown"]
 
     port = int(proxy.rsplit(":", 1)[1])
-    with dropping_proxy(origin, drop_puts=False, port=port):
+    with dropping_proxy(origin, drop_writes=False, port=port):
         assert _reconcile(pg_url) == (0, ["accepted"])
 
     [effect] = effect_reports(pg_engine, run_id)

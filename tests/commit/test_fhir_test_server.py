@@ -85,3 +85,44 @@ def test_search_by_bare_patient_id_finds_the_patients_observations(
     ).json()
 
     assert [e["resource"]["valueQuantity"]["value"] for e in bundle["entry"]] == [130]
+
+
+def _patch(fhir_server: FhirServer, rid: str, if_match: str) -> httpx.Response:
+    return httpx.patch(
+        f"{fhir_server.base_url}/Encounter/{rid}",
+        json=[{"op": "add", "path": "/priority", "value": {"coding": [{"code": "UR"}]}}],
+        headers={"content-type": "application/json-patch+json", "if-match": f'W/"{if_match}"'},
+    )
+
+
+def test_a_json_patch_with_a_stale_if_match_is_refused_with_412(fhir_server: FhirServer) -> None:
+    stored = fhir_server.create(_encounter(fhir_server))
+    stale = stored["meta"]["versionId"]
+    assert _patch(fhir_server, stored["id"], stale).status_code == 200
+
+    response = _patch(fhir_server, stored["id"], stale)
+
+    assert response.status_code == 412
+    assert len(fhir_server.history("Encounter", stored["id"])) == 2
+
+
+def test_a_create_with_if_none_exist_happens_once(fhir_server: FhirServer) -> None:
+    token = f"urn:ietf:rfc:3986|urn:uuid:{fhir_server.new_id()}"
+    system, value = token.split("|")
+    body = {"resourceType": "Communication", "status": "completed"}
+    body["identifier"] = [{"system": system, "value": value}]  # type: ignore[assignment]
+    mark = fhir_server.mark()
+
+    answers = [
+        httpx.post(
+            f"{fhir_server.base_url}/Communication",
+            json=body,
+            headers={"if-none-exist": f"identifier={token}"},
+        )
+        for _ in range(2)
+    ]
+
+    assert [a.status_code for a in answers] == [201, 200]
+    assert answers[0].json()["id"] == answers[1].json()["id"]
+    logged = fhir_server.requests(since=mark)
+    assert [r["ifNoneExist"] for r in logged] == [f"identifier={token}"] * 2

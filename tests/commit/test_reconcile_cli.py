@@ -74,7 +74,7 @@ def test_lost_answer_is_unknown_until_the_server_is_back_and_reconcile_runs(
     assert code == 1
     assert [(e["before"], e["after"]) for e in lines] == [("unknown", "unknown")]
 
-    with dropping_proxy(origin, drop_puts=False, port=port):
+    with dropping_proxy(origin, drop_writes=False, port=port):
         code, lines = _reconcile(pg_url)
 
     assert code == 0

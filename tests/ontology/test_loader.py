@@ -189,6 +189,11 @@ def test_tools(full: Ontology) -> None:
     )
     assert commit.commits.code_system == "http://example.org/tier"
     assert commit.commits.scope == "user/Encounter.write" and commit.timeout == 2.0
+    patch, tell = full.tools[F + "patch"].commits, full.tools[F + "tell"].commits
+    assert patch is not None and (patch.operation, patch.element) == ("patch", "priority")
+    assert tell is not None and (tell.operation, tell.resource_type) == ("create", "Communication")
+    assert tell.template is not None and "{{arg.note}}" in tell.template
+    assert (tell.element, tell.value_arg) == ("", "")
     assert full.tools[F + "ask"].timeout == 120.0
     assert full.tools[F + "post"].timeout == 7.0
     assert full.tools[F + "pyfn"].timeout == 5.0 and full.tools[F + "pyfn"].retries is None
@@ -385,6 +390,34 @@ def test_tool_bindings_are_checked_at_load(
             load_ontology([path], registry=registry)
         (problem,) = err.value.problems
         assert (problem.code, problem.node) == ("binding", "https://example.org/t#t")
+
+
+_CREATE = (
+    ':t a horis:Tool ; horis:takes [ horis:arg [ horis:name "note" ; horis:type xsd:string ] ] ;'
+    ' horis:binding "fhir:commit" ; horis:commits [ horis:resourceType "Communication" ;'
+    ' horis:operation horis:{operation} ; horis:scope "user/Communication.write" {more} ] .'
+)
+
+
+@pytest.mark.parametrize(
+    ("operation", "more", "message"),
+    [
+        ("Create", "", "needs horis:template"),
+        ("Create", "; horis:template '[1, 2]'", "must be a JSON object"),
+        ("Create", "; horis:template '{ nope'", "is not a JSON object"),
+        ("Create", """; horis:template '{"resourceType": "Task"}'""", "is a Task, but"),
+        ("Create", """; horis:template '{"a": "{{secret.x}}"}'""", "unknown placeholder"),
+        ("Update", "; horis:template '{}'", "applies to horis:Create only"),
+        ("Patch", "", "needs horis:element"),
+    ],
+)
+def test_commit_operations_are_checked_at_load(
+    ttl: Callable[[str], Path], operation: str, more: str, message: str
+) -> None:
+    path = ttl(_CREATE.format(operation=operation, more=more))
+    with pytest.raises(OntologyError) as err:
+        load_ontology([path])
+    assert any(message in p.message for p in err.value.problems), err.value.problems
 
 
 @pytest.mark.parametrize(
