@@ -365,6 +365,11 @@ class HookService:
             return self._decide(service, workflow, req, hydration, data, claim, now, base_url)
         except ClaimLost:
             return None
+        except SQLAlchemyError as exc:  # the claim before an outside call could not be taken
+            log.error("run %s could not claim its run: %s", claim.run_id, describe_error(exc))
+            raise StoreUnavailable.one(
+                "transient", "the decision store is unavailable; retry later"
+            ) from None
         except Exception as exc:
             if claim.lost:  # it broke because a twin holds the run: that one answers
                 return None

@@ -5,15 +5,18 @@ HTTP through the ASGI app)."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 
+from app.bridge.mock import MockBridge
 from app.cds.service import HookService
 from app.store import Base
 from tests.cds import clinical as fx
@@ -130,3 +133,82 @@ def test_a_retry_after_the_answer_stores_nothing_new_and_returns_it_verbatim(
     trace = client.get(f"/runs/{run_id}").json()["trace"]
     assert (_count(engine, "runs"), _count(engine, "effects")) == (1, 1)
     assert _count(engine, "trace_events") == len(trace)
+
+
+# --- a run that calls the LLM Bridge claims first -------------------------------------------
+
+
+def _perceiving(tmp_path: Path) -> tuple[dict[str, Any], Path]:
+    """A triage call whose Intake step asks the (scripted) Bridge to read the visit reason."""
+    script = tmp_path / "bridge.json"
+    script.write_text(
+        json.dumps({"extract": [{"output": {"Symptom": ["Symptom"]}, "confidence": 0.95}]})
+    )
+    pid, eid = fx.new_id(), fx.new_id()
+    body = fx.hook_request(
+        "encounter-start",
+        {"patientId": pid, "encounterId": eid},
+        fhir_server=NO_SERVER,
+        scope=READ_ONLY,
+        prefetch={
+            "patient": fx.patient(pid),
+            "encounter": fx.encounter(eid, pid, reason="feels generally unwell"),
+            "vitals": fx.searchset([]),
+            "conditions": fx.searchset([]),
+        },
+    )
+    return body, script
+
+
+def test_twins_of_a_run_that_calls_the_bridge_call_it_once(
+    make_app_client: OpenClient, engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The patient's text leaves the process once: the run claims its hookInstance before the
+    Bridge call, and the twin that finds the claim waits for the stored answer."""
+    body, script = _perceiving(tmp_path)
+    calls: list[str] = []
+    extract = MockBridge.extract
+
+    def counted(self: MockBridge, *args: Any, **kwargs: Any) -> Any:
+        calls.append(threading.current_thread().name)
+        return extract(self, *args, **kwargs)
+
+    monkeypatch.setattr(MockBridge, "extract", counted)
+    answers: list[Any] = []
+    start = threading.Barrier(2)
+    with make_app_client(bridge_model=f"mock:{script}") as client:
+
+        def call() -> None:
+            start.wait()
+            answers.append(client.post("/cds-services/horismos-triage", json=body))
+
+        threads = [threading.Thread(target=call) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    assert [a.status_code for a in answers] == [200, 200]
+    assert answers[0].json() == answers[1].json()
+    assert "NonUrgentSymptom" in answers[0].json()["cards"][0]["detail"]
+    assert len(calls) == 1
+    assert _count(engine, "runs") == 1
+
+
+def test_a_claim_the_store_refuses_is_503_before_the_bridge_is_called(
+    make_app_client: OpenClient, engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body, script = _perceiving(tmp_path)
+    called: list[bool] = []
+    monkeypatch.setattr(MockBridge, "extract", lambda *a, **k: called.append(True))
+    with make_app_client(bridge_model=f"mock:{script}") as client:
+        with engine.begin() as connection:  # the runs table is gone: no claim can be taken
+            connection.execute(text("ALTER TABLE runs RENAME TO runs_away"))
+        try:
+            resp = client.post("/cds-services/horismos-triage", json=body)
+        finally:
+            with engine.begin() as connection:
+                connection.execute(text("ALTER TABLE runs_away RENAME TO runs"))
+    assert resp.status_code == 503, resp.text
+    assert resp.json()["resourceType"] == "OperationOutcome"
+    assert called == []
