@@ -91,11 +91,20 @@ def openapi(
 @app.command("verify")
 def verify_ontology(
     files: Annotated[
-        list[Path] | None, typer.Argument(help="Turtle files (default: the bundled ontologies).")
+        list[Path] | None,
+        typer.Argument(
+            help="Turtle files (default: what serve loads: HORISMOS_ONTOLOGY_PATHS, else the "
+            "bundled ontologies)."
+        ),
     ] = None,
 ) -> None:
-    """Load and verify ontology files: exit 0 when sound, else 1 with one line per problem."""
+    """Load and verify ontology files: exit 0 when sound, else 1 with one line per problem.
+
+    With no files it verifies what ``horismos serve`` would load: HORISMOS_ONTOLOGY_PATHS,
+    else the bundled ontologies.
+    """
     from app.ontology.cli_commands import verify_files
+    from app.settings import get_settings
     from app.tools.host import ToolHost
 
     host = ToolHost.discover()
@@ -104,6 +113,7 @@ def verify_ontology(
             files or [],
             out=typer.echo,
             err=_echo_err,
+            configured=get_settings().ontology_paths,
             registry=host.registry,
             host_problems=lambda o: [f"{iri}: {msg}" for iri, msg in host.binding_problems(o)],
         )

@@ -22,15 +22,10 @@ from adapters.fhir.client import MAX_RESPONSE_BYTES, NO_ANSWER, FhirClient, Fhir
 from app.cds.errors import Issue, PrefetchUnavailable, RequestInvalid
 from app.cds.fhir_data import resource_issues
 from app.cds.requests import HookRequest
+from app.ontology.hooks import USER_TOKENS
 from app.ontology.model import PrefetchTemplate
 
 _TOKEN = re.compile(r"\{\{\s*([A-Za-z0-9_.]+)\s*\}\}")
-_USER_TOKENS = {
-    "userPractitionerId": "Practitioner",
-    "userPractitionerRoleId": "PractitionerRole",
-    "userPatientId": "Patient",
-    "userRelatedPersonId": "RelatedPerson",
-}
 
 
 class Unrenderable(Exception):
@@ -49,10 +44,10 @@ def render(template: str, context: dict[str, Any]) -> str:
             if not isinstance(value, str | int) or value == "":
                 raise Unrenderable(name)
             return str(value)
-        if name in _USER_TOKENS:
+        if name in USER_TOKENS:
             user = context.get("userId")
             rtype, _, rid = str(user or "").partition("/")
-            if rtype != _USER_TOKENS[name] or not rid:
+            if rtype != USER_TOKENS[name] or not rid:
                 raise Unrenderable(name)
             return rid
         raise Unrenderable(name)

@@ -19,6 +19,7 @@ from adapters.fhir.client import path_escapes
 from adapters.fhir.notes import DataNote
 from app.cds.errors import Issue, RequestInvalid
 from app.cds.leniency import lenient_context, shared_id_issues
+from app.ontology.hooks import HOOKS, ContextField
 
 
 class FhirAuthorization(BaseModel):
@@ -83,61 +84,8 @@ class HookRequest:
 
 # --- per-hook context ---------------------------------------------------------------------
 
-_CLINICIAN = ("Practitioner", "PractitionerRole")
-_ANY_USER = ("Practitioner", "PractitionerRole", "Patient", "RelatedPerson")
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Field:
-    name: str
-    kind: str  # "id" | "user" | "ref" | "bundle" | "refs"
-    required: bool = True
-    types: tuple[str, ...] = ()
-
-
-#: Context fields per hook (CDS Hooks hook library, versions current with CDS Hooks 2.0).
-HOOK_CONTEXTS: dict[str, tuple[_Field, ...]] = {
-    "patient-view": (
-        _Field(name="userId", kind="user", types=_ANY_USER),
-        _Field(name="patientId", kind="id"),
-        _Field(name="encounterId", kind="id", required=False),
-    ),
-    "order-select": (
-        _Field(name="userId", kind="user", types=_CLINICIAN),
-        _Field(name="patientId", kind="id"),
-        _Field(name="encounterId", kind="id", required=False),
-        _Field(name="selections", kind="refs"),
-        _Field(name="draftOrders", kind="bundle"),
-    ),
-    "order-sign": (
-        _Field(name="userId", kind="user", types=_CLINICIAN),
-        _Field(name="patientId", kind="id"),
-        _Field(name="encounterId", kind="id", required=False),
-        _Field(name="draftOrders", kind="bundle"),
-    ),
-    "order-dispatch": (
-        _Field(name="patientId", kind="id"),
-        _Field(name="dispatchedOrders", kind="refs"),
-        _Field(name="performer", kind="ref"),
-        _Field(name="fulfillmentTasks", kind="bundle-list", required=False),
-    ),
-    "encounter-start": (
-        _Field(name="userId", kind="user", types=_CLINICIAN),
-        _Field(name="patientId", kind="id"),
-        _Field(name="encounterId", kind="id"),
-    ),
-    "encounter-discharge": (
-        _Field(name="userId", kind="user", types=_CLINICIAN),
-        _Field(name="patientId", kind="id"),
-        _Field(name="encounterId", kind="id"),
-    ),
-    "appointment-book": (
-        _Field(name="userId", kind="user", types=_ANY_USER),
-        _Field(name="patientId", kind="id"),
-        _Field(name="encounterId", kind="id", required=False),
-        _Field(name="appointments", kind="bundle"),
-    ),
-}
+#: Context fields per hook: the CDS Hooks registry (one table for requests and verification).
+HOOK_CONTEXTS: dict[str, tuple[ContextField, ...]] = HOOKS
 
 _ID = re.compile(r"^[A-Za-z0-9\-.]{1,64}$")
 _REF = re.compile(r"^([A-Z][A-Za-z]+)/([A-Za-z0-9\-.]{1,64})$")
@@ -168,7 +116,7 @@ def _check_context(hook: str, context: dict[str, Any]) -> list[Issue]:
     return issues
 
 
-def _check_field(f: _Field, value: Any, where: str) -> list[Issue]:
+def _check_field(f: ContextField, value: Any, where: str) -> list[Issue]:
     def bad(msg: str) -> list[Issue]:
         return [Issue(code="invalid", diagnostics=msg, expression=where)]
 

@@ -185,6 +185,7 @@ class FlowCompiler(CompilerBase):
             text=text,
             cards=cards,
             system_actions=actions,
+            custom_hook=bool(self.boolean(node, H("customHook"))),
         )
 
     def _card(self, node: Node, order: int) -> CardDecl:

@@ -34,8 +34,18 @@ class TypeChecker:
             iri: s for w in o.workflows.values() for iri, s in w.steps.items()
         }
 
-    def add(self, code: ProblemCode, node: str, message: str, path: str | None = None) -> None:
-        self.problems.append(Problem(code=code, node=node, message=message, path=path))
+    def add(
+        self,
+        code: ProblemCode,
+        node: str,
+        message: str,
+        path: str | None = None,
+        *,
+        suggestion: str | None = None,
+    ) -> None:
+        self.problems.append(
+            Problem(code=code, node=node, message=message, path=path, suggestion=suggestion)
+        )
 
     def run_types(self) -> None:
         self._codes()

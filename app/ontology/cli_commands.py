@@ -30,13 +30,17 @@ def verify_files(
     err: Echo,
     registry: Registry | None = None,
     host_problems: Callable[[Ontology], list[str]] | None = None,
+    configured: Sequence[Path] = (),
 ) -> int:
     """Load and verify; 0 and a summary when sound, else 1 and one line per problem.
+
+    With no ``files``, what ``horismos serve`` would load: the ``configured`` paths
+    (``HORISMOS_ONTOLOGY_PATHS``), else the bundled ontologies.
 
     ``registry`` is what ``python:NAME``/``rust:NAME`` bindings may name (the installed
     packages' tools; a name outside it is a load error); ``host_problems`` adds what the host
     cannot serve (a bound entry point that does not load)."""
-    paths = _paths(files)
+    paths = list(files) or [Path(p) for p in configured] or default_ontology_paths()
     try:
         ontology = load_ontology(paths, registry=registry)
     except OntologyError as exc:

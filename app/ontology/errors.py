@@ -39,6 +39,12 @@ ProblemCode = Literal[
     "service",
     "bindings",
     "unreachable",
+    "unit",
+    "fhir-path",
+    "code-system",
+    "hook",
+    "prefetch",
+    "unread",
 ]
 
 
@@ -48,13 +54,15 @@ class Problem:
 
     ``node`` is the IRI of the offending node, or of the nearest named node above a blank node,
     in which case ``path`` is the predicate path from it (``horis:when[2]/horis:greaterThan``).
-    ``message`` says what is wrong and what to add.
+    ``message`` says what is wrong and what to add; ``suggestion`` is the value most likely meant
+    (``valueQuantity`` for ``valueQuantiy``), when there is one.
     """
 
     code: ProblemCode
     node: str
     message: str
     path: str | None = None
+    suggestion: str | None = None  # what was most likely meant (already said in ``message``)
 
     def __str__(self) -> str:
         where = f"{self.node} {self.path}" if self.path else self.node

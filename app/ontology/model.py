@@ -499,6 +499,7 @@ class CdsServiceDef:
     text: tuple[TextSource, ...] = ()
     cards: tuple[CardDecl, ...] = ()
     system_actions: tuple[SystemActionDecl, ...] = ()  # horis:systemAction [ … ]…
+    custom_hook: bool = False  # horis:customHook true: not a hook of the CDS Hooks registry
 
 
 # --- the whole ---------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Static verification of a compiled ontology (DESIGN §7); ``horismos verify`` runs it.
+"""Static verification of a compiled ontology; ``horismos verify`` runs it.
 
 ``verify(ontology)`` returns every problem found (empty = sound) and never raises. Checks:
 
@@ -17,14 +17,22 @@
 - every CDS service runs a workflow with a focus, its card and system action terminals are
   terminal steps of that workflow, their conditions type-check, a system action cites an object
   property of the focus (and is not ``create``), ids and prefetch keys are unique;
-- a NarrationStep with ``horis:required true`` declares ``horis:onError`` unless terminal.
+- a NarrationStep with ``horis:required true`` declares ``horis:onError`` unless terminal;
+- what would fail silently at run time: units are UCUM, FHIRPath names real R4B elements, code
+  systems are absolute URIs (``app.ontology._verify_fhir``); each service's hook is in the
+  registry and its prefetch templates use only that hook's tokens and feed every mapping
+  (``app.ontology._verify_hooks``); every mapped property and coded class has a reader
+  (``app.ontology._verify_reach``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
-from app.ontology._typecheck import TypeChecker, conditions_of
+from app.ontology._typecheck import conditions_of
+from app.ontology._verify_fhir import FhirChecker
+from app.ontology._verify_hooks import HookChecker
+from app.ontology._verify_reach import ReachChecker
 from app.ontology.errors import Problem
 from app.ontology.model import (
     CdsServiceDef,
@@ -44,6 +52,9 @@ def verify(ontology: Ontology) -> list[Problem]:
     for w in ontology.workflows.values():
         v.workflow(w)
     v.services()
+    v.run_fhir()
+    v.run_hooks()
+    v.run_reach()
     for iri in ontology.unreachable_steps:
         v.add(
             "unreachable",
@@ -65,7 +76,7 @@ _NEEDS_NEXT = (
 )
 
 
-class _Verifier(TypeChecker):
+class _Verifier(FhirChecker, HookChecker, ReachChecker):
     # --- one workflow --------------------------------------------------------------------
 
     def workflow(self, w: WorkflowDef) -> None:

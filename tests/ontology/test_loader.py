@@ -266,8 +266,9 @@ def test_workflow_and_every_step_kind(full: Ontology) -> None:
 
 def test_cds_service(full: Ontology) -> None:
     svc = full.service("full")
-    assert (svc.hook, svc.title, svc.workflow, svc.usage_requirements) == (
+    assert (svc.hook, svc.custom_hook, svc.title, svc.workflow, svc.usage_requirements) == (
         "order-sign",
+        False,
         "Full",
         F + "Flow",
         "Needs a traveller.",

@@ -59,7 +59,8 @@ PAGE = (
         ),
         # it is read from FHIR
         (
-            ':consent horis:fromFhir [ horis:resourceType "Consent" ; horis:fhirPath "status" ] .',
+            ':consent horis:fromFhir [ horis:resourceType "Consent" ; '
+            'horis:fhirPath "status = \'active\'" ] .',
             "Assess",
         ),
         # an upstream tool declares it as an effect

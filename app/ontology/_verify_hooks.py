@@ -1,0 +1,195 @@
+"""Verification of each CDS service against its hook: the hook, prefetch, and what is read.
+
+- ``horis:hook`` is a hook of the CDS Hooks registry (``app.ontology.hooks``), or the service
+  says ``horis:customHook true`` (and then names no registry hook);
+- every ``{{token}}`` of a prefetch template is a prefetch token of that hook (its id-valued
+  context fields) or a CDS Hooks 2.0 user token of a hook that has ``userId``; a custom hook's
+  ``{{context.*}}`` tokens are not checked (its context is its own);
+- every template is a read (``Type/id``) or a search (``Type?name=value&…``) of an R4B resource
+  type. Search parameter names are not checked: the R4B models carry no search parameters;
+- every FHIR mapping of the focus class is fed: its ``horis:fromContext`` key is a context
+  field of the hook, or a template reads its resource type; so is every ``horis:text`` source.
+
+A template whose token the hook cannot fill is skipped at run time as "no such data", and a
+mapping no template feeds reads nothing: both would fail silently, every call.
+"""
+
+from __future__ import annotations
+
+import re
+
+from app.ontology._fhir_model import closest, closest_resource_type, is_resource_type
+from app.ontology._typecheck import TypeChecker
+from app.ontology.hooks import HOOKS, USER_TOKENS, ContextField
+from app.ontology.model import CdsServiceDef, PrefetchTemplate, local_name
+
+_TOKEN = re.compile(r"\{\{(.*?)\}\}")
+_NAME = re.compile(r"^\s*([A-Za-z0-9_.]+)\s*$")
+_QUERY = re.compile(r"^([A-Za-z]+)(?:/([^/?]+)|\?(.*))?$")
+
+
+class HookChecker(TypeChecker):
+    """The service-against-hook checks; ``run_hooks`` runs them all."""
+
+    def run_hooks(self) -> None:
+        for s in self.o.services.values():
+            fields = self._hook(s)
+            for t in s.prefetch:
+                self._template(s, t, fields)
+            self._fed(s, fields)
+
+    def _hook(self, s: CdsServiceDef) -> tuple[ContextField, ...] | None:
+        """The hook's context fields; None for a custom (or unknown) hook."""
+        fields = HOOKS.get(s.hook)
+        if s.custom_hook:
+            if fields is not None:
+                self.add(
+                    "hook",
+                    s.iri,
+                    f"{s.hook!r} is a hook of the CDS Hooks registry: remove horis:customHook",
+                    "horis:customHook",
+                )
+            return None
+        if fields is None:
+            hint = closest(s.hook, HOOKS)
+            self.add(
+                "hook",
+                s.iri,
+                f"{s.hook!r} is not a hook of the CDS Hooks registry ("
+                + ", ".join(HOOKS)
+                + "), so no EHR would call it"
+                + (f": did you mean {hint!r}?" if hint else "")
+                + "; a hook of your own needs horis:customHook true",
+                "horis:hook",
+                suggestion=hint,
+            )
+        return fields
+
+    # --- templates -------------------------------------------------------------------------
+
+    def _template(
+        self, s: CdsServiceDef, t: PrefetchTemplate, fields: tuple[ContextField, ...] | None
+    ) -> None:
+        where = f"horis:prefetch[{t.key}]"
+        for raw in _TOKEN.findall(t.query):
+            self._token(s, raw, fields, where)
+        rest = _TOKEN.sub("x", t.query)
+        found = _QUERY.match(rest)
+        if found is None or "{{" in rest or "}}" in rest:
+            self.add(
+                "prefetch",
+                s.iri,
+                f"{t.query!r} is not a FHIR read (Type/{{{{context.patientId}}}}) or search "
+                "(Type?name=value&…)",
+                where,
+            )
+            return
+        rtype, _rid, search = found.groups()
+        if not is_resource_type(rtype):
+            hint = closest_resource_type(rtype)
+            self.add(
+                "prefetch",
+                s.iri,
+                f"{rtype!r} is not a FHIR R4B resource type"
+                + (f": did you mean {hint!r}?" if hint else ""),
+                where,
+                suggestion=hint,
+            )
+        for param in (search or "").split("&") if search else ():
+            name, eq, _value = param.partition("=")
+            if not (name and eq):
+                self.add(
+                    "prefetch",
+                    s.iri,
+                    f"search parameter {param!r} of {t.query!r} is not name=value",
+                    where,
+                )
+
+    def _token(
+        self,
+        s: CdsServiceDef,
+        raw: str,
+        fields: tuple[ContextField, ...] | None,
+        where: str,
+    ) -> None:
+        match = _NAME.match(raw)
+        name = match.group(1) if match else raw
+        tokens = [f"context.{f.name}" for f in fields or () if f.token]
+        has_user = fields is None or any(f.name == "userId" for f in fields)
+        valid = [*tokens, *(USER_TOKENS if has_user else ())]
+        if match is not None:
+            if name in USER_TOKENS and has_user:
+                return
+            if name.startswith("context.") and (fields is None and s.custom_hook):
+                return
+            if name in tokens:
+                return
+        if fields is None and not s.custom_hook:
+            return  # the unknown hook is reported once, on horis:hook
+        hint = closest(name, valid) or closest(f"context.{name}", valid)
+        if name in USER_TOKENS:
+            why = f"{s.hook} has no context.userId, from which {{{{{name}}}}} is derived"
+        elif name.startswith("context.") and fields is not None:
+            field = next((f for f in fields if f"context.{f.name}" == name), None)
+            why = (
+                f"context.{field.name} of {s.hook} is a collection, not a prefetch token"
+                if field is not None
+                else f"{s.hook} has no context field {name.removeprefix('context.')!r}"
+            )
+        else:
+            why = "it is not a CDS Hooks prefetch token"
+        self.add(
+            "prefetch",
+            s.iri,
+            f"{{{{{raw}}}}} cannot be filled ({why}), so this key would always be empty"
+            + (f": did you mean {{{{{hint}}}}}?" if hint else "")
+            + f"; {s.hook} gives "
+            + (", ".join(f"{{{{{v}}}}}" for v in valid) or "no tokens"),
+            where,
+            suggestion=f"{{{{{hint}}}}}" if hint else None,
+        )
+
+    # --- what the templates and the context feed -------------------------------------------
+
+    def _fed(self, s: CdsServiceDef, fields: tuple[ContextField, ...] | None) -> None:
+        w = self.o.workflows.get(s.workflow)
+        if w is None or w.focus is None:
+            return
+        fetched = {_type_of(t.query) for t in s.prefetch}
+        context = {f.name for f in fields or ()}
+        for p in self.o.properties_of(w.focus):
+            for i, m in enumerate(p.from_fhir):
+                at = f"{local_name(p.iri)} horis:fromFhir[{i + 1}]"
+                if m.context_key is not None:
+                    if fields is not None and m.context_key not in context:
+                        hint = closest(m.context_key, context)
+                        self.add(
+                            "prefetch",
+                            s.iri,
+                            f"{at} reads context.{m.context_key}, which {s.hook} does not have"
+                            + (f": did you mean {hint!r}?" if hint else "")
+                            + f"; its context is {', '.join(sorted(context))}",
+                            "horis:hook",
+                            suggestion=hint,
+                        )
+                elif m.resource_type not in fetched and is_resource_type(m.resource_type):
+                    self.add(
+                        "prefetch",
+                        s.iri,
+                        f"{at} reads {m.resource_type} resources, but no prefetch template of "
+                        f"this service reads {m.resource_type}, so {p.name} is never read: add "
+                        f"one (e.g. {m.resource_type}?patient={{{{context.patientId}}}})",
+                    )
+        for i, t in enumerate(s.text):
+            if t.resource_type not in fetched and is_resource_type(t.resource_type):
+                self.add(
+                    "prefetch",
+                    s.iri,
+                    f"horis:text reads {t.resource_type}, but no prefetch template of this "
+                    f"service reads {t.resource_type}, so the run would have no text",
+                    f"horis:text[{i + 1}]",
+                )
+
+
+def _type_of(query: str) -> str:
+    return re.split(r"[/?]", query.strip(), maxsplit=1)[0]

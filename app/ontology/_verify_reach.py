@@ -1,0 +1,103 @@
+"""Verification that everything a FHIR mapping produces has a reader.
+
+A mapped property that no rule, condition, card, binding or step reads, or a coded class that
+hydration can make an instance of but that no ``horis:isA`` (of it or an ancestor) and no
+reader of the whole property can see, is hydrated on every call and changes nothing: usually
+the trace of a renamed rule or class. Readers: conditions anywhere (rules, requires, goals,
+branches, cards, system actions, candidates), rules ``horis:about`` the class, ActionStep
+bindings, narrations, ``horis:decides``, ``horis:selects``, ``horis:cites`` and candidate
+paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from app.ontology._typecheck import TypeChecker, conditions_of
+from app.ontology.model import Condition, PropertyDef, local_name
+
+
+class ReachChecker(TypeChecker):
+    """``run_reach`` reports every mapped property and coded class nothing reads."""
+
+    def run_reach(self) -> None:
+        conditions = list(self._conditions())
+        whole: set[str] = set(self._whole_readers())
+        isa: dict[str, set[str]] = {}  # property -> classes its isA conditions test
+        for c in conditions:
+            for i, prop in enumerate(c.path):
+                last = i == len(c.path) - 1
+                if last and c.op == "isA":
+                    isa.setdefault(prop, set()).add(str(c.value))
+                else:
+                    whole.add(prop)
+        about = {r.about for r in self.o.rules}
+        for p in self.o.properties.values():
+            if not p.from_fhir:
+                continue
+            if p.iri not in whole and p.iri not in isa:
+                self.add(
+                    "unread",
+                    p.iri,
+                    f"{p.name} is read from FHIR on every call, but no rule, condition, card, "
+                    "binding or step reads it: read it, or remove its horis:fromFhir",
+                    "horis:fromFhir",
+                )
+                continue
+            if p.is_object and p.iri not in whole:
+                self._classes(p, isa.get(p.iri, set()), about)
+
+    def _classes(self, p: PropertyDef, tested: set[str], about: set[str]) -> None:
+        for cls in self._produced(p):
+            seen = set(self.o.ancestors(cls))
+            if seen & tested or seen & about:
+                continue
+            tests = ", ".join(sorted(local_name(t) for t in tested)) or "nothing"
+            self.add(
+                "unread",
+                cls,
+                f"a FHIR coding of {local_name(cls)} becomes a {p.name} fact, but no condition "
+                f"can see it (the horis:isA tests on {p.name} name {tests}): test it or an "
+                "ancestor with horis:isA, or remove its horis:code",
+                "horis:code",
+            )
+
+    def _produced(self, p: PropertyDef) -> Iterable[str]:
+        for cls in self.o.subclasses(p.range):
+            node = self.o.classes.get(cls)
+            if node is not None and node.codes:
+                yield cls
+        if any(m.context_key is not None for m in p.from_fhir):
+            yield p.range
+
+    def _conditions(self) -> Iterable[Condition]:
+        for r in self.o.rules:
+            yield from r.when
+        for step in self.steps.values():
+            for _pred, c in conditions_of(step):
+                yield c
+            if step.candidates is not None:
+                yield from step.candidates.where
+        for s in self.o.services.values():
+            for card in s.cards:
+                yield from card.when
+            for action in s.system_actions:
+                yield from action.when
+
+    def _whole_readers(self) -> Iterable[str]:
+        """Properties read as a whole, whatever class their values have."""
+        for w in self.o.workflows.values():
+            if w.decides is not None:
+                yield w.decides
+        for step in self.steps.values():
+            yield from (b.property for b in step.bindings if b.property is not None)
+            if step.narrates is not None:
+                yield step.narrates
+            if step.selects is not None:
+                yield step.selects
+            if step.candidates is not None:
+                yield from step.candidates.path
+        for s in self.o.services.values():
+            for card in s.cards:
+                yield from (x.cites for x in card.suggestions if x.cites is not None)
+            yield from (a.cites for a in s.system_actions if a.cites is not None)
