@@ -36,12 +36,13 @@ from app.ucum import convertible, is_ucum, suggest
 _FITS: dict[str, frozenset[str]] = {
     XSD + "decimal": frozenset({"Quantity", "decimal", "integer", "unsignedInt", "positiveInt"}),
     XSD + "integer": frozenset({"Quantity", "integer", "unsignedInt", "positiveInt", "decimal"}),
-    XSD + "string": frozenset({"string", "code", "markdown", "uri", "url", "canonical", "id"}),
+    XSD + "string": frozenset({"string", "code", "markdown", "uri", "url", "canonical", "id"})
+    | {"Coding", "CodeableConcept"},  # read as "system|code" values
     XSD + "boolean": frozenset({"boolean"}),
     XSD + "dateTime": frozenset({"dateTime", "instant", "date"}),
     XSD + "date": frozenset({"date", "dateTime"}),
 }
-_TEXT = _FITS[XSD + "string"]
+_TEXT = frozenset({"string", "code", "markdown", "uri", "url", "canonical", "id"})
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:\S+$")
 
 
@@ -106,7 +107,7 @@ class FhirChecker(TypeChecker):
         before = len(self.problems)
         yields = self._path(p.iri, m.fhir_path, m.resource_type, f"{at}/horis:fhirPath", units)
         component = _coded_component(m.resource_type)
-        if m.codings and component is not None and len(self.problems) == before:
+        if (m.codings or m.value_sets) and component is not None and len(self.problems) == before:
             # hydration reads the same path on a component whose code matches (a panel's part)
             found = self._path(
                 p.iri, m.fhir_path, component, f"{at}/horis:fhirPath", units, m.resource_type

@@ -7,6 +7,11 @@ the trace of a renamed rule or class. Readers: conditions anywhere (rules, requi
 branches, cards, system actions, candidates), rules ``horis:about`` the class, ActionStep
 bindings, narrations, ``horis:decides``, ``horis:selects``, ``horis:cites`` and candidate
 paths.
+
+A condition that reads the *absence* of a FHIR-mapped property (``horis:isAssigned false``)
+depends on what no value means, so that property must say it: ``horis:absentMeans
+horis:Unknown`` (a measurement: the conclusion is undecided while the input is incomplete) or
+``horis:None`` (a record list: an answered search without a match means there is none).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ class ReachChecker(TypeChecker):
                     isa.setdefault(prop, set()).add(str(c.value))
                 else:
                     whole.add(prop)
+        self._absence(conditions)
         about = {r.about for r in self.o.rules}
         for p in self.o.properties.values():
             if not p.from_fhir:
@@ -46,6 +52,28 @@ class ReachChecker(TypeChecker):
                 continue
             if p.is_object and p.iri not in whole:
                 self._classes(p, isa.get(p.iri, set()), about)
+
+    def _absence(self, conditions: list[Condition]) -> None:
+        readers: dict[str, list[str]] = {}
+        for c in conditions:
+            if c.op == "isAssigned" and c.value is False:
+                for prop in c.path:
+                    readers.setdefault(prop, []).append(c.node or "")
+        for prop, nodes in readers.items():
+            p = self.o.properties.get(prop)
+            if p is None or not p.from_fhir or p.absent_means is not None:
+                continue
+            who = ", ".join(sorted({local_name(n.split(" ", 1)[0]) for n in nodes if n}))
+            self.add(
+                "absent-means",
+                p.iri,
+                f"the absence of {p.name} is read (horis:isAssigned false) by "
+                f"{who or 'a condition'}, so what no value means must be declared: "
+                "horis:absentMeans horis:Unknown (a measurement: undecided while the input is "
+                "incomplete) or horis:None (a record list: an answered search without a match "
+                "means none)",
+                "horis:absentMeans",
+            )
 
     def _classes(self, p: PropertyDef, tested: set[str], about: set[str]) -> None:
         for cls in self._produced(p):
@@ -65,7 +93,7 @@ class ReachChecker(TypeChecker):
     def _produced(self, p: PropertyDef) -> Iterable[str]:
         for cls in self.o.subclasses(p.range):
             node = self.o.classes.get(cls)
-            if node is not None and node.codes:
+            if node is not None and (node.codes or node.value_sets):
                 yield cls
         if any(m.context_key is not None for m in p.from_fhir):
             yield p.range

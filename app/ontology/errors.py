@@ -45,6 +45,7 @@ ProblemCode = Literal[
     "hook",
     "prefetch",
     "unread",
+    "absent-means",
 ]
 
 

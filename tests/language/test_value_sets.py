@@ -37,6 +37,14 @@ MEDS = """
     horis:when [ horis:property :medication ;
                  horis:inValueSet <http://example.org/vs/benzodiazepines> ] ;
     horis:then [ horis:property :onBenzodiazepine ; horis:value true ] .
+:palliative a horis:Property ; horis:domain :Patient ; horis:range xsd:boolean ;
+    horis:cardinality "0..1" ; horis:assignedBy horis:RulesOnly .
+:Palliative a horis:Rule ; horis:about :Patient ;
+    horis:when [ horis:property :terminalDiagnosis ; horis:isAssigned true ] ;
+    horis:then [ horis:property :palliative ; horis:value true ] .
+:OpioidOrdered a horis:Rule ; horis:about :Patient ;
+    horis:when [ horis:path ( :hasOpioidOrder ) ; horis:isA :Opioid ] ;
+    horis:then [ horis:property :onOpioid ; horis:value true ] .
 """
 
 

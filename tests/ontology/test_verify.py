@@ -60,7 +60,7 @@ PAGE = (
         # it is read from FHIR
         (
             ':consent horis:fromFhir [ horis:resourceType "Consent" ; '
-            'horis:fhirPath "status = \'active\'" ] .',
+            "horis:fhirPath \"status = 'active'\" ] .",
             "Assess",
         ),
         # an upstream tool declares it as an effect
@@ -138,6 +138,7 @@ def test_negation_on_a_property_outside_the_cycle_is_stratified(
         ttl,
         "[ horis:property :hr ; horis:greaterThan 100 ]",
         "[ horis:property :hr ; horis:isAssigned false ]",
+        ":hr horis:absentMeans horis:Unknown .\n",
     )
     assert verify(load_ontology([path])) == []
 

@@ -15,10 +15,12 @@ from app.ontology import Problem, load_ontology, verify
 from tests.ontology.conftest import DATA, ROOT, T
 
 SOUND = (DATA / "verify_sound.ttl").read_text(encoding="utf-8").split("\n", 1)[1]
-HR_MAP = """horis:fromFhir [ horis:resourceType "Observation" ; horis:coding "http://loinc.org|8867-4" ;
-                     horis:fhirPath "valueQuantity" ] ."""
-SERVICE = """:Service a horis:CdsService ; horis:id "t" ; horis:hook "{hook}" ; horis:description "t" ;
-    horis:workflow :Flow {extra};
+HR_MAP = (
+    'horis:fromFhir [ horis:resourceType "Observation" ; horis:coding "http://loinc.org|8867-4" ;\n'
+    '                     horis:fhirPath "valueQuantity" ] .'
+)
+SERVICE = """:Service a horis:CdsService ; horis:id "t" ; horis:hook "{hook}" ;
+    horis:description "t" ; horis:workflow :Flow {extra};
     horis:prefetch [ horis:key "vitals" ; horis:query "{query}" ] .
 """
 
@@ -163,7 +165,8 @@ def test_text_sources_and_commit_elements_are_checked(tmp_path: Path) -> None:
         ':assign a horis:Tool ; horis:takes [ horis:arg [ horis:name "queue" ; '
         'horis:type :Level ] ] ; horis:binding "fhir:commit" ;\n'
         '    horis:commits [ horis:resourceType "Encounter" ; horis:element "priorty" ; '
-        'horis:valueArg "queue" ; horis:operation horis:Update ; horis:scope "user/Encounter.write" ] .\n'
+        'horis:valueArg "queue" ; horis:operation horis:Update ;\n'
+        '                    horis:scope "user/Encounter.write" ] .\n'
     )
     p = _only(_problems(SOUND + tool, tmp_path))
     assert (p.code, p.node, p.path, p.suggestion) == (
