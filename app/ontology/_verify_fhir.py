@@ -15,7 +15,7 @@ Verification names the node and, where it can, what was most likely meant.
   date for ``horis:YearsSince``, a Quantity or number for a number …); ``horis:text`` paths
   and ``horis:commits`` elements likewise.
 - every code system (``horis:code``, ``horis:coding``, ``horis:codeSystem``) is an absolute
-  URI, and not a near miss of a canonical one (``data/code_systems.json``).
+  URI, and not a near miss of a canonical one (``code_systems.json``).
 """
 
 from __future__ import annotations
@@ -279,7 +279,7 @@ def _coded_component(resource_type: str) -> str | None:
 
 @cache
 def _code_systems() -> tuple[dict[str, str], tuple[str, ...]]:
-    text = resources.files("app.ontology").joinpath("data/code_systems.json").read_text("utf-8")
+    text = resources.files("app.ontology").joinpath("code_systems.json").read_text("utf-8")
     data = json.loads(text)
     return dict(data["systems"]), tuple(data["namespaces"])
 
