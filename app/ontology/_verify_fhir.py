@@ -140,6 +140,14 @@ class FhirChecker(TypeChecker):
         if m.transform == "YearsSince":
             if not yields & {"date", "dateTime"}:
                 self._misfit(p, f"{what}; horis:YearsSince needs a date", at)
+            if p.unit is not None and is_ucum(p.unit) and not convertible("a", p.unit):
+                self.add(
+                    "unit",
+                    p.iri,
+                    f"horis:YearsSince yields years, but {p.name} is in {p.unit!r}: use 'a'",
+                    "horis:unit",
+                    suggestion="a",
+                )
             return
         if p.is_object:
             if m.context_key is None and "CodeableConcept" not in yields:

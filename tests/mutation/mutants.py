@@ -194,6 +194,40 @@ OPERATORS: tuple[Operator, ...] = (
 )
 
 
+def _other_dimension(unit: str) -> str | None:
+    """A valid UCUM unit readings in ``unit`` cannot be converted to (``/min`` → ``kg``)."""
+    from app.ucum import convertible
+
+    return next(
+        (u for u in ("kg", "m", "mol/L") if is_ucum(unit) and not convertible(unit, u)), None
+    )
+
+
+def _other_code(coding: str) -> str | None:
+    """A code no data carries: ``http://loinc.org|8867-4`` → ``http://loinc.org|8867-40``."""
+    system, bar, code = coding.partition("|")
+    return f"{system}|{code}0" if bar and code else None
+
+
+#: Mistakes verification cannot see, because only the data shows them: a valid unit the
+#: readings are never in, a code no resource carries. Served, each must yield a card that names
+#: the input it cost (the property's label), never a quiet decision without it.
+RUNTIME_OPERATORS: tuple[Operator, ...] = (
+    Operator(
+        name="unit-other-dimension",
+        predicate="horis:unit",
+        mutate=_other_dimension,
+        about="a valid UCUM unit of another dimension: every reading is refused",
+    ),
+    Operator(
+        name="coding-other-code",
+        predicate="horis:coding",
+        mutate=_other_code,
+        about="a code no resource carries: the input is never found",
+    ),
+)
+
+
 def deployments() -> list[Path]:
     """Every bundled deployment, as ``horismos serve`` loads them by default."""
     return default_ontology_paths()

@@ -82,6 +82,20 @@ def test_a_unit_a_mapping_tests_for_must_convert_to_the_property_unit(tmp_path: 
     assert (p.code, p.suggestion) == ("fhir-path", "mm[Hg]")
 
 
+def test_an_age_in_years_must_be_in_a_unit_of_time(tmp_path: Path) -> None:
+    age = (
+        ":age a horis:Property ; horis:domain :Patient ; horis:range xsd:integer ;\n"
+        '    horis:unit "{u}" ;\n'
+        '    horis:fromFhir [ horis:resourceType "Patient" ; horis:fhirPath "birthDate" ;\n'
+        "                     horis:transform horis:YearsSince ] .\n"
+        ":Old a horis:Rule ; horis:about :Patient ; horis:when [ horis:property :age ; "
+        "horis:atLeast 65 ] ;\n    horis:then [ horis:property :level ; horis:value :High ] .\n"
+    )
+    assert _problems(SOUND + age.format(u="a"), tmp_path) == []
+    p = _only(_problems(SOUND + age.format(u="kg"), tmp_path))
+    assert (p.code, p.node, p.suggestion) == ("unit", T + "age", "a")
+
+
 def test_a_quantity_read_into_a_property_without_a_unit_is_refused(tmp_path: Path) -> None:
     p = _only(_problems(SOUND.replace('    horis:unit "/min" ;\n', ""), tmp_path))
     assert (p.code, p.node) == ("unit", T + "hr")
