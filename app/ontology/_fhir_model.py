@@ -27,6 +27,7 @@ class Element:
     name: str
     types: tuple[str, ...]
     repeats: bool
+    targets: tuple[str, ...] = ()  # for a Reference: the resource types it may name
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,7 +95,13 @@ def type_info(name: str) -> TypeInfo | None:
         type_name, repeats = _type_name(field.annotation)
         if type_name is None:
             continue
-        elements[field_name] = Element(name=field_name, types=(type_name,), repeats=repeats)
+        targets = extra.get("enum_reference_types")
+        elements[field_name] = Element(
+            name=field_name,
+            types=(type_name,),
+            repeats=repeats,
+            targets=tuple(t for t in targets or () if isinstance(t, str)),
+        )
         base = extra.get("one_of_many")
         if isinstance(base, str):
             choices.setdefault(base, []).append(field_name)

@@ -33,9 +33,11 @@ from app.ontology.errors import ProblemCode
 from app.ontology.model import XSD, FhirMapping, PropertyDef, local_name
 from app.ucum import convertible, is_ucum, suggest
 
+#: Quantity and its specializations: hydration converts any of them by its UCUM code
+_QUANTITY = frozenset({"Quantity", "Duration", "Age", "Count", "Distance", "SimpleQuantity"})
 _FITS: dict[str, frozenset[str]] = {
-    XSD + "decimal": frozenset({"Quantity", "decimal", "integer", "unsignedInt", "positiveInt"}),
-    XSD + "integer": frozenset({"Quantity", "integer", "unsignedInt", "positiveInt", "decimal"}),
+    XSD + "decimal": _QUANTITY | {"decimal", "integer", "unsignedInt", "positiveInt"},
+    XSD + "integer": _QUANTITY | {"integer", "unsignedInt", "positiveInt", "decimal"},
     XSD + "string": frozenset({"string", "code", "markdown", "uri", "url", "canonical", "id"})
     | {"Coding", "CodeableConcept"},  # read as "system|code" values
     XSD + "boolean": frozenset({"boolean"}),
@@ -105,9 +107,17 @@ class FhirChecker(TypeChecker):
             return
         units: list[str] = []
         before = len(self.problems)
-        yields = self._path(p.iri, m.fhir_path, m.resource_type, f"{at}/horis:fhirPath", units)
+        if m.via is not None:
+            yields = self._via(p, m, at)
+        else:
+            yields = self._path(p.iri, m.fhir_path, m.resource_type, f"{at}/horis:fhirPath", units)
         component = _coded_component(m.resource_type)
-        if (m.codings or m.value_sets) and component is not None and len(self.problems) == before:
+        if (
+            (m.codings or m.value_sets)
+            and m.via is None
+            and component is not None
+            and len(self.problems) == before
+        ):
             # hydration reads the same path on a component whose code matches (a panel's part)
             found = self._path(
                 p.iri, m.fhir_path, component, f"{at}/horis:fhirPath", units, m.resource_type
@@ -135,6 +145,45 @@ class FhirChecker(TypeChecker):
                     at,
                 )
 
+    def _via(self, p: PropertyDef, m: FhirMapping, at: str) -> set[str] | None:
+        """``horis:via`` names a Reference of the resource; the path is read on what it names
+        (any of the types the R4B model lets it reference)."""
+        info = type_info(m.resource_type)
+        element = info.elements.get(m.via or "") if info else None
+        if info is None or element is None or element.types != ("Reference",):
+            hint = closest(
+                m.via or "",
+                [
+                    e.name
+                    for e in (info.elements.values() if info else ())
+                    if e.types == ("Reference",)
+                ],
+            )
+            self.add(
+                "fhir-path",
+                p.iri,
+                f"horis:via {m.via!r} is not a Reference element of {m.resource_type}"
+                + (f": did you mean {hint!r}?" if hint else ""),
+                f"{at}/horis:via",
+                suggestion=hint,
+            )
+            return None
+        results = [(t, check_path(m.fhir_path, t)) for t in element.targets if type_info(t)]
+        fine = [r for _t, r in results if not r.findings]
+        if fine or not results:
+            types = [r.types for r in fine]
+            return None if not types or any(t is None for t in types) else set().union(*types)  # type: ignore[arg-type]
+        target, first = results[0]
+        for f in first.findings:
+            self.add(
+                "fhir-path",
+                p.iri,
+                f"{m.fhir_path!r} (read on the {target} {m.via} names): {f.message}",
+                f"{at}/horis:fhirPath",
+                suggestion=f.suggestion,
+            )
+        return None
+
     def _fits(self, p: PropertyDef, m: FhirMapping, yields: frozenset[str], at: str) -> None:
         what = f"horis:fhirPath {m.fhir_path!r} yields {_names(yields)}"
         if m.transform == "YearsSince":
@@ -149,8 +198,17 @@ class FhirChecker(TypeChecker):
                     suggestion="a",
                 )
             return
+        if m.transform == "PeriodDays":
+            if "Period" not in yields:
+                self._misfit(p, f"{what}; horis:PeriodDays needs a Period", at)
+            return
         if p.is_object:
-            if m.context_key is None and "CodeableConcept" not in yields:
+            coded = any(
+                (c := self.o.classes.get(iri)) is not None and bool(c.codes or c.value_sets)
+                for iri in self.o.subclasses(p.range)
+            )
+            # a range no code decides takes every selected resource, whatever the path yields
+            if coded and m.context_key is None and "CodeableConcept" not in yields:
                 self._misfit(
                     p,
                     f"{what}; an object property needs a CodeableConcept (its codings select "
@@ -161,7 +219,7 @@ class FhirChecker(TypeChecker):
         fits = _FITS.get(p.range)
         if fits is not None and not yields & fits:
             self._misfit(p, f"{what}, which never fits {p.name} ({local_name(p.range)})", at)
-        elif "Quantity" in yields and p.unit is None:
+        elif yields & _QUANTITY and p.unit is None:
             self._misfit(
                 p,
                 f"{what} but {p.name} declares no horis:unit: readings in any unit would be "

@@ -1,11 +1,10 @@
-"""Verification that everything a FHIR mapping produces has a reader.
+"""Verification that every class a FHIR mapping produces has a reader.
 
-A mapped property that no rule, condition, card, binding or step reads, or a coded class that
-hydration can make an instance of but that no ``horis:isA`` (of it or an ancestor) and no
-reader of the whole property can see, is hydrated on every call and changes nothing: usually
-the trace of a renamed rule or class. Readers: conditions anywhere (rules, requires, goals,
-branches, cards, system actions, candidates), rules ``horis:about`` the class, ActionStep
-bindings, narrations, ``horis:decides``, ``horis:selects``, ``horis:cites`` and candidate
+A coded class that hydration can make an instance of, but that no ``horis:isA`` (of it or an
+ancestor) and no reader of the whole property can see, is hydrated on every call and changes
+nothing: usually the trace of a renamed rule or class. Readers: conditions anywhere (rules,
+requires, goals, branches, cards, system actions, candidates), rules ``horis:about`` the class,
+ActionStep bindings, narrations, ``horis:decides``, ``horis:selects``, ``horis:cites`` and candidate
 paths.
 
 A condition that reads the *absence* of a FHIR-mapped property (``horis:isAssigned false``)
@@ -23,7 +22,8 @@ from app.ontology.model import Condition, PropertyDef, local_name
 
 
 class ReachChecker(TypeChecker):
-    """``run_reach`` reports every mapped property and coded class nothing reads."""
+    """``run_reach`` reports every coded class a mapping produces that nothing reads, and
+    every absence read of a property that does not say what absence means."""
 
     def run_reach(self) -> None:
         conditions = list(self._conditions())
@@ -39,18 +39,7 @@ class ReachChecker(TypeChecker):
         self._absence(conditions)
         about = {r.about for r in self.o.rules}
         for p in self.o.properties.values():
-            if not p.from_fhir:
-                continue
-            if p.iri not in whole and p.iri not in isa:
-                self.add(
-                    "unread",
-                    p.iri,
-                    f"{p.name} is read from FHIR on every call, but no rule, condition, card, "
-                    "binding or step reads it: read it, or remove its horis:fromFhir",
-                    "horis:fromFhir",
-                )
-                continue
-            if p.is_object and p.iri not in whole:
+            if p.from_fhir and p.is_object and p.iri not in whole:
                 self._classes(p, isa.get(p.iri, set()), about)
 
     def _absence(self, conditions: list[Condition]) -> None:

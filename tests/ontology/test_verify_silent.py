@@ -305,13 +305,21 @@ def test_every_mapping_must_be_fed_by_a_template_or_the_context(tmp_path: Path) 
 # --- readers -------------------------------------------------------------------------------
 
 
-def test_a_mapped_property_nobody_reads_is_reported(tmp_path: Path) -> None:
-    unread = SOUND.replace(
-        "horis:when ( [ horis:property :hr ; horis:greaterThan 100 ] )",
-        "horis:when ( [ horis:property :level ; horis:isAssigned false ] )",
+def test_a_coded_class_nobody_can_see_is_reported(tmp_path: Path) -> None:
+    symptoms = (
+        ":Symptom a horis:Class .\n"
+        ':Fever rdfs:subClassOf :Symptom ; horis:code "http://snomed.info/sct|386661006" .\n'
+        ':Cough rdfs:subClassOf :Symptom ; horis:code "http://snomed.info/sct|49727002" .\n'
+        ":hasSymptom a horis:Property ; horis:domain :Patient ; horis:range :Symptom ;\n"
+        '    horis:fromFhir [ horis:resourceType "Condition" ; horis:fhirPath "code" ] .\n'
+        ":FeverRule a horis:Rule ; horis:about :Patient ;\n"
+        "    horis:when ( [ horis:path ( :hasSymptom ) ; horis:isA {tested} ] ) ;\n"
+        "    horis:then [ horis:property :level ; horis:value :High ] .\n"
     )
-    problems = _problems(unread, tmp_path)
-    assert ("unread", T + "hr") in {(p.code, p.node) for p in problems}
+    p = _only(_problems(SOUND + symptoms.format(tested=":Fever"), tmp_path))
+    assert (p.code, p.node, p.path) == ("unread", T + "Cough", "horis:code")
+    # a test of the parent sees every coded child
+    assert _problems(SOUND + symptoms.format(tested=":Symptom"), tmp_path) == []
 
 
 # --- what serve loads ----------------------------------------------------------------------
