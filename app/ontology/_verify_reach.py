@@ -4,8 +4,8 @@ A coded class that hydration can make an instance of, but that no ``horis:isA`` 
 ancestor) and no reader of the whole property can see, is hydrated on every call and changes
 nothing: usually the trace of a renamed rule or class. Readers: conditions anywhere (rules,
 requires, goals, branches, cards, system actions, candidates), rules ``horis:about`` the class,
-ActionStep bindings, narrations, ``horis:decides``, ``horis:selects``, ``horis:cites`` and candidate
-paths.
+aggregates (their paths and filters), ActionStep bindings, narrations, ``horis:decides``,
+``horis:selects``, ``horis:cites`` and candidate paths.
 
 A condition that reads the *absence* of a FHIR-mapped property (``horis:isAssigned false``)
 depends on what no value means, so that property must say it: ``horis:absentMeans
@@ -90,6 +90,9 @@ class ReachChecker(TypeChecker):
     def _conditions(self) -> Iterable[Condition]:
         for r in self.o.rules:
             yield from r.when
+        for p in self.o.properties.values():
+            if p.aggregate is not None:
+                yield from p.aggregate.where
         for step in self.steps.values():
             for _pred, c in conditions_of(step):
                 yield c
@@ -103,6 +106,12 @@ class ReachChecker(TypeChecker):
 
     def _whole_readers(self) -> Iterable[str]:
         """Properties read as a whole, whatever class their values have."""
+        for p in self.o.properties.values():
+            if p.aggregate is not None:  # it reads every value along its paths
+                for path in p.aggregate.over:
+                    yield from path
+                if p.aggregate.of is not None:
+                    yield p.aggregate.of
         for w in self.o.workflows.values():
             if w.decides is not None:
                 yield w.decides
