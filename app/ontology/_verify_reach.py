@@ -80,12 +80,12 @@ class ReachChecker(TypeChecker):
             )
 
     def _produced(self, p: PropertyDef) -> Iterable[str]:
+        # only classes a code decides: the range itself also takes whatever no code names
+        # (any other draft order), which a deployment may rightly ignore
         for cls in self.o.subclasses(p.range):
             node = self.o.classes.get(cls)
             if node is not None and (node.codes or node.value_sets):
                 yield cls
-        if any(m.context_key is not None for m in p.from_fhir):
-            yield p.range
 
     def _conditions(self) -> Iterable[Condition]:
         for r in self.o.rules:
