@@ -278,7 +278,7 @@ class FhirChecker(TypeChecker):
         if not self._resource_type(tool, resource_type, f"{where}/horis:resourceType"):
             return
         info = type_info(resource_type)
-        if info is not None and element not in info.elements:
+        if element and info is not None and element not in info.elements:
             hint = closest(element, info.elements)
             self.add(
                 "fhir-path",
