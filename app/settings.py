@@ -77,6 +77,12 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(default=5_000_000, gt=0)
     #: Largest FHIR answer one prefetch key may read, all its pages together, in bytes.
     max_fhir_response_bytes: int = Field(default=20_000_000, gt=0)
+    #: The longest one hook call may take, end to end, before it is answered 503 (the run
+    #: itself carries on and stores its answer for a retry of the same hookInstance).
+    hook_deadline_seconds: float = Field(default=10.0, gt=0)
+    #: How long a claimed run's lease lasts; its process renews it while the run works, and a
+    #: retry may take the run over once it has expired (the process died).
+    run_lease_seconds: float = Field(default=15.0, ge=1)
     #: How often pending commit effects are reconciled; 0 disables the background loop.
     reconcile_interval_seconds: float = Field(default=60.0, ge=0)
     #: Signs the card's link to a run's record (HMAC-SHA256) so a browser can open that one

@@ -82,6 +82,14 @@ def path_escapes(path: str) -> bool:
     return False
 
 
+def _next_link(bundle: dict[str, Any]) -> str | None:
+    links = bundle.get("link")
+    for link in links if isinstance(links, list) else []:
+        if isinstance(link, dict) and link.get("relation") == "next" and link.get("url"):
+            return str(link["url"])
+    return None
+
+
 def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
     return (url.scheme, url.host, url.port)
 
@@ -123,29 +131,32 @@ class FhirClient:
     async def read(self, query: str) -> dict[str, Any]:
         """GET a resource or a search; searchset pages are followed and merged (at most 10, all
         of them together at most ``max_bytes``), only while they stay on ``fhirServer``'s origin.
-        """
+
+        A search is read whole or not at all: a ``next`` link back to a page already read (a
+        paging loop) or an eleventh page is a refusal, never a silently shortened list."""
         url = self._checked(self.url(query))
         budget = [self._max_bytes]
         body = await self._get(url, budget)
         if body.get("resourceType") != "Bundle":
             return body
         entries = list(body.get("entry") or [])
-        pages = 1
-        while pages < MAX_PAGES:
-            links = body.get("link")
-            nxt = next(
-                (
-                    ln.get("url")
-                    for ln in (links if isinstance(links, list) else [])
-                    if isinstance(ln, dict) and ln.get("relation") == "next"
-                ),
-                None,
-            )
-            if not nxt:
-                break
-            body = await self._get(self._checked(self._same_origin(url, str(nxt))), budget)
+        seen = {url}
+        while (nxt := _next_link(body)) is not None:
+            page = self._checked(self._same_origin(url, nxt))
+            if page in seen:
+                raise FhirRefused(
+                    message="the search's next link leads back to a page already read (a paging "
+                    "loop); the search was not read whole",
+                    url=page,
+                )
+            if len(seen) >= MAX_PAGES:
+                raise FhirRefused(
+                    message=f"the search has more than {MAX_PAGES} pages; it was not read whole",
+                    url=page,
+                )
+            seen.add(page)
+            body = await self._get(page, budget)
             entries.extend(body.get("entry") or [])
-            pages += 1
         merged = dict(body)
         merged["entry"] = entries
         merged.pop("link", None)
@@ -192,6 +203,13 @@ class FhirClient:
             ) from None
         except ValueError:
             body = None
+        if 300 <= resp.status_code < 400:
+            raise FhirRefused(
+                message=f"the FHIR server answered {resp.status_code}, a redirect; redirects are "
+                "not followed (the access token only goes to fhirServer)",
+                url=url,
+                status=resp.status_code,
+            )
         if resp.status_code >= 400:
             detail = _diagnostics(body) or resp.reason_phrase
             cls = (

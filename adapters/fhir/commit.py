@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -63,6 +64,7 @@ from sqlalchemy import Connection, Engine
 from adapters.fhir.commit_context import CommitContext, SourceRef
 from adapters.fhir.create import identifier_for, invalid, render_resource, search_token
 from adapters.fhir.effect_log import (
+    SENT_STATES,
     SETTLED,
     EffectLog,
     EffectRow,
@@ -249,11 +251,18 @@ class FhirCommitAdapter:
         context: CommitContext,
         http: httpx.Client | None = None,
         ensure_run: Callable[[], None] | None = None,
+        send_before: float | None = None,
+        resumed: bool = False,
     ) -> None:
         self.ontology = ontology
         self.log = EffectLog(engine, ensure_run=ensure_run)
         self.context = context
         self._http = http
+        #: past this moment (``time.monotonic()``) no write is sent: the hook call's deadline
+        self.send_before = send_before
+        #: the run was taken over from a dead process: its effect log decides before any write
+        self.resumed = resumed
+        self._earlier_effects: dict[str, dict[str, Any]] | None = None
 
     def write_pending(self, connection: Connection) -> None:
         """Store the effects still waiting for the run's row in the run's own transaction."""
@@ -382,6 +391,9 @@ class FhirCommitAdapter:
             return recorder.unsent("refused", {"reason": problem}, detail=problem)
         if_none_exist = f"identifier={search_token(identifier)}"
         request = {"method": "POST", "url": url, "ifNoneExist": if_none_exist, "sent": body}
+        held = self._hold_back(recorder, w)
+        if held is not None:
+            return held
         recorder.attempt(request)
         answer = send(
             w.client(),
@@ -434,6 +446,9 @@ class FhirCommitAdapter:
         if commit.operation == "patch":
             document = patch_document(commit.element, value, expected)
             request = {"method": "PATCH", "url": url, "ifMatch": if_match, "patch": document}
+            held = self._hold_back(recorder, w)
+            if held is not None:
+                return held
             recorder.attempt(request)
             answer = send(
                 w.client(),
@@ -470,6 +485,9 @@ class FhirCommitAdapter:
             meta.pop("versionId", None)
             meta.pop("lastUpdated", None)
         request = {"method": "PUT", "url": url, "ifMatch": if_match}
+        held = self._hold_back(recorder, w)
+        if held is not None:
+            return held
         recorder.attempt(request)
         answer = send(
             w.client(),
@@ -483,6 +501,65 @@ class FhirCommitAdapter:
             expected=expected,
         )
         return recorder.settle(answer)
+
+    # -- before a request leaves ------------------------------------------------------------
+
+    def _hold_back(self, recorder: _Recorder, w: _Write) -> EffectReport | None:
+        """The report of a write that must not be sent now, or None to send it: one a run taken
+        over from a dead process had already sent (its logged fate stands: a second request
+        could double the write), or any write once the hook call's deadline has passed."""
+        if self.resumed:
+            earlier = self._earlier(w.client, w.run_id).get(recorder.row.effect_id)
+            if earlier is not None and earlier["state"] in SENT_STATES:
+                recorder.effects.adopt(recorder.row, earlier)
+                log.info("effect %s was sent before the takeover; not again", earlier["effectId"])
+                return recorder.report.build(
+                    earlier["state"],
+                    status=earlier.get("status"),
+                    new_version=earlier.get("newVersion"),
+                    detail=earlier.get("detail"),
+                    created=earlier.get("created"),
+                )
+        if self.send_before is not None and time.monotonic() > self.send_before:
+            reason = (
+                "the hook call passed its deadline before the write was sent, so nothing was "
+                "written (the EHR had stopped waiting for this decision)"
+            )
+            return recorder.unsent("refused", {"reason": reason}, detail=reason)
+        return None
+
+    def _earlier(
+        self, client: Callable[[], httpx.Client], run_id: str
+    ) -> dict[str, dict[str, Any]]:
+        """The effects a taken-over run had logged, by effect id; those whose request may have
+        left (``attempted``, ``unknown``) reconciled first against the server with this call's
+        token (read once per run)."""
+        if self._earlier_effects is not None:
+            return self._earlier_effects
+        from adapters.fhir.reconcile import judge
+
+        effects = effect_reports(self.log.engine, run_id)
+        for effect in effects:
+            if effect["state"] not in ("attempted", "unknown"):
+                continue
+            if not str(effect["target"]).startswith(self.context.fhir_server + "/"):
+                continue  # the token only goes to this call's fhirServer
+            state, why, evidence = judge(client(), effect, token=self.context.access_token)
+            if state is None:  # the server will not say: it stays unsettled, nothing is resent
+                state, why = "unknown", f"sent before the service restarted; {why}"
+            change = {
+                k: effect.get(k)
+                for k in ("resourceType", "element", "value", "operation", "identifier")
+            }
+            response = {"reconciled": why, "change": change, **evidence}
+            self.log.set(run_id, effect["effectId"], state, response)
+            effect.update(state=state, detail=why)
+            effect.update({k: evidence[k] for k in ("newVersion", "created") if k in evidence})
+            log.info(
+                "effect %s of taken-over run %s: %s (%s)", effect["effectId"], run_id, state, why
+            )
+        self._earlier_effects = {e["effectId"]: e for e in effects}
+        return self._earlier_effects
 
     def _hydrated(self, ref: str, expected: str | None) -> Mapping[str, Any] | None:
         body = self.context.resources.get(ref)

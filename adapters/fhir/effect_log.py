@@ -30,6 +30,8 @@ SETTLED: frozenset[str] = frozenset({"accepted", "conflicted", "failed", "refuse
 #: States that say a request went out (or may have): a later write that sent nothing must not
 #: overwrite them, or an effect that needs reconciling would be lost.
 _SENT: tuple[str, ...] = ("attempted", "accepted", "conflicted", "unknown")
+#: The same, public: a run taken over from a dead process does not send these writes again.
+SENT_STATES = frozenset(_SENT)
 _EFFECTS = cast(Table, Effect.__table__)
 
 
@@ -166,9 +168,11 @@ class EffectLog:
 
     def _claim_run(self) -> None:
         """Make sure the run's row is committed before a request leaves (see the class)."""
-        if self._run_exists or self._ensure_run is None:
+        if self._ensure_run is None:
             return
-        self._ensure_run()
+        self._ensure_run()  # before every request: the claim, then the lease's fence
+        if self._run_exists:
+            return
         self._run_exists = True
         if self._pending:
             with self.engine.begin() as connection:
@@ -187,6 +191,28 @@ class EffectLog:
         """Record the effect ``attempted`` (one more attempt): call before the request leaves."""
         self._claim_run()
         self._upsert(row, state="attempted", response=response, sent=True)
+
+    def adopt(self, row: EffectRow, effect: Mapping[str, Any]) -> None:
+        """Report an effect logged before a takeover (``effect_json`` shape) as this run's,
+        unchanged: nothing is written, the cards say what it is."""
+        response: dict[str, Any] = {
+            "status": effect.get("status"),
+            "newVersion": effect.get("newVersion"),
+            "created": effect.get("created"),
+        }
+        if effect.get("detail"):
+            response["reason"] = effect["detail"]
+        response["change"] = {
+            key: effect.get(key)
+            for key in ("resourceType", "element", "value", "operation", "identifier", "recipients")
+        }
+        self._remember(
+            row.effect_id,
+            state=cast(EffectState, effect["state"]),
+            response=response,
+            row=row,
+            attempts=int(effect.get("attempts") or 0),
+        )
 
     def unsent(self, row: EffectRow, state: EffectState, response: dict[str, Any]) -> None:
         """Record an effect for which no write was sent, directly in its final ``state``."""

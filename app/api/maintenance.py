@@ -4,7 +4,8 @@ purge runs past the retention period.
 Every ``settings.reconcile_interval_seconds`` (0 turns it off) one tick runs in a worker thread:
 :func:`app.store.repo.purge_expired_jtis` (client JWT ids whose tokens can no longer be accepted),
 :func:`adapters.fhir.reconcile.reconcile_pending`, then
-:func:`app.api.resume.expire_overdue_waits`, then, when ``settings.retention_period`` is set,
+:func:`app.api.resume.expire_overdue_waits`, :func:`app.cds.leases.end_abandoned_runs` (runs
+whose process died and that no retry took over), then, when ``settings.retention_period`` is set,
 :func:`app.store.retention.purge`. With several workers each runs its own loop; the
 work is idempotent (a settled effect is not pending any more, a resumed run is not suspended).
 
@@ -41,6 +42,8 @@ class TickReport:
     forgotten_jtis: int = 0
     #: rows deleted by the retention purge, by table (empty when no retention period is set)
     purged: dict[str, int] = field(default_factory=dict)
+    #: runs abandoned by a dead process, and not taken over by a retry, ended as failed
+    abandoned: list[str] = field(default_factory=list)
 
 
 def tick(app: FastAPI, *, now: datetime | None = None) -> TickReport:
@@ -68,13 +71,22 @@ def tick(app: FastAPI, *, now: datetime | None = None) -> TickReport:
             tools=lambda: tool_invoker(app.state),
         )
         expired = [o.run_id for o in outcomes]
+    from app.cds.leases import end_abandoned_runs
+
+    abandoned = end_abandoned_runs(engine, now=moment)
     purged: dict[str, int] = {}
     retention = getattr(app.state.settings, "retention_period", None)
     if retention:
         from app.store.retention import parse_retention, purge
 
         purged = purge(engine, older_than=parse_retention(retention), now=moment).deleted
-    return TickReport(settled=settled, expired=expired, forgotten_jtis=forgotten, purged=purged)
+    return TickReport(
+        settled=settled,
+        expired=expired,
+        forgotten_jtis=forgotten,
+        purged=purged,
+        abandoned=abandoned,
+    )
 
 
 async def _loop(app: FastAPI, interval: float) -> None:
@@ -85,11 +97,13 @@ async def _loop(app: FastAPI, interval: float) -> None:
         except Exception:  # one failed round (database restarting…) must not end the loop
             log.exception("periodic reconciliation failed; retrying in %ss", interval)
             continue
-        if report.settled or report.expired or report.purged.get("runs"):
+        if report.settled or report.expired or report.purged.get("runs") or report.abandoned:
             log.info(
-                "reconciled %d effect(s), ended %d wait(s), purged %d run(s)",
+                "reconciled %d effect(s), ended %d wait(s), ended %d abandoned run(s), "
+                "purged %d run(s)",
                 len(report.settled),
                 len(report.expired),
+                len(report.abandoned),
                 report.purged.get("runs", 0),
             )
 

@@ -20,6 +20,7 @@ refused write sends nothing and claims nothing).
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -27,6 +28,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from app.bridge.protocol import Bridge, BridgeResult
+from app.cds.leases import LeaseKeeper
 from app.ontology.model import ToolDef
 from app.store import repo
 from app.tools.invoker import ToolInvoker, scheme_of
@@ -38,30 +40,69 @@ class ClaimLost(Exception):
 
 
 class RunClaim:
-    """One hook call's run row; :meth:`ensure` claims it (once) before anything leaves."""
+    """One hook call's run row; :meth:`ensure` claims it (once) before anything leaves.
 
-    def __init__(self, engine: Engine, row: Mapping[str, Any]) -> None:
+    With a :class:`~app.cds.leases.LeaseKeeper` the claim is a lease: the row is inserted with
+    this claim as ``lease_owner``, renewed while the run works, and every later outside call
+    and the final update are fenced (they find out when a retry took the run over after the
+    lease expired, and then send and store nothing). :meth:`taken_over` builds the claim of a
+    run taken over from a dead process."""
+
+    def __init__(
+        self, engine: Engine, row: Mapping[str, Any], *, leases: LeaseKeeper | None = None
+    ) -> None:
         #: the ``runs`` columns that identify the run (id, service, hookInstance, digest, …)
         self.row = dict(row)
         self.engine = engine
+        self.leases = leases
+        #: this claim's lease owner token (a claim per call: two calls never share one)
+        self.owner = uuid.uuid4().hex
         self.claimed = False
         self.lost = False
+        #: the run was taken over from a claim whose process died (its effects may have left)
+        self.resumed = False
         self._lock = threading.Lock()
+
+    @classmethod
+    def taken_over(
+        cls, engine: Engine, row: Mapping[str, Any], *, owner: str, leases: LeaseKeeper | None
+    ) -> RunClaim:
+        """The claim of a run this call has just taken over (``store.leases.take_over_run``)."""
+        claim = cls(engine, row, leases=leases)
+        claim.owner = owner
+        claim.claimed = True
+        claim.resumed = True
+        if leases is not None:
+            leases.hold(owner, claim.run_id)
+        return claim
 
     @property
     def run_id(self) -> str:
         return str(self.row["id"])
 
+    def _lease_columns(self) -> dict[str, Any]:
+        if self.leases is None:
+            return {}
+        return {"lease_owner": self.owner, "lease_expires_at": self.leases.until()}
+
     def ensure(self) -> None:
         """Commit the run's row as ``running`` unless done; raise :class:`ClaimLost` when a twin
-        holds the hookInstance. Safe to call from several threads of one run."""
+        holds the hookInstance, or took the run over since. Safe to call from several threads
+        of one run."""
         with self._lock:
-            if self.claimed:
-                return
+            if self.claimed and not self.lost:
+                if self.leases is None or self.leases.fresh(self.owner):
+                    return
+                if self.leases.confirm(self.owner):  # the fence: still ours?
+                    return
+                self.lost = True
             if not self.lost:
                 with self.engine.begin() as connection:
-                    self.claimed = repo.insert_run(connection, {**self.row, "status": "running"})
+                    values = {**self.row, "status": "running", **self._lease_columns()}
+                    self.claimed = repo.insert_run(connection, values)
                 self.lost = not self.claimed
+                if self.claimed and self.leases is not None:
+                    self.leases.hold(self.owner, self.run_id)
             if self.lost:
                 raise ClaimLost(
                     f"hookInstance {self.row.get('hook_instance')} is held by another call"
@@ -69,19 +110,28 @@ class RunClaim:
 
     def record(self, connection: Connection, values: Mapping[str, Any]) -> None:
         """Store the run's final columns in the caller's transaction: an UPDATE of the claimed
-        row, else the INSERT of the whole row, which is the claim of a run that sent nothing.
-        Raises :class:`ClaimLost` when a twin holds the hookInstance (the caller's transaction
-        must then roll back: nothing of this run is stored)."""
+        row (fenced by the lease), else the INSERT of the whole row, which is the claim of a
+        run that sent nothing. Raises :class:`ClaimLost` when a twin holds the hookInstance or
+        took the run over (the caller's transaction must then roll back: nothing of this run
+        is stored)."""
         with self._lock:
-            if self.claimed:
-                if not repo.finish_run(connection, self.run_id, **values):
-                    raise LookupError(f"the claimed run {self.run_id} is gone")
+            if self.claimed and not self.lost:
+                owner = self.owner if self.leases is not None else None
+                final = {**values, "lease_expires_at": None} if owner else dict(values)
+                if not repo.finish_run(connection, self.run_id, owner=owner, **final):
+                    self.lost = True
+                    raise ClaimLost(f"run {self.run_id} was taken over by another call")
                 return
             if self.lost or not repo.insert_run(connection, {**self.row, **values}):
                 self.lost = True
                 raise ClaimLost(
                     f"hookInstance {self.row.get('hook_instance')} is held by another call"
                 )
+
+    def release(self) -> None:
+        """The run is stored, failed or lost: stop renewing its lease."""
+        if self.leases is not None:
+            self.leases.release(self.owner)
 
 
 class ClaimFirstTools:

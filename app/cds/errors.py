@@ -12,7 +12,8 @@ Every error carries the HTTP status the route answers with and renders (``to_bod
     ├── PayloadTooLarge       413  the request body is larger than the service accepts
     ├── UnsupportedMediaType  415  the body is not declared as JSON (``Content-Type``)
     ├── RunFailed             500  the run broke after it was claimed; it is recorded as failed
-    └── StoreUnavailable      503  the run could not be persisted; no decision is returned
+    ├── StoreUnavailable      503  the run could not be persisted; no decision is returned
+    └── HookDeadlinePassed    503  no answer within the service's end-to-end deadline
 """
 
 from __future__ import annotations
@@ -152,3 +153,16 @@ class StoreUnavailable(CdsError):
 
     def headers(self) -> dict[str, str] | None:
         return {"Retry-After": "5"}
+
+
+class HookDeadlinePassed(CdsError):
+    """Raised when a hook call reaches ``HORISMOS_HOOK_DEADLINE_SECONDS`` without an answer.
+
+    No decision is returned. A run that had started carries on in its worker thread and is
+    stored (writes it has not sent by then are not sent: the EHR has stopped waiting for the
+    card that would explain them); the same hookInstance sent again gets its answer."""
+
+    status = 503
+
+    def headers(self) -> dict[str, str] | None:
+        return {"Retry-After": "2"}

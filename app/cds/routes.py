@@ -17,6 +17,7 @@ from app.cds.auth import called_url, client_authenticator
 from app.cds.discovery import discovery
 from app.cds.errors import PayloadTooLarge, RequestInvalid, UnsupportedMediaType
 from app.cds.feedback import FeedbackListener, store_feedback
+from app.cds.leases import LeaseKeeper
 from app.cds.schemas import (
     FEEDBACK_REQUEST_BODY,
     HOOK_REQUEST_BODY,
@@ -38,13 +39,21 @@ def _commit_factory(app: FastAPI, http: httpx.Client) -> Any:
     except ImportError:  # a source tree without the commit adapter: tools take onError
         return None
 
-    def build(*, ensure_run: Callable[[], None] | None = None, **hook: Any) -> Any:
+    def build(
+        *,
+        ensure_run: Callable[[], None] | None = None,
+        send_before: float | None = None,
+        resumed: bool = False,
+        **hook: Any,
+    ) -> Any:
         return FhirCommitAdapter(
             ontology=app.state.ontology,
             engine=app.state.engine,
             context=CommitContext.from_hook(**hook),
             http=http,
             ensure_run=ensure_run,
+            send_before=send_before,
+            resumed=resumed,
         )
 
     return build
@@ -73,6 +82,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     # one blocking client for tool commits (they run in worker threads), shared by all calls:
     # building a client per call costs more than the rest of the hook
     commits_http = httpx.Client(follow_redirects=False, timeout=settings.fhir_timeout_seconds)
+    # renews the leases of the runs this process claims; a dead process's runs are taken over
+    leases = LeaseKeeper(app.state.engine, lease=settings.run_lease_seconds)
+    app.state.run_leases = leases
     if app.state.ontology is not None:
         await run_in_threadpool(warm)
         bridges = BridgeResolver.from_settings(settings)  # a step's horis:model, else the default
@@ -89,11 +101,14 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
                 max_fhir_response_bytes=settings.max_fhir_response_bytes,
                 commit_handler=_commit_factory(app, commits_http),
                 tools=getattr(app.state, "tool_host", None),
+                leases=leases,
+                deadline=settings.hook_deadline_seconds,
             )
         )
     try:
         yield
     finally:
+        leases.close()
         commits_http.close()
 
 

@@ -133,6 +133,7 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
         413: "The request body is larger than the service accepts",
         415: "The body is not sent as application/json",
         500: "The run failed after it was claimed; it is recorded as failed",
-        503: "The decision could not be recorded and is withheld",
+        503: "The decision could not be recorded, the database is unavailable, or the call "
+        "passed its deadline: no decision; retry the same hookInstance after Retry-After",
     }
     return {c: {"model": OperationOutcome, "description": meaning[c]} for c in codes}

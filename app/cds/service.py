@@ -20,6 +20,8 @@ Order and why:
 from __future__ import annotations
 
 import logging
+import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -44,6 +46,7 @@ from app.cds.claim import (
 )
 from app.cds.errors import (
     CdsError,
+    HookDeadlinePassed,
     HookInstanceConflict,
     Issue,
     RequestInvalid,
@@ -52,15 +55,17 @@ from app.cds.errors import (
     StoreUnavailable,
 )
 from app.cds.fhir_data import resource_issues
+from app.cds.leases import LeaseKeeper
 from app.cds.leniency import as_service_hook
 from app.cds.prefetch import gather
 from app.cds.requests import HookRequest, parse_hook_request
 from app.cds.response_check import check_response
 from app.digest import canonical_digest
 from app.ontology.model import CdsServiceDef, Ontology, WorkflowDef
+from app.store import leases as store_leases
 from app.store import repo
 from app.store.db import describe_error
-from app.store.models import new_id
+from app.store.models import new_id, utcnow
 from app.tools.host import ToolHost
 from app.world.facts import Change, Violation
 from app.world.world import World
@@ -101,6 +106,10 @@ class HookDeps:
     commit_handler: CommitHandlerFactory | None = None
     #: the process's tools (packaged callables, MCP sessions); None: in-process bindings only
     tools: ToolHost | None = None
+    #: keeps the leases of claimed runs; None: claims carry no lease and are never taken over
+    leases: LeaseKeeper | None = None
+    #: the longest one hook call may take, in seconds; None: no end-to-end deadline
+    deadline: float | None = None
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
 
@@ -250,7 +259,31 @@ class HookService:
         audience: str,
         base_url: str,
     ) -> dict[str, Any]:
+        """The hook call's answer, within ``deps.deadline`` (else :class:`HookDeadlinePassed`:
+        the run carries on in its thread and stores its answer for a retry)."""
+        deadline = self.deps.deadline
+        if deadline is None:
+            return await self._call(service_id, body, authorization, audience, base_url)
+        with anyio.move_on_after(deadline) as scope:
+            return await self._call(service_id, body, authorization, audience, base_url)
+        assert scope.cancelled_caught
+        log.warning("a call to %s passed its %g s deadline", service_id, deadline)
+        raise HookDeadlinePassed.one(
+            "timeout",
+            f"no decision within the service's {deadline:g} s deadline; if the run started it "
+            "carries on and is recorded: send the same hookInstance again to get its answer",
+        )
+
+    async def _call(
+        self,
+        service_id: str,
+        body: Any,
+        authorization: str | None,
+        audience: str,
+        base_url: str,
+    ) -> dict[str, Any]:
         d = self.deps
+        started = time.monotonic()
         service, workflow = find_service(d.ontology, service_id)
         await d.authenticator.verify(authorization, audience)
         req = parse_hook_request(body, allowed_fhir_servers=d.allowed_fhir_servers)
@@ -258,11 +291,14 @@ class HookService:
         if workflow.focus is None:
             raise RequestInvalid.one("not-supported", f"{workflow.name} declares no focus")
         _check_context_resources(d.ontology, workflow, req)
+        fhir_deadline = d.fhir_timeout
+        if d.deadline is not None:  # FHIR reads get what is left of the call's own deadline
+            fhir_deadline = max(0.0, min(fhir_deadline, d.deadline - (time.monotonic() - started)))
         gathered = await gather(
             service.prefetch,
             req,
             d.http,
-            deadline=d.fhir_timeout,
+            deadline=fhir_deadline,
             max_bytes=d.max_fhir_response_bytes,
         )
         now = d.clock()
@@ -278,37 +314,47 @@ class HookService:
         # one call however the client spells its hookInstance (upper or lower case)
         digest = request_digest({**body, "hookInstance": req.hook_instance})
         patient = req.context.get("patientId")
-        claim = RunClaim(
-            d.engine,
-            {
-                "id": new_id(),
-                "service_id": service.id,
-                "hook": req.hook,
-                "hook_instance": req.hook_instance,
-                "patient": patient if isinstance(patient, str) else None,
-                "workflow_iri": workflow.iri,
-                "workflow_version": workflow.version,
-                "ontology_digest": d.ontology.digest,
-                "request_digest": digest,
-            },
-        )
-        answer = await to_thread.run_sync(
-            lambda: self._run(
-                service, workflow, req, hydration, gathered.data, claim, now, base_url
+        send_before = None if d.deadline is None else started + d.deadline
+        row = {
+            "id": new_id(),
+            "service_id": service.id,
+            "hook": req.hook,
+            "hook_instance": req.hook_instance,
+            "patient": patient if isinstance(patient, str) else None,
+            "workflow_iri": workflow.iri,
+            "workflow_version": workflow.version,
+            "ontology_digest": d.ontology.digest,
+            "request_digest": digest,
+        }
+        claim = RunClaim(d.engine, row, leases=d.leases)
+
+        def run(claim: RunClaim) -> dict[str, Any] | None:
+            return self._run(
+                service, workflow, req, hydration, gathered.data, claim, now, base_url, send_before
             )
-        )
+
+        # abandoned at the deadline, the thread carries on: it stores the run, or records it
+        # failed, whatever happens to this call
+        answer = await to_thread.run_sync(lambda: run(claim), abandon_on_cancel=True)
         if answer is None:  # another call holds this hookInstance
-            return await self._stored_answer(service, req, digest)
+            return await self._stored_answer(service, req, digest, row, run)
         return answer
 
     # --- idempotency ---------------------------------------------------------------------
 
     async def _stored_answer(
-        self, service: CdsServiceDef, req: HookRequest, digest: str
+        self,
+        service: CdsServiceDef,
+        req: HookRequest,
+        digest: str,
+        template: Mapping[str, Any],
+        run: Callable[[RunClaim], dict[str, Any] | None],
     ) -> dict[str, Any]:
         """The answer stored for this hookInstance by the call that holds it: verbatim once it
-        is stored (a twin still running is waited for), 409 for a different body or a failed
-        run."""
+        is stored (a twin still running is waited for, within the call's deadline), 409 for a
+        different body or a failed run. A run whose holder's lease has expired (its process
+        died) is taken over: run again under its own id, after its earlier writes are
+        reconciled (``resumed`` claim), and answered."""
 
         def look() -> Mapping[str, Any] | None:
             with self.deps.engine.connect() as connection:
@@ -340,12 +386,49 @@ class HookService:
                         f"hookInstance {req.hook_instance} failed earlier; send a new hookInstance",
                         "hookInstance",
                     )
+                if row is not None and self._abandoned(row):
+                    taken = await self._take_over(str(row["id"]), template, run)
+                    if taken is not None:
+                        return taken
                 await anyio.sleep(_POLL_SECONDS)
         raise HookInstanceConflict.one(
             "conflict",
             f"hookInstance {req.hook_instance} is being answered by another request",
             "hookInstance",
         )
+
+    def _abandoned(self, row: Mapping[str, Any]) -> bool:
+        """A ``running`` run whose lease has expired (or that has none): its process died."""
+        if self.deps.leases is None or row["status"] != "running":
+            return False
+        expires = row.get("lease_expires_at")
+        return expires is None or expires < utcnow()
+
+    async def _take_over(
+        self,
+        run_id: str,
+        template: Mapping[str, Any],
+        run: Callable[[RunClaim], dict[str, Any] | None],
+    ) -> dict[str, Any] | None:
+        """Take the abandoned run ``run_id`` and run it again; None when another call took it
+        first (then its answer is waited for like any twin's)."""
+        leases = self.deps.leases
+        assert leases is not None
+        owner = uuid.uuid4().hex
+
+        def take() -> bool:
+            with self.deps.engine.begin() as connection:
+                return store_leases.take_over_run(
+                    connection, run_id, owner=owner, until=leases.until(), now=utcnow()
+                )
+
+        if not await to_thread.run_sync(take):
+            return None
+        log.warning("run %s was abandoned by its process; this call takes it over", run_id)
+        claim = RunClaim.taken_over(
+            self.deps.engine, {**template, "id": run_id}, owner=owner, leases=leases
+        )
+        return await to_thread.run_sync(lambda: run(claim), abandon_on_cancel=True)
 
     # --- the run --------------------------------------------------------------------------
 
@@ -359,10 +442,13 @@ class HookService:
         claim: RunClaim,
         now: datetime,
         base_url: str,
+        send_before: float | None = None,
     ) -> dict[str, Any] | None:
         """The run, stored: its response, or None when another call holds the hookInstance."""
         try:
-            return self._decide(service, workflow, req, hydration, data, claim, now, base_url)
+            return self._decide(
+                service, workflow, req, hydration, data, claim, now, base_url, send_before
+            )
         except ClaimLost:
             return None
         except SQLAlchemyError as exc:  # the claim before an outside call could not be taken
@@ -382,6 +468,8 @@ class HookService:
                 "exception",
                 f"run {claim.run_id} failed and is recorded as failed; send a new hookInstance",
             ) from None
+        finally:
+            claim.release()
 
     def _decide(
         self,
@@ -393,6 +481,7 @@ class HookService:
         claim: RunClaim,
         now: datetime,
         base_url: str,
+        send_before: float | None = None,
     ) -> dict[str, Any]:
         from app.runtime import RunContext, run_workflow
         from app.runtime.host import outcome_document
@@ -419,6 +508,8 @@ class HookService:
                 ensure_run=claim.ensure,
                 prefetch=data,
                 run_url=d.authenticator.run_url(base_url, run_id),
+                send_before=send_before,
+                resumed=claim.resumed,
             )
             if handler is not None:
                 tools.register_scheme("fhir", handler)

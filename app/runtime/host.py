@@ -146,8 +146,10 @@ def stored_outcome(session: Session, run_id: str) -> dict[str, Any]:
     """A persisted run's outcome JSON (DESIGN §9) with the source versions it read, without the
     replay material."""
     row = repo.get_run(session, run_id)
-    if row is None or row.outcome is None:
+    if row is None:
         raise NotFound(where="run", message=f"no run {run_id}")
+    if row.outcome is None:
+        return _unfinished(session, row)
     document = {k: v for k, v in row.outcome.items() if k != "replay"}
     sources = repo.list_sources(session, run_id)
     if sources:
@@ -160,6 +162,34 @@ def stored_outcome(session: Session, run_id: str) -> dict[str, Any]:
             }
             for s in sources
         ]
+    return document
+
+
+_UNFINISHED = {
+    "running": "the run is being computed, or was interrupted and will be taken over by a "
+    "retry of its hook call or ended by the periodic task",
+    "failed": "the run failed before it produced an outcome; no decision was returned",
+}
+
+
+def _unfinished(session: Session, row: Any) -> dict[str, Any]:
+    """What is known of a run that has no outcome (still running, interrupted, or failed): the
+    same keys as an outcome, empty where nothing was decided, and what the run logged."""
+    iri = str(row.workflow_iri)
+    document: dict[str, Any] = {
+        "runId": row.id,
+        "workflow": iri.rsplit("#", 1)[-1].rsplit("/", 1)[-1],
+        "version": row.workflow_version,
+        "status": row.status,
+        "terminal": row.terminal,
+        "goal_reached": False,
+        "proof": None,
+        "trace": [dict(e.payload) for e in repo.list_trace(session, row.id)],
+        "violations": [],
+        "note": _UNFINISHED.get(str(row.status), "the run has no stored outcome"),
+    }
+    if row.status == "running" and row.lease_expires_at is not None:
+        document["leaseExpiresAt"] = row.lease_expires_at.isoformat()
     return document
 
 

@@ -93,6 +93,7 @@ class Run(Base):
         Index(None, "created_at"),
         Index(None, "patient"),
         Index(None, "updated_at"),
+        Index(None, "status", "lease_expires_at"),
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
@@ -117,6 +118,11 @@ class Run(Base):
     world_state: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
     position: Mapped[str | None] = mapped_column(String(1000))
     wait_deadline: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    #: Who runs a ``running`` run (one claim of one hook call) and until when: the holder
+    #: renews the lease while it works; once it has expired (its process died) another call
+    #: may take the run over (``app.cds.leases``).
+    lease_owner: Mapped[str | None] = mapped_column(String(64))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
 

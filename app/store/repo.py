@@ -247,14 +247,32 @@ def insert_run(connection: Connection, values: Mapping[str, Any]) -> bool:
     return connection.execute(statement, row).scalar_one_or_none() is not None
 
 
-def finish_run(connection: Connection, run_id: str, **values: Any) -> bool:
+_RUN_FENCED_UPDATE = (
+    update(_RUNS)
+    .where(
+        _RUNS.c.id == bindparam("b_run_id"),
+        _RUNS.c.lease_owner == bindparam("b_owner"),
+        _RUNS.c.status == "running",
+    )
+    .returning(_RUNS.c.id)
+)
+
+
+def finish_run(
+    connection: Connection, run_id: str, *, owner: str | None = None, **values: Any
+) -> bool:
     """Set a run's columns (its outcome, or ``status="failed"``); False when there is no run.
 
-    The UPDATE locks the row until the caller's transaction ends."""
+    With ``owner`` the run must still be ``running`` under that lease (a fenced write): False
+    when another call took it over meanwhile. The UPDATE locks the row until the caller's
+    transaction ends."""
     if "status" in values and values["status"] not in RUN_STATUSES:
         raise ValueError(f"unknown run status {values['status']!r}")
     params = {**values, "updated_at": utcnow(), "b_run_id": run_id}
-    return connection.execute(_RUN_UPDATE, params).scalar_one_or_none() is not None
+    if owner is None:
+        return connection.execute(_RUN_UPDATE, params).scalar_one_or_none() is not None
+    params["b_owner"] = owner
+    return connection.execute(_RUN_FENCED_UPDATE, params).scalar_one_or_none() is not None
 
 
 def add_trace(
@@ -299,12 +317,17 @@ def add_sources(connection: Connection, run_id: str, sources: Iterable[Mapping[s
 def hook_run(
     connection: Connection, service_id: str, hook_instance: str
 ) -> Mapping[str, Any] | None:
-    """The run of a hook call, if any: ``id``, ``status``, ``request_digest``, ``response``."""
+    """The run of a hook call, if any: ``id``, ``status``, ``request_digest``, ``response``,
+    ``lease_expires_at``."""
     found = (
         connection.execute(
-            select(_RUNS.c.id, _RUNS.c.status, _RUNS.c.request_digest, _RUNS.c.response).where(
-                _RUNS.c.service_id == service_id, _RUNS.c.hook_instance == hook_instance
-            )
+            select(
+                _RUNS.c.id,
+                _RUNS.c.status,
+                _RUNS.c.request_digest,
+                _RUNS.c.response,
+                _RUNS.c.lease_expires_at,
+            ).where(_RUNS.c.service_id == service_id, _RUNS.c.hook_instance == hook_instance)
         )
         .mappings()
         .first()
