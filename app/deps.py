@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session
 from app import json_input
 from app.errors import BadRequest, ClientError, Unavailable
 from app.ontology.model import Ontology
+from app.runtime.runner import Runner
 from app.settings import Settings
-from app.tools import ToolInvoker
 
 
 def get_settings_dep(request: Request) -> Settings:
@@ -44,12 +44,11 @@ def get_ontology(request: Request) -> Ontology:
     return ontology
 
 
-def tool_invoker(app_state: object) -> ToolInvoker:
-    """A fresh invoker for one run from the app's tool host (packaged tools, MCP sessions);
-    a bare one before the lifespan built the host."""
-    host = getattr(app_state, "tool_host", None)
-    invoker = getattr(host, "invoker", None)
-    return invoker() if callable(invoker) else ToolInvoker()
+def app_runner(app_state: object) -> Runner:
+    """The app's Runner (built in the lifespan): every run's context and persistence; a bare
+    one (no Bridge, in-process tools) before the lifespan built it."""
+    runner = getattr(app_state, "runner", None)
+    return runner if isinstance(runner, Runner) else Runner()
 
 
 def get_http_client(request: Request) -> httpx.AsyncClient:

@@ -1,7 +1,8 @@
 """The FastAPI app factory: settings in, a service whose resources live in the lifespan.
 
-The engine, the shared httpx client and the compiled, verified ontology are built when the
-app starts and closed when it stops (``app.state``). The server refuses to start with an
+The engine, the shared httpx client, the compiled, verified ontology and the Runner (every
+run's context and persistence) are built when the app starts and closed when it stops
+(``app.state``). The server refuses to start with an
 ontology that does not verify: it would answer with decisions it cannot justify.
 """
 
@@ -27,6 +28,7 @@ from app.errors import Unavailable, install_error_handlers
 from app.ontology import Problem
 from app.ontology.model import Ontology
 from app.readiness import DatabaseProbe
+from app.runtime.runner import Runner
 from app.settings import Settings, get_settings
 from app.store import make_engine
 from app.tools.host import ToolHost
@@ -108,6 +110,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.http = http
     app.state.ontology = ontology
     app.state.tool_host = tools
+    app.state.runner = Runner.from_settings(settings, tools=tools)
     app.state.database_probe = DatabaseProbe(engine)
     log.info(
         "serving ontology %s (%s) on %s",

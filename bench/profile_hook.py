@@ -55,6 +55,7 @@ PARTS: list[tuple[str, str, str]] = [
     ("  cards and system actions", "app.cds.service", "build_cards"),
     ("  response check", "app.cds.service", "check_response"),
     ("  outcome document", "app.runtime.host", "outcome_document"),
+    ("  outcome record (Runner)", "app.runtime.runner", "Runner.record"),
     ("  persist outcome (one transaction)", "app.cds.service", "HookService._persist"),
     ("    repo.save_outcome statements", "app.store.repo", "save_outcome"),
     ("  store the run (one transaction)", "app.cds.service", "HookService._store"),

@@ -50,8 +50,7 @@ def tick(app: FastAPI, *, now: datetime | None = None) -> TickReport:
     """One round of periodic work (also callable directly, e.g. from tests or an admin task)."""
     from adapters.fhir.reconcile import reconcile_pending
     from app.api.resume import expire_overdue_waits
-    from app.bridge import bridge_from_model_string
-    from app.deps import tool_invoker
+    from app.deps import app_runner
 
     engine = app.state.engine
     moment = now or datetime.now(UTC)
@@ -61,15 +60,7 @@ def tick(app: FastAPI, *, now: datetime | None = None) -> TickReport:
     expired: list[str] = []
     ontology = getattr(app.state, "ontology", None)
     if ontology is not None:
-        settings = app.state.settings
-        bridge = bridge_from_model_string(settings.bridge_model, settings)
-        outcomes = expire_overdue_waits(
-            engine,
-            ontology,
-            now=moment,
-            bridge=bridge,
-            tools=lambda: tool_invoker(app.state),
-        )
+        outcomes = expire_overdue_waits(engine, ontology, now=moment, runner=app_runner(app.state))
         expired = [o.run_id for o in outcomes]
     from app.cds.leases import end_abandoned_runs
 

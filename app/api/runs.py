@@ -1,8 +1,8 @@
 """Runs over HTTP: start a workflow on structured input, read a run, replay it.
 
-Routes are thin: parse, call ``app.runtime.host``, map the result. A run is persisted (run,
-trace, proof and replay material) before its outcome is returned; if it cannot be stored the
-caller gets an error, never an unrecorded decision.
+Routes are thin: parse, call the app's :class:`~app.runtime.runner.Runner`, map the result. A
+run is persisted (run, trace, proof and replay material) before its outcome is returned; if it
+cannot be stored the caller gets an error, never an unrecorded decision.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from app.api.run_page import (
     prefers_html,
     render_run_page,
 )
-from app.bridge import BridgeResolver
 from app.cds.auth import (
     CLIENT_JWT_OR_LINK_RESPONSE,
     CLIENT_JWT_RESPONSE,
@@ -30,11 +29,10 @@ from app.cds.auth import (
     require_client,
     require_client_or_run_link,
 )
-from app.deps import JsonBodyChecked, OntologyDep, SessionDep, SettingsDep, tool_invoker
+from app.deps import EngineDep, JsonBodyChecked, OntologyDep, SessionDep, app_runner
 from app.errors import NotFound
-from app.runtime.host import save_run, start_run, stored_outcome, stored_recording
+from app.runtime.host import stored_outcome, stored_recording
 from app.runtime.replay import replay_run
-from app.settings import Settings
 from app.tools import ToolInvoker
 
 #: with trusted issuers configured, every run route needs the same client JWT as the CDS routes
@@ -63,17 +61,8 @@ class ReplayOptions(BaseModel):
     rerun_idempotent: bool = False
 
 
-def _bridges(request: Request, settings: Settings) -> BridgeResolver:
-    """The configured Bridge, and a step's own ``horis:model`` where the host can build it."""
-    state = request.app.state
-    if not hasattr(state, "runtime_bridges"):
-        state.runtime_bridges = BridgeResolver.from_settings(settings)
-    bridges: BridgeResolver = state.runtime_bridges
-    return bridges
-
-
 def _tools(request: Request) -> ToolInvoker:
-    return tool_invoker(request.app.state)
+    return app_runner(request.app.state).invoker()
 
 
 @router.post("/workflows/{workflow}/runs", summary="Run a workflow on structured input")
@@ -82,19 +71,12 @@ def create_run(
     body: RunInput,
     request: Request,
     ontology: OntologyDep,
-    session: SessionDep,
-    settings: SettingsDep,
+    engine: EngineDep,
 ) -> dict[str, Any]:
-    started = start_run(
-        ontology,
-        workflow,
-        body.model_dump(),
-        bridge=_bridges(request, settings).default,
-        bridge_for=_bridges(request, settings),
-        tools=_tools(request),
-    )
-    with session.begin():
-        save_run(session, ontology, started)
+    runner = app_runner(request.app.state)
+    started = runner.start(ontology, workflow, body.model_dump())
+    with engine.begin() as connection:
+        runner.save(connection, ontology, started)
     return started.outcome.to_json()
 
 

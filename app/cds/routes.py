@@ -27,7 +27,7 @@ from app.cds.schemas import (
     error_responses,
 )
 from app.cds.service import HookDeps, HookService
-from app.deps import OntologyDep, get_ontology, is_json_media_type
+from app.deps import OntologyDep, app_runner, get_ontology, is_json_media_type
 from app.settings import Settings
 
 log = logging.getLogger("horismos.cds")
@@ -63,7 +63,6 @@ def _commit_factory(app: FastAPI, http: httpx.Client) -> Any:
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     """Build the hook service once the app's engine, HTTP client and ontology exist."""
     from adapters.fhir.units import warm
-    from app.bridge import BridgeResolver
 
     settings: Settings = app.state.settings
     auth = client_authenticator(app)  # shared with the run routes (app.cds.auth.require_client)
@@ -87,20 +86,17 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.run_leases = leases
     if app.state.ontology is not None:
         await run_in_threadpool(warm)
-        bridges = BridgeResolver.from_settings(settings)  # a step's horis:model, else the default
         app.state.cds = HookService(
             HookDeps(
                 ontology=app.state.ontology,
                 engine=app.state.engine,
                 http=app.state.http,
                 authenticator=auth,
-                bridge=bridges.default,
-                bridge_for=bridges,
+                runner=app_runner(app.state),
                 fhir_timeout=settings.fhir_timeout_seconds,
                 allowed_fhir_servers=tuple(settings.allowed_fhir_servers),
                 max_fhir_response_bytes=settings.max_fhir_response_bytes,
                 commit_handler=_commit_factory(app, commits_http),
-                tools=getattr(app.state, "tool_host", None),
                 leases=leases,
                 deadline=settings.hook_deadline_seconds,
             )

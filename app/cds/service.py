@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import anyio
@@ -34,16 +34,9 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from adapters.fhir.hydrate import Hydration, hydrate, resources_of
-from app.bridge import Bridge
 from app.cds.auth import ClientAuthenticator
 from app.cds.cards import RunView, build_cards, build_system_actions
-from app.cds.claim import (
-    ClaimFirstTools,
-    ClaimLost,
-    RunClaim,
-    claim_first_bridge,
-    claim_first_resolver,
-)
+from app.cds.claim import ClaimFirstTools, ClaimLost, RunClaim, claim_first_bridge
 from app.cds.errors import (
     CdsError,
     HookDeadlinePassed,
@@ -62,11 +55,12 @@ from app.cds.requests import HookRequest, parse_hook_request
 from app.cds.response_check import check_response
 from app.digest import canonical_digest
 from app.ontology.model import CdsServiceDef, Ontology, WorkflowDef
+from app.runtime.runner import Runner, RunRecord
+from app.runtime.trace import TraceEntry
 from app.store import leases as store_leases
 from app.store import repo
 from app.store.db import describe_error
 from app.store.models import new_id, utcnow
-from app.tools.host import ToolHost
 from app.world.facts import Change, Violation
 from app.world.world import World
 
@@ -89,28 +83,23 @@ class HookDeps:
     engine: Engine
     http: httpx.AsyncClient
     authenticator: ClientAuthenticator
-    bridge: Bridge | None
+    #: builds the run's context (clock, timer, Bridges, tools) and its record
+    runner: Runner
     fhir_timeout: float
     #: URL prefixes ``fhirServer`` must lie under (empty: any server, open mode)
     allowed_fhir_servers: tuple[str, ...] = ()
     #: the most one prefetch key's FHIR answer (all its pages) may take in, in bytes
     max_fhir_response_bytes: int = 20_000_000
-    #: picks the Bridge for a step's ``horis:model`` (``app.bridge.BridgeResolver``); None:
-    #: ``bridge`` serves every step
-    bridge_for: Callable[[str | None], Bridge | None] | None = None
     #: Called with the hook's ``fhir_server``, ``fhir_authorization``, ``sources``, ``resources``,
     #: ``context`` and ``ensure_run`` (the run's claim: call it before a request leaves). The
     #: handler it builds may offer ``notices() -> [sentence]`` (what happened to each write the
     #: run attempted, from what it committed to the effect log) and ``write_pending(connection)``
     #: (store the effects of writes that sent nothing in the run's own transaction)
     commit_handler: CommitHandlerFactory | None = None
-    #: the process's tools (packaged callables, MCP sessions); None: in-process bindings only
-    tools: ToolHost | None = None
     #: keeps the leases of claimed runs; None: claims carry no lease and are never taken over
     leases: LeaseKeeper | None = None
     #: the longest one hook call may take, in seconds; None: no end-to-end deadline
     deadline: float | None = None
-    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
 
 def _notices(handler: Any) -> list[str]:
@@ -188,45 +177,39 @@ def _apply(world: World, changes: list[Change], problems: list[Violation]) -> No
 _FAILURE_EDGES = ("fallback", "onUnreachable", "onError", "onUnsatisfied", "onTimeout")
 
 
-def _failed_actions(trace: list[dict[str, Any]]) -> list[str]:
+def _failed_actions(trace: list[TraceEntry]) -> list[str]:
     out: list[str] = []
     for entry in trace:
-        for call in entry.get("calls") or []:
-            error = call.get("error") if isinstance(call, dict) else None
-            if not isinstance(error, dict) or call.get("type") != "tool" or "effects" in error:
+        for call in entry.calls:
+            error = call.error
+            if error is None or call.type != "tool" or "effects" in (error.model_extra or {}):
                 continue
-            if call.get("status") == "proposed":
+            if call.status == "proposed":
                 # an adapter-mediated write with nowhere to go: say so in the reader's terms
-                out.append(f"{call.get('tool')}: the request names no FHIR server to write to")
+                out.append(f"{call.tool}: the request names no FHIR server to write to")
             else:
-                out.append(f"{call.get('tool')}: {error.get('message', 'failed')}")
+                out.append(f"{call.tool}: {error.message or 'failed'}")
     return out
 
 
-def _detours(trace: list[dict[str, Any]], terminal: str | None) -> list[str]:
+def _detours(trace: list[TraceEntry], terminal: str | None) -> list[str]:
     """One sentence per step that took a failure edge: why the run ended where it did."""
     out: list[str] = []
     for entry in trace:
-        edge = entry.get("edge")
+        edge = entry.edge
         if edge not in _FAILURE_EDGES:
             continue
-        why = entry.get("reason") or entry.get("error") or "it could not complete"
-        out.append(
-            f"{entry.get('step')} took its {edge} edge ({why}); the run ended at {terminal}."
-        )
+        why = entry.reason or entry.error or "it could not complete"
+        out.append(f"{entry.step} took its {edge} edge ({why}); the run ended at {terminal}.")
     return out
 
 
-def _narration(trace: list[dict[str, Any]]) -> str | None:
+def _narration(trace: list[TraceEntry]) -> str | None:
     for entry in reversed(trace):
-        if entry.get("kind") != "NarrationStep":
+        if entry.kind != "NarrationStep" or entry.narration is None:
             continue
-        for key in ("narration", "text", "output"):
-            value = entry.get(key)
-            if isinstance(value, dict):
-                value = value.get("text") or value.get("narration") or value.get("output")
-            if isinstance(value, str) and value.strip():
-                return value
+        if entry.narration.text.strip():
+            return entry.narration.text
     return None
 
 
@@ -301,7 +284,7 @@ class HookService:
             deadline=fhir_deadline,
             max_bytes=d.max_fhir_response_bytes,
         )
-        now = d.clock()
+        now = d.runner.clock()
         hydration = hydrate(
             d.ontology,
             focus_id=str(req.context.get("patientId")),
@@ -483,10 +466,8 @@ class HookService:
         base_url: str,
         send_before: float | None = None,
     ) -> dict[str, Any]:
-        from app.runtime import RunContext, run_workflow
-        from app.runtime.host import outcome_document
+        from app.runtime import run_workflow
         from app.runtime.replay import RecordedRun
-        from app.tools.invoker import ToolInvoker
 
         d = self.deps
         run_id = claim.run_id
@@ -495,7 +476,7 @@ class HookService:
         problems: list[Violation] = list(hydration.violations)
         _apply(world, hydration.changes, problems)
         input_world = world.to_json()
-        tools = d.tools.invoker() if d.tools is not None else ToolInvoker()
+        tools = d.runner.invoker()
         resources = [r for v in data.values() for r in resources_of(v)]
         handler: Any = None
         if d.commit_handler is not None and req.fhir_server is not None:
@@ -513,19 +494,15 @@ class HookService:
             )
             if handler is not None:
                 tools.register_scheme("fhir", handler)
-        outcome = run_workflow(
-            d.ontology,
-            workflow.iri,
-            world,
-            RunContext(
-                now=now,
-                bridge=claim_first_bridge(d.bridge, claim),
-                bridge_for=claim_first_resolver(d.bridge_for, claim),
-                tools=ClaimFirstTools(tools, claim),
-                text=hydration.text,
-                run_id=run_id,
-            ),
+        ctx = d.runner.context(
+            run_id=run_id,
+            now=now,
+            text=hydration.text,
+            tools=ClaimFirstTools(tools, claim),
+            wrap_bridge=lambda bridge: claim_first_bridge(bridge, claim),
+            deadline=send_before,
         )
+        outcome = run_workflow(d.ontology, workflow.iri, world, ctx)
         if claim.lost:  # a twin claimed the run while this one ran: it answers, not this one
             raise ClaimLost(f"run {run_id} lost its claim")
         decided = outcome.decision is not None
@@ -570,19 +547,22 @@ class HookService:
                 + "; ".join(str(p) for p in problems_in_response),
             )
         recorded = RecordedRun.of(outcome, input_world=input_world, text=hydration.text, now=now)
-        record = outcome_document(recorded)  # replayable: the outcome plus the recorded input
-        record["inputViolations"] = [v.to_json() for v in problems]
-        record["dataQuality"] = [n.to_json() for n in (*req.notes, *hydration.notes)]
+        record = d.runner.record(  # replayable: the outcome plus the recorded input
+            d.ontology,
+            recorded,
+            outcome,
+            inputViolations=[v.to_json() for v in problems],
+            dataQuality=[n.to_json() for n in (*req.notes, *hydration.notes)],
+        )
         rows = [s.to_row() for s in hydration.sources]
-        self._store(service.id, claim, outcome, record, response, rows, handler)
+        self._store(service.id, claim, record, response, rows, handler)
         return response
 
     def _store(
         self,
         service_id: str,
         claim: RunClaim,
-        outcome: Any,
-        record: dict[str, Any],
+        record: RunRecord,
         response: dict[str, Any],
         sources: list[dict[str, Any]],
         handler: Any,
@@ -591,26 +571,13 @@ class HookService:
         claimed one updated), its trace, source versions and the effects of writes that sent
         nothing. Raises ``ClaimLost`` (nothing stored) when a twin stored its run first, and
         ``StoreUnavailable`` (the run recorded failed where possible) when the store refuses.
-        A suspended run keeps its whole SuspendedRun and deadline so ``/runs/{id}/resume``
-        works."""
-        from app.api.resume import wait_deadline
-
-        suspended = outcome.suspended
-        values = {
-            "status": outcome.status,
-            "terminal": outcome.terminal,
-            "decision": outcome.decision,
-            "outcome": record,
-            "response": response,
-            "world_state": suspended.to_json() if suspended else None,
-            "position": suspended.step if suspended else None,
-            "wait_deadline": wait_deadline(self.deps.ontology, suspended) if suspended else None,
-        }
+        A suspended run keeps its SuspendedRun and deadline so ``/runs/{id}/resume`` works."""
+        values = {**record.values, "response": response}
         try:
             with self.deps.engine.begin() as connection:
                 claim.record(connection, values)
                 # this call owns the run: nothing else wrote its trace, which starts at 0
-                repo.add_trace(connection, claim.run_id, outcome.trace, first_seq=0)
+                repo.add_trace(connection, claim.run_id, record.trace, first_seq=0)
                 repo.add_sources(connection, claim.run_id, sources)
                 repo.record_cards(
                     connection,

@@ -27,10 +27,10 @@ def run_files(
     out: Echo,
     err: Echo,
 ) -> int:
-    from app.bridge import BridgeResolver, bridge_from_model_string
     from app.errors import HorismosError
     from app.ontology import OntologyError, default_ontology_paths, load_ontology, verify
-    from app.runtime.host import InputRejected, save_run, start_run
+    from app.runtime.host import InputRejected
+    from app.runtime.runner import Runner
     from app.settings import get_settings
     from app.tools.host import ToolHost
 
@@ -57,17 +57,11 @@ def run_files(
         except (OSError, json.JSONDecodeError) as exc:
             err(f"{facts}: {exc}")
             return 1
-    bridge = bridge_from_model_string(model or settings.bridge_model, settings)
+    if model:
+        settings = settings.model_copy(update={"bridge_model": model})
+    runner = Runner.from_settings(settings, tools=host)
     try:
-        started = start_run(
-            ontology,
-            workflow,
-            data,
-            bridge=bridge,
-            bridge_for=BridgeResolver(bridge, settings),
-            tools=host.invoker(),
-            text=text,
-        )
+        started = runner.start(ontology, workflow, data, text=text)
     except InputRejected as exc:
         err(exc.message)
         for violation in exc.violations:
@@ -78,12 +72,12 @@ def run_files(
         return 1
     outcome = started.outcome
     if save:
-        from app.store import make_engine, session_scope
+        from app.store import make_engine
 
         engine = make_engine(settings.database_url)
         try:
-            with session_scope(engine) as session:
-                save_run(session, ontology, started)
+            with engine.begin() as connection:
+                runner.save(connection, ontology, started)
         finally:
             engine.dispose()
     if as_json:
@@ -96,7 +90,7 @@ def run_files(
             f"({outcome.status}; {said})"
         )
         for entry in outcome.trace:
-            out(f"  {entry['step']:<24} {entry['kind']:<15} {entry.get('edge')}")
+            out(f"  {entry.step:<24} {entry.kind:<15} {entry.edge}")
     return 2 if outcome.status == "failed" else 0
 
 

@@ -2,18 +2,20 @@
 
 The interpreter reads nothing else from the outside world, which is what makes replay exact:
 give it the same context (recorded Bridge answers and tool results substituted) and it walks the
-same steps.
+same steps. The host's monotonic timer only measures how long steps and calls took (the trace's
+``elapsedMs``); no decision reads it, so a replay without one walks the same steps.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 from app.bridge.protocol import Bridge
 from app.ontology.model import ToolDef
+from app.runtime.trace import BridgeCall, ToolCall, TraceEntry
 
 
 class ToolPort(Protocol):
@@ -39,27 +41,28 @@ class Recording:
     behave as if no Bridge were configured.
     """
 
-    calls: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    calls: dict[str, list[BridgeCall | ToolCall]] = field(default_factory=dict)
 
     @classmethod
-    def from_trace(cls, trace: list[dict[str, Any]]) -> Recording:
+    def from_trace(cls, trace: Sequence[TraceEntry | Mapping[str, Any]]) -> Recording:
+        from app.runtime.trace import parse_trace
+
         rec = cls()
-        rec._collect(trace, "")
+        rec._collect(parse_trace(trace), "")
         return rec
 
-    def _collect(self, trace: list[dict[str, Any]], prefix: str) -> None:
+    def _collect(self, trace: list[TraceEntry], prefix: str) -> None:
         for entry in trace:
-            key = prefix + str(entry.get("step"))
-            self.calls.setdefault(key, []).extend(dict(c) for c in entry.get("calls", []))
-            sub = entry.get("subflow")
-            if isinstance(sub, Mapping):
-                self._collect(list(sub.get("trace", [])), key + "/")
+            key = prefix + entry.step
+            self.calls.setdefault(key, []).extend(c.model_copy(deep=True) for c in entry.calls)
+            if entry.subflow is not None:
+                self._collect(entry.subflow.trace, key + "/")
 
-    def take(self, key: str, kind: str, op: str) -> dict[str, Any] | None:
+    def take(self, key: str, kind: str, op: str) -> BridgeCall | ToolCall | None:
         """The next recorded call of ``kind``/``op`` at step ``key``, or ``None``."""
         queue = self.calls.get(key, [])
         for i, call in enumerate(queue):
-            if call.get("type") == kind and call.get("op") == op:
+            if call.type == kind and call.op == op:
                 return queue.pop(i)
         return None
 
@@ -69,7 +72,10 @@ class RunContext:
     """Everything from outside that a run may use.
 
     ``now`` is the run's time (``horis:now`` effects, WaitStep timeouts); ``clock``, when given,
-    timestamps trace entries (else every entry carries ``now``). ``bridge=None`` is a supported
+    timestamps trace entries (else every entry carries ``now``); ``timer``, when given, is a
+    monotonic clock in seconds that measures each step and call (``elapsedMs``); ``deadline``,
+    on that timer, is when the run's outside calls must be done by: a tool call gets what is
+    left of it as its timeout, at most its own ``horis:timeout``. ``bridge=None`` is a supported
     configuration: perception and proposals take their fallbacks, narration renders the proof.
     ``recorded`` turns the run into a replay: Bridge answers and non-idempotent tool results come
     from it, and idempotent tools re-run only with ``rerun_idempotent``. ``bridge_for``, when
@@ -86,9 +92,21 @@ class RunContext:
     rerun_idempotent: bool = False
     clock: Callable[[], datetime] | None = None
     bridge_for: Callable[[str | None], Bridge | None] | None = None
+    timer: Callable[[], float] | None = None
+    deadline: float | None = None
 
     def time(self) -> datetime:
         return self.clock() if self.clock is not None else self.now
+
+    def tick(self) -> float | None:
+        """The monotonic timer's reading, or None without a timer."""
+        return self.timer() if self.timer is not None else None
+
+    def time_left(self, budget: float) -> float:
+        """``budget`` seconds, cut to what is left before ``deadline`` (never below 0)."""
+        if self.deadline is None or self.timer is None:
+            return budget
+        return max(0.0, min(budget, self.deadline - self.timer()))
 
     def bridge_of(self, model: str | None) -> Bridge | None:
         """The Bridge that serves a step whose ``horis:model`` is ``model`` (None: no Bridge)."""

@@ -27,6 +27,14 @@ from app.runtime.effects import ContractError, effect_changes, resolve_args
 from app.runtime.names import condition_json, namespace_of, qualify_structured, show
 from app.runtime.outcome import Outcome, SuspendedRun
 from app.runtime.perception import extraction_changes
+from app.runtime.trace import (
+    ConditionCheck,
+    Narration,
+    Resumed,
+    SubflowTrace,
+    TraceEntry,
+    TraceFact,
+)
 from app.tools.errors import EffectNotExecuted, ToolError
 from app.world import World
 from app.world.facts import Assert, Fact, TxResult
@@ -68,7 +76,7 @@ class _Run:
     ontology: Ontology
     world: World
     ctx: RunContext
-    trace: list[dict[str, Any]] = field(default_factory=list)
+    trace: list[TraceEntry] = field(default_factory=list)
     goals: list[bool] = field(default_factory=list)
     violations: list[dict[str, Any]] = field(default_factory=list)
     resume_facts: dict[str, Any] | None = None
@@ -84,7 +92,7 @@ class _Run:
         self,
         wf: WorkflowDef,
         start: str,
-        trace: list[dict[str, Any]],
+        trace: list[TraceEntry],
         *,
         prefix: str = "",
         depth: int = 0,
@@ -94,27 +102,28 @@ class _Run:
             step = wf.steps.get(current)
             if step is None:
                 return self._fail(f"{local_name(current)} is not a step of {wf.name}")
-            entry: dict[str, Any] = {
-                "step": step.name,
-                "kind": step.kind,
-                "snapshot": self.world.version,
-                "at": self.ctx.time().isoformat(),
-                "calls": [],
-            }
+            entry = TraceEntry(
+                step=step.name,
+                kind=step.kind,
+                snapshot=self.world.version,
+                at=self.ctx.time().isoformat(),
+                calls=[],
+            )
+            entry_started = self.ctx.tick()
             trace.append(entry)
             key = prefix + step.name
             focus = self.focus(wf)
             body: _Body
             if step.requires:
                 holds = focus is not None and self.world.holds(focus, step.requires)
-                entry["requires"] = {"conditions": self.conds(step.requires), "holds": holds}
+                entry.requires = ConditionCheck(conditions=self.conds(step.requires), holds=holds)
                 if not holds:
                     body = (
                         _Edge("onUnsatisfied", step.on_unsatisfied)
                         if step.on_unsatisfied
                         else _Fail(f"the preconditions of {step.name} do not hold")
                     )
-                    ended = self.advance(step, entry, body)
+                    ended = self.advance(step, entry, body, entry_started)
                     if isinstance(ended, _Ended):
                         return ended
                     current = ended
@@ -122,7 +131,7 @@ class _Run:
             result = self.body(wf, step, entry, key, focus, trace, depth)
             if isinstance(result, _Ended):
                 return result
-            ended = self.advance(step, entry, result)
+            ended = self.advance(step, entry, result, entry_started)
             if isinstance(ended, _Ended):
                 if ended.status == "suspended":
                     ended.wait = (wf, step)
@@ -130,22 +139,27 @@ class _Run:
             current = ended
         return self._fail(f"{wf.name} has no step to go to")
 
-    def advance(self, step: StepDef, entry: dict[str, Any], body: _Body) -> _Ended | str:
-        entry["finished"] = self.ctx.time().isoformat()
+    def advance(
+        self, step: StepDef, entry: TraceEntry, body: _Body, started: float | None = None
+    ) -> _Ended | str:
+        entry.finished = self.ctx.time().isoformat()
+        ended = self.ctx.tick()
+        if started is not None and ended is not None:
+            entry.elapsedMs = (ended - started) * 1000
         if isinstance(body, _Suspend):
-            entry["edge"] = "suspend"
+            entry.edge = "suspend"
             return _Ended("suspended")
         if isinstance(body, _Fail):
-            entry["edge"] = None
-            entry["error"] = body.message
+            entry.edge = None
+            entry.error = body.message
             return self._fail(body.message, step.iri)
-        entry["edge"] = body.name
-        entry["to"] = local_name(body.target) if body.target else None
+        entry.edge = body.name
+        entry.to = local_name(body.target) if body.target else None
         if step.terminal and body.name != "onUnsatisfied":
             return _Ended("completed", terminal=step.iri)
         if body.target is None:
-            entry["error"] = f"{step.name} has no {body.name} edge"
-            return self._fail(entry["error"], step.iri)
+            entry.error = f"{step.name} has no {body.name} edge"
+            return self._fail(entry.error, step.iri)
         return body.target
 
     def _fail(self, message: str, subject: str | None = None) -> _Ended:
@@ -163,25 +177,24 @@ class _Run:
     def conds(self, conditions: tuple[Condition, ...]) -> list[dict[str, Any]]:
         return [condition_json(self.ontology, c) for c in conditions]
 
-    def record_tx(self, entry: dict[str, Any], tx: TxResult) -> None:
+    def record_tx(self, entry: TraceEntry, tx: TxResult) -> None:
         if tx.ok:
-            delta = entry.setdefault("delta", {"added": [], "removed": []})
-            delta["added"].extend(self.fact_json(f) for f in tx.added)
-            delta["removed"].extend(self.fact_json(f) for f in tx.removed)
+            delta = entry.changed()
+            delta.added.extend(self.fact_json(f) for f in tx.added)
+            delta.removed.extend(self.fact_json(f) for f in tx.removed)
         else:
-            found = [v.to_json() for v in tx.violations]
-            entry.setdefault("violations", []).extend(found)
+            entry.add_violations(v.to_json() for v in tx.violations)
 
-    def fact_json(self, f: Fact) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "subject": f.subject,
-            "property": local_name(f.property),
-            "value": show(self.ontology, f.value),
-            "provenance": f.provenance,
-        }
+    def fact_json(self, f: Fact) -> TraceFact:
+        fact = TraceFact(
+            subject=f.subject,
+            property=local_name(f.property),
+            value=show(self.ontology, f.value),
+            provenance=f.provenance,
+        )
         if f.confidence is not None:
-            out["confidence"] = f.confidence
-        return out
+            fact.confidence = f.confidence
+        return fact
 
     # --- the step bodies -------------------------------------------------------------------
 
@@ -189,10 +202,10 @@ class _Run:
         self,
         wf: WorkflowDef,
         step: StepDef,
-        entry: dict[str, Any],
+        entry: TraceEntry,
         key: str,
         focus: str | None,
-        trace: list[dict[str, Any]],
+        trace: list[TraceEntry],
         depth: int,
     ) -> _Body | _Ended:
         kind = step.kind
@@ -201,7 +214,7 @@ class _Run:
         if kind == "ReasoningStep":
             holds = focus is not None and self.world.holds(focus, step.goal)
             self.goals.append(holds)
-            entry["goal"] = {"conditions": self.conds(step.goal), "holds": holds}
+            entry.goal = ConditionCheck(conditions=self.conds(step.goal), holds=holds)
             return (
                 _Edge("next", step.next) if holds else _Edge("onUnreachable", step.on_unreachable)
             )
@@ -216,7 +229,7 @@ class _Run:
         if kind == "ChoiceStep":
             for i, branch in enumerate(step.branches, start=1):
                 if focus is not None and self.world.holds(focus, branch.when):
-                    entry["branch"] = i
+                    entry.branch = i
                     return _Edge(f"branch{i}", branch.next)
             return _Edge("otherwise", step.otherwise)
         if kind == "SubflowStep":
@@ -224,15 +237,15 @@ class _Run:
         return _Edge("next", step.next)
 
     def perceive(
-        self, wf: WorkflowDef, step: StepDef, entry: dict[str, Any], key: str, focus: str | None
+        self, wf: WorkflowDef, step: StepDef, entry: TraceEntry, key: str, focus: str | None
     ) -> _Body:
         text = self.ctx.text
         if not text:
-            entry["skipped"] = "no input text"
+            entry.skipped = "no input text"
             return _Edge("next", step.next)
         bridge = self.ctx.bridge_of(step.model)
         if bridge is None and self.ctx.recorded is None:
-            entry["reason"] = "no Bridge configured"
+            entry.reason = "no Bridge configured"
             return _Edge("fallback", step.fallback)
         from app.ontology import derive_schema
 
@@ -259,10 +272,10 @@ class _Run:
                     bridge=bridge,
                 )
             except BridgeError as exc:
-                entry["reason"] = f"Bridge {exc.kind}: {exc.message}"
+                entry.reason = f"Bridge {exc.kind}: {exc.message}"
                 return _Edge("fallback", step.fallback)
             if result.confidence < threshold:
-                entry["reason"] = f"confidence {result.confidence} below {threshold}"
+                entry.reason = f"confidence {result.confidence} below {threshold}"
                 return _Edge("fallback", step.fallback)
             changes = extraction_changes(
                 self.ontology,
@@ -275,24 +288,24 @@ class _Run:
             tx = self.world.transact(changes, provenance="perception", confidence=result.confidence)
             self.record_tx(entry, tx)
             if tx.ok:
-                entry["attempts"] = attempt + 1
+                entry.attempts = attempt + 1
                 return _Edge("next", step.next)
             feedback = [v.to_json() for v in tx.violations]
-        entry["attempts"] = budget + 1
-        entry["reason"] = "the extraction still failed validation after its retries"
+        entry.attempts = budget + 1
+        entry.reason = "the extraction still failed validation after its retries"
         return _Edge("fallback", step.fallback)
 
-    def act(self, step: StepDef, entry: dict[str, Any], key: str, focus: str | None) -> _Body:
+    def act(self, step: StepDef, entry: TraceEntry, key: str, focus: str | None) -> _Body:
         tool = self.ontology.tools.get(step.tool or "")
         if tool is None:
             return _Fail(f"{step.name} names no known tool")
-        entry["tool"] = tool.name
+        entry.tool = tool.name
         try:
             args = resolve_args(self.ontology, self.world, focus, step, tool)
         except ContractError as exc:
-            entry["error"] = str(exc)
+            entry.error = str(exc)
             return _Edge("onError", step.on_error)
-        entry["args"] = args
+        entry.args = args
         default = 1 if tool.idempotent else 0
         budget = (
             step.retries
@@ -303,41 +316,41 @@ class _Run:
             try:
                 raw = self.calls.tool_call(entry, key, tool, args, attempt)
             except EffectNotExecuted as exc:  # nothing sent: the decision stands, unwritten
-                entry["effect"] = exc.effect
-                entry["reason"] = exc.message
+                entry.effect = exc.effect
+                entry.reason = exc.message
                 return _Edge("next", step.next)
             except ToolError as exc:
-                entry["error"] = exc.message
+                entry.error = exc.message
                 if exc.retryable and attempt < budget:
                     continue
-                entry["attempts"] = attempt + 1
+                entry.attempts = attempt + 1
                 return _Edge("onError", step.on_error)
-            entry["attempts"] = attempt + 1
+            entry.attempts = attempt + 1
             try:
                 changes = effect_changes(
                     self.ontology, self.world, tool, raw, focus=focus, now=self.ctx.now
                 )
             except ContractError as exc:
-                entry["error"] = str(exc)
+                entry.error = str(exc)
                 return _Edge("onError", step.on_error)
             tx = self.world.transact(changes, provenance="tool")
             self.record_tx(entry, tx)
             if not tx.ok:
-                entry["error"] = "the tool's effects were rejected by the gate"
+                entry.error = "the tool's effects were rejected by the gate"
                 return _Edge("onError", step.on_error)
-            entry.pop("error", None)
+            entry.unset("error")
             return _Edge("next", step.next)
         return _Edge("onError", step.on_error)
 
-    def narrate(self, step: StepDef, entry: dict[str, Any], key: str, focus: str | None) -> _Body:
+    def narrate(self, step: StepDef, entry: TraceEntry, key: str, focus: str | None) -> _Body:
         if focus is None or step.narrates is None or self.world.value(focus, step.narrates) is None:
-            entry["narration"] = None
-            entry["reason"] = "nothing to narrate"
+            entry.narration = None
+            entry.reason = "nothing to narrate"
             return self.narration_failed(step, entry)
         rendered = self.world.proof(focus, step.narrates).render()
         bridge = self.ctx.bridge_of(step.model)
         if bridge is None and self.ctx.recorded is None:
-            entry["reason"] = "no Bridge configured"
+            entry.reason = "no Bridge configured"
         else:
             try:
                 told: BridgeResult[str] = self.calls.bridge_call(
@@ -350,21 +363,19 @@ class _Run:
                     {"audience": step.audience, "style": step.style, **_requested(step)},
                     bridge=bridge,
                 )
-                entry["narration"] = {
-                    "text": told.output,
-                    "generated": True,
-                    "confidence": told.confidence,
-                }
+                entry.narration = Narration(
+                    text=told.output, generated=True, confidence=told.confidence
+                )
                 return _Edge("next", step.next)
             except BridgeError as exc:
-                entry["reason"] = f"Bridge {exc.kind}: {exc.message}"
-        entry["narration"] = {"text": rendered, "generated": False}
+                entry.reason = f"Bridge {exc.kind}: {exc.message}"
+        entry.narration = Narration(text=rendered, generated=False)
         return self.narration_failed(step, entry)
 
-    def narration_failed(self, step: StepDef, entry: dict[str, Any]) -> _Body:
+    def narration_failed(self, step: StepDef, entry: TraceEntry) -> _Body:
         if not step.required:
             return _Edge("next", step.next)
-        entry["required"] = True
+        entry.required = True
         if step.on_error:
             return _Edge("onError", step.on_error)
         if step.terminal:  # the run ends here all the same; the trace says the narration failed
@@ -373,7 +384,7 @@ class _Run:
             return _Edge("fallback", step.fallback)
         return _Fail(f"the required narration of {step.name} failed")
 
-    def propose(self, step: StepDef, entry: dict[str, Any], key: str, focus: str | None) -> _Body:
+    def propose(self, step: StepDef, entry: TraceEntry, key: str, focus: str | None) -> _Body:
         query = step.candidates
         values: list[Any] = []
         if query is not None:
@@ -388,13 +399,13 @@ class _Run:
             ]
         names = [str(show(self.ontology, v)) for v in values]
         by_name = dict(zip(names, values, strict=True))
-        entry["candidates"] = names
+        entry.candidates = names
         if not names:
-            entry["reason"] = "no legal candidates"
+            entry.reason = "no legal candidates"
             return _Edge("fallback", step.fallback)
         bridge = self.ctx.bridge_of(step.model)
         if bridge is None and self.ctx.recorded is None:
-            entry["reason"] = "no Bridge configured"
+            entry.reason = "no Bridge configured"
             return _Edge("fallback", step.fallback)
         criterion = step.rank_by or ""
         text = self.ctx.text
@@ -408,11 +419,11 @@ class _Run:
                 bridge=bridge,
             )
         except BridgeError as exc:
-            entry["reason"] = f"Bridge {exc.kind}: {exc.message}"
+            entry.reason = f"Bridge {exc.kind}: {exc.message}"
             return _Edge("fallback", step.fallback)
         invented = [c for c in ranked.output if c not in by_name]
         if not ranked.output or invented:
-            entry["reason"] = (
+            entry.reason = (
                 f"the ranking names non-candidates {invented}"
                 if invented
                 else ("the ranking is empty")
@@ -420,10 +431,10 @@ class _Run:
             return _Edge("fallback", step.fallback)
         threshold = step.confidence if step.confidence is not None else 0.0
         if ranked.confidence < threshold:
-            entry["reason"] = f"confidence {ranked.confidence} below {threshold}"
+            entry.reason = f"confidence {ranked.confidence} below {threshold}"
             return _Edge("fallback", step.fallback)
         choice = ranked.output[0]
-        entry["selected"] = choice
+        entry.selected = choice
         if focus is None or step.selects is None:
             return _Fail(f"{step.name} has no focus property to record its selection on")
         tx = self.world.transact(
@@ -433,22 +444,22 @@ class _Run:
         )
         self.record_tx(entry, tx)
         if not tx.ok:
-            entry["reason"] = "the selection was rejected by the gate"
+            entry.reason = "the selection was rejected by the gate"
             return _Edge("fallback", step.fallback)
         return _Edge("next", step.next)
 
-    def wait(self, wf: WorkflowDef, step: StepDef, entry: dict[str, Any]) -> _Body:
+    def wait(self, wf: WorkflowDef, step: StepDef, entry: TraceEntry) -> _Body:
         facts = self.resume_facts
         if facts is None:
-            entry["awaits"] = [local_name(p) for p in step.awaits]
+            entry.awaits = [local_name(p) for p in step.awaits]
             self.waiting_since = self.ctx.now.isoformat()
             return _Suspend(step)
         self.resume_facts = None
         since = datetime.fromisoformat(self.waiting_since or self.ctx.now.isoformat())
         waited = (self.ctx.now - since).total_seconds()
-        entry["resumed"] = {"waitedSeconds": waited}
+        entry.resumed = Resumed(waitedSeconds=waited)
         if step.timeout is not None and waited > step.timeout:
-            entry["reason"] = f"resumed after {waited}s, past the {step.timeout}s timeout"
+            entry.reason = f"resumed after {waited}s, past the {step.timeout}s timeout"
             return _Edge("onTimeout", step.on_timeout)
         from app.world import load_structured
 
@@ -456,7 +467,7 @@ class _Run:
         tx = load_structured(self.world, qualified, provenance="human")
         self.record_tx(entry, tx)
         if not tx.ok:
-            entry["reason"] = "the resume's facts were rejected by the gate"
+            entry.reason = "the resume's facts were rejected by the gate"
             self.waiting_since = since.isoformat()
             return _Suspend(step)
         focus = self.focus(wf)
@@ -466,33 +477,35 @@ class _Run:
             if focus is None or self.world.value(focus, p) is None
         ]
         if missing:
-            entry["reason"] = f"still waiting for {missing}"
+            entry.reason = f"still waiting for {missing}"
             self.waiting_since = since.isoformat()
             return _Suspend(step)
         return _Edge("next", step.next)
 
     def subflow(
-        self, wf: WorkflowDef, step: StepDef, entry: dict[str, Any], key: str, depth: int
+        self, wf: WorkflowDef, step: StepDef, entry: TraceEntry, key: str, depth: int
     ) -> _Body | _Ended:
         sub = self.ontology.workflows.get(step.workflow or "")
         if sub is None:
             return _Fail(f"{step.name} names no known workflow")
         if depth >= 1:
             return _Fail(f"{step.name}: subflows nest one level deep")
-        nested: list[dict[str, Any]] = []
-        entry["subflow"] = {"workflow": sub.name, "trace": nested}
+        entry.subflow = SubflowTrace(workflow=sub.name)
+        nested = entry.subflow.trace
         ended = self.execute(sub, sub.starts_at, nested, prefix=key + "/", depth=depth + 1)
         return self.after_subflow(wf, step, entry, ended)
 
     def after_subflow(
-        self, wf: WorkflowDef, step: StepDef, entry: dict[str, Any], ended: _Ended
+        self, wf: WorkflowDef, step: StepDef, entry: TraceEntry, ended: _Ended
     ) -> _Body | _Ended:
         if ended.status == "suspended":
             ended.parent = {"workflow": wf.iri, "step": step.iri}
             return ended
         if ended.status == "failed":
             return _Fail(f"the subflow of {step.name} failed")
-        entry["subflow"]["terminal"] = local_name(ended.terminal or "")
+        if entry.subflow is None:
+            entry.subflow = SubflowTrace()
+        entry.subflow.terminal = local_name(ended.terminal or "")
         for outcome in step.outcomes:
             if outcome.terminal == ended.terminal:
                 return _Edge("outcome", outcome.next)
@@ -528,8 +541,9 @@ def run_workflow(ontology: Ontology, workflow: str, world: World, ctx: RunContex
 def resume_workflow(
     ontology: Ontology, suspended: SuspendedRun, facts: dict[str, Any], ctx: RunContext
 ) -> Outcome:
-    """Continue a suspended run with structured facts (DESIGN §9 shape, provenance ``human``);
-    a resume after the WaitStep's ``horis:timeout`` takes ``horis:onTimeout`` instead."""
+    """Continue a suspended run with structured facts (the ``horismos run --facts`` form,
+    provenance ``human``); a resume after the WaitStep's ``horis:timeout`` takes
+    ``horis:onTimeout`` instead."""
     world = World.from_json(ontology, suspended.world)
     root = _workflow(ontology, suspended.root_workflow or suspended.workflow)
     run = _Run(
@@ -549,7 +563,9 @@ def resume_workflow(
     parent = _workflow(ontology, suspended.parent["workflow"])
     sub_step = parent.steps[suspended.parent["step"]]
     entry = run.trace[-1]
-    nested: list[dict[str, Any]] = entry.setdefault("subflow", {"trace": []})["trace"]
+    if entry.subflow is None:
+        entry.subflow = SubflowTrace()
+    nested = entry.subflow.trace
     ended = run.execute(wf, suspended.step, nested, prefix=sub_step.name + "/", depth=1)
     body = run.after_subflow(parent, sub_step, entry, ended)
     if isinstance(body, _Ended):
@@ -605,11 +621,10 @@ def _outcome(run: _Run, wf: WorkflowDef, ended: _Ended) -> Outcome:
     )
 
 
-def _step_violations(trace: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _step_violations(trace: list[TraceEntry]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for entry in trace:
-        out.extend(entry.get("violations", []))
-        sub = entry.get("subflow")
-        if isinstance(sub, dict):
-            out.extend(_step_violations(sub.get("trace", [])))
+        out.extend(entry.violations or [])
+        if entry.subflow is not None:
+            out.extend(_step_violations(entry.subflow.trace))
     return out

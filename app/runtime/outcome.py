@@ -1,4 +1,4 @@
-"""A run's result (seeds/05 "Run outcomes", DESIGN §9) and a suspended run's position."""
+"""A run's result (seeds/05 "Run outcomes") and a suspended run's position."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from app.ontology.model import local_name
+from app.runtime.trace import TRACE_VERSION, TraceEntry, parse_trace, trace_json
 
 RunStatus = Literal["completed", "suspended", "failed"]
 
@@ -23,35 +24,41 @@ class SuspendedRun:
     step: str  # IRI of the WaitStep
     waiting_since: str  # ISO time the run suspended (the run's clock)
     world: dict[str, Any]
-    trace: list[dict[str, Any]]
+    trace: list[TraceEntry]
     goals: list[bool] = field(default_factory=list)
     violations: list[dict[str, Any]] = field(default_factory=list)
     parent: dict[str, str] | None = None  # {"workflow": IRI, "step": IRI}
     root_workflow: str = ""  # the workflow the run was started with
 
-    def to_json(self) -> dict[str, Any]:
-        return {
+    def to_json(self, *, with_trace: bool = True) -> dict[str, Any]:
+        """The JSON form; a store that keeps the trace elsewhere (``trace_events``) leaves it
+        out (``with_trace=False``) and gives it back to :meth:`from_json`."""
+        out: dict[str, Any] = {
             "runId": self.run_id,
             "workflow": self.workflow,
             "step": self.step,
             "waitingSince": self.waiting_since,
             "world": self.world,
-            "trace": self.trace,
             "goals": self.goals,
             "violations": self.violations,
             "parent": self.parent,
             "rootWorkflow": self.root_workflow or self.workflow,
         }
+        if with_trace:
+            out["trace"] = trace_json(self.trace)
+        return out
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> SuspendedRun:
+    def from_json(
+        cls, data: dict[str, Any], *, trace: list[TraceEntry] | None = None
+    ) -> SuspendedRun:
         return cls(
             run_id=str(data["runId"]),
             workflow=str(data["workflow"]),
             step=str(data["step"]),
             waiting_since=str(data["waitingSince"]),
             world=dict(data["world"]),
-            trace=list(data["trace"]),
+            trace=trace if trace is not None else parse_trace(data.get("trace") or []),
             goals=list(data.get("goals", [])),
             violations=list(data.get("violations", [])),
             parent=data.get("parent"),
@@ -75,7 +82,7 @@ class Outcome:
     decision: dict[str, Any] | None
     goal_reached: bool
     proof: dict[str, Any] | None
-    trace: list[dict[str, Any]]
+    trace: list[TraceEntry]
     violations: list[dict[str, Any]]
     status: RunStatus = "completed"
     suspended: SuspendedRun | None = None
@@ -94,7 +101,8 @@ class Outcome:
         out.update(
             goal_reached=self.goal_reached,
             proof=self.proof,
-            trace=self.trace,
+            trace=trace_json(self.trace),
+            traceVersion=TRACE_VERSION,
             violations=self.violations,
         )
         if self.suspended is not None:

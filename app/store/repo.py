@@ -59,13 +59,16 @@ __all__ = [
     "list_runs",
     "list_sources",
     "list_trace",
+    "lock_run",
     "purge_expired_jtis",
     "record_cards",
     "record_effect",
     "remember_jti",
+    "replace_trace",
     "run_responses",
     "save_outcome",
     "set_effect_state",
+    "trace_payloads",
 ]
 
 
@@ -333,6 +336,33 @@ def hook_run(
         .first()
     )
     return dict(found) if found is not None else None
+
+
+def lock_run(connection: Connection, run_id: str) -> Mapping[str, Any] | None:
+    """A run's columns, its row locked until the caller's transaction ends (PostgreSQL), or
+    None (also for an id no run can have)."""
+    if not could_be_run_id(run_id):
+        return None
+    statement = select(_RUNS).where(_RUNS.c.id == run_id).with_for_update()
+    found = connection.execute(statement).mappings().first()
+    return dict(found) if found is not None else None
+
+
+def trace_payloads(connection: Connection, run_id: str) -> list[dict[str, Any]]:
+    """A run's stored trace entries, in order."""
+    rows = connection.execute(
+        select(_TRACE.c.payload).where(_TRACE.c.run_id == run_id).order_by(_TRACE.c.seq)
+    )
+    return [dict(payload) for (payload,) in rows]
+
+
+def replace_trace(
+    connection: Connection, run_id: str, entries: Sequence[Mapping[str, Any]], *, from_seq: int
+) -> None:
+    """Rewrite a run's trace from entry ``from_seq`` on (a resumed run continues its last
+    entries and appends new ones); the caller holds the run's row lock."""
+    connection.execute(delete(_TRACE).where(_TRACE.c.run_id == run_id, _TRACE.c.seq >= from_seq))
+    add_trace(connection, run_id, entries, first_seq=from_seq)
 
 
 #: Longest run id stored (the ``runs.id`` column).

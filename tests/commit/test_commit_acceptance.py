@@ -350,8 +350,8 @@ def test_a_refused_write_is_traced_as_refused_and_replays_as_refused(
     assert report.outcome is not None and report.outcome.terminal == "Done"
     properties = {str(f[1]) for f in report.outcome.facts}
     assert "acuity" in properties and "queuedAt" not in properties  # nothing asserted
-    [replayed] = [e for e in report.outcome.trace if e.get("step") == "Route"]
-    assert (replayed["effect"], replayed["reason"]) == ("refused", why)
+    [replayed] = [e for e in report.outcome.trace if e.step == "Route"]
+    assert (replayed.effect, replayed.reason) == ("refused", why)
     assert fhir_server.requests(since=mark) == []
 
 

@@ -54,9 +54,9 @@ def test_the_mme_lands_as_a_tool_fact(ontology: Ontology) -> None:
     assert world.value("o1", ns + "supplyDays") == Decimal(30)
     fact = world.fact("o1", ns + "mme", Decimal(180))
     assert fact is not None and fact.provenance == "tool"
-    call = outcome.trace[-2]["calls"][0]
-    assert call["args"]["rxnorm"] == ["197696"]
-    assert call["result"] == {"mme": 180, "mmeStatus": "Computed"}
+    call = outcome.trace[-2].calls[0]
+    assert call.type == "tool" and call.args["rxnorm"] == ["197696"]
+    assert call.result == {"mme": 180, "mmeStatus": "Computed"}
 
 
 def test_an_order_with_several_doses_is_ambiguous(ontology: Ontology) -> None:
@@ -83,7 +83,8 @@ def test_an_argument_outside_the_contract_is_refused(ontology: Ontology, tmp_pat
     outcome, world = run(typo, FENTANYL_Q3D)
 
     assert outcome.terminal == "Failed"
-    assert "periodUnits" in outcome.trace[-2]["calls"][0]["error"]["message"]
+    error = outcome.trace[-2].calls[0].error
+    assert error is not None and "periodUnits" in error.message
     assert world.value("o1", typo.namespace + "mme") is None
 
 

@@ -112,7 +112,7 @@ def run(
 
 
 def steps(outcome: Outcome) -> list[tuple[str, str | None]]:
-    return [(e["step"], e.get("edge")) for e in outcome.trace]
+    return [(e.step, e.edge) for e in outcome.trace]
 
 
 @pytest.fixture

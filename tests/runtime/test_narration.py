@@ -16,7 +16,7 @@ def test_narration_is_generated_from_the_proof_only(flows: Ontology) -> None:
     outcome, world = run(flows, "Explained", CASE, bridge=bridge)
 
     assert outcome.terminal == "ExplainedDone"
-    assert outcome.trace[0]["narration"]["text"] == "High, because the score is 70."
+    assert outcome.trace[0].narration.text == "High, because the score is 70."
     (request,) = bridge.calls
     assert request["proof"] == world.proof("c1", flows.namespace + "level").render()
     assert request["audience"] == "reviewer"
@@ -30,9 +30,9 @@ def test_a_required_narration_that_fails_follows_its_on_error_edge(flows: Ontolo
     assert outcome.status == "completed"
     assert outcome.terminal == "ExplainFailed"
     assert steps(outcome) == [("ExplainLevel", "onError"), ("ExplainFailed", "next")]
-    assert outcome.trace[0]["narration"]["generated"] is False
-    assert outcome.trace[0]["required"] is True
-    assert outcome.trace[0]["reason"].startswith("Bridge provider")
+    assert outcome.trace[0].narration.generated is False
+    assert outcome.trace[0].required is True
+    assert outcome.trace[0].reason.startswith("Bridge provider")
 
 
 def test_a_required_narration_without_a_bridge_follows_its_on_error_edge(
@@ -41,8 +41,8 @@ def test_a_required_narration_without_a_bridge_follows_its_on_error_edge(
     outcome, _ = run(flows, "Explained", CASE)
 
     assert (outcome.status, outcome.terminal) == ("completed", "ExplainFailed")
-    assert outcome.trace[0]["reason"] == "no Bridge configured"
-    assert outcome.trace[0]["edge"] == "onError"
+    assert outcome.trace[0].reason == "no Bridge configured"
+    assert outcome.trace[0].edge == "onError"
 
 
 def test_a_required_narration_that_succeeds_goes_on(flows: Ontology) -> None:
@@ -58,5 +58,5 @@ def test_a_terminal_required_narration_that_fails_still_ends_the_run_there(
     outcome, _ = run(flows, "ExplainedLast", CASE)
 
     assert (outcome.status, outcome.terminal) == ("completed", "ExplainAndEnd")
-    assert outcome.trace[0]["required"] is True
-    assert outcome.trace[0]["narration"]["generated"] is False
+    assert outcome.trace[0].required is True
+    assert outcome.trace[0].narration.generated is False

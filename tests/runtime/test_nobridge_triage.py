@@ -89,20 +89,20 @@ def test_the_trace_says_why_each_step_went_where_it_did(triage: Ontology) -> Non
     outcome, _ = run(triage, "Triage", patient(heartRate=130, symptoms=["ChestPain"]))
     intake, assess, route, explain, done = outcome.trace
 
-    assert intake["skipped"] == "no input text"
-    assert assess["goal"]["holds"] is True
-    assert route["requires"]["holds"] is True
+    assert intake.skipped == "no input text"
+    assert assess.goal.holds is True
+    assert route.requires.holds is True
     # No FHIR adapter in this configuration: the queue write is proposed, not executed.
-    assert route["effect"] == "proposed"
-    assert route["args"] == {"patient": "p1", "queue": "Immediate"}
-    assert explain["narration"]["generated"] is False
-    assert "Immediate" in explain["narration"]["text"]
-    assert done["step"] == "Done" and outcome.terminal == "Done"
+    assert route.effect == "proposed"
+    assert route.args == {"patient": "p1", "queue": "Immediate"}
+    assert explain.narration.generated is False
+    assert "Immediate" in explain.narration.text
+    assert done.step == "Done" and outcome.terminal == "Done"
 
 
 def test_text_without_a_bridge_takes_the_fallback(triage: Ontology) -> None:
     outcome, _ = run(triage, "Triage", patient(heartRate=130), text="crushing chest pain")
 
-    assert outcome.trace[0]["reason"] == "no Bridge configured"
+    assert outcome.trace[0].reason == "no Bridge configured"
     assert steps(outcome)[0] == ("Intake", "fallback")
     assert outcome.terminal == "EscalateToNurse"

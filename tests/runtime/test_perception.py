@@ -36,8 +36,8 @@ def test_above_confidence_the_facts_land_with_perception_provenance(triage: Onto
     assert outcome.decision == {"property": "acuity", "value": "Immediate"}
     hr = world.fact("p1", triage.namespace + "heartRate", 130)
     assert hr is not None and hr.provenance == "perception" and hr.confidence == 0.92
-    (call,) = outcome.trace[0]["calls"]
-    assert call["schemaHash"].startswith("sha256:") and call["confidence"] == 0.92
+    (call,) = outcome.trace[0].calls
+    assert call.schemaHash.startswith("sha256:") and call.confidence == 0.92
     assert bridge.calls[0]["text"] == TEXT
 
 
@@ -46,7 +46,7 @@ def test_below_confidence_falls_back_and_asserts_nothing(triage: Ontology) -> No
     outcome, world = run(triage, "Triage", PATIENT, bridge=bridge, text=TEXT)
 
     assert steps(outcome)[0] == ("Intake", "fallback")
-    assert "below" in outcome.trace[0]["reason"]
+    assert "below" in outcome.trace[0].reason
     assert outcome.terminal == "EscalateToNurse"
     assert world.values("p1", triage.namespace + "heartRate") == ()
 
@@ -58,7 +58,7 @@ def test_structured_feedback_fixes_an_invalid_extraction_within_the_budget(
     outcome, _ = run(triage, "Triage", PATIENT, bridge=bridge, text=TEXT)
 
     assert outcome.terminal == "Done"
-    assert outcome.trace[0]["attempts"] == 2
+    assert outcome.trace[0].attempts == 2
     assert bridge.calls[0]["feedback"] == []
     (fed,) = bridge.calls[1]["feedback"]
     assert fed["code"] == "max" and fed["value"] == 900
@@ -79,7 +79,7 @@ def test_a_rules_only_property_is_rejected_at_the_gate(triage: Ontology) -> None
     bridge = MockBridge({"extract": [answer(extraction(acuity="NonUrgent"))]})
     outcome, world = run(triage, "Triage", PATIENT, bridge=bridge, text=TEXT)
 
-    codes = {v["code"] for v in outcome.trace[0]["violations"]}
+    codes = {v["code"] for v in outcome.trace[0].violations or []}
     assert "rules-only" in codes
     assert outcome.terminal == "EscalateToNurse"
     assert world.value("p1", triage.namespace + "acuity") is None
@@ -95,7 +95,7 @@ def test_an_invented_class_is_rejected_at_the_gate(triage: Ontology) -> None:
     bridge = MockBridge({"extract": [answer(invented)]})
     outcome, world = run(triage, "Triage", PATIENT, bridge=bridge, text=TEXT)
 
-    assert "unknown-class" in {v["code"] for v in outcome.trace[0]["violations"]}
+    assert "unknown-class" in {v["code"] for v in outcome.trace[0].violations or []}
     assert outcome.terminal == "EscalateToNurse"
     assert len(world.instances()) == 1
 
@@ -105,7 +105,7 @@ def test_a_bridge_failure_takes_the_fallback(triage: Ontology) -> None:
     outcome, _ = run(triage, "Triage", PATIENT, bridge=bridge, text=TEXT)
 
     assert steps(outcome)[0] == ("Intake", "fallback")
-    assert "timeout" in outcome.trace[0]["reason"]
+    assert "timeout" in outcome.trace[0].reason
 
 
 def test_the_claude_backend_extracts_typed_instances(triage: Ontology) -> None:
@@ -125,8 +125,9 @@ def test_the_claude_backend_extracts_typed_instances(triage: Ontology) -> None:
     (symptom,) = world.values("p1", triage.namespace + "hasSymptom")
     instance = world.instance(str(symptom))
     assert instance is not None and instance.class_iri == triage.namespace + "ChestPain"
-    explain = next(e for e in outcome.trace if e["step"] == "Explain")
-    assert explain["narration"] == {
+    explain = next(e for e in outcome.trace if e.step == "Explain")
+    assert explain.narration is not None
+    assert explain.narration.to_json() == {
         "text": "Fast pulse with chest pain.",
         "generated": True,
         "confidence": 1.0,

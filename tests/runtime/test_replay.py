@@ -58,8 +58,8 @@ def test_replay_reproduces_without_the_bridge_or_the_non_idempotent_tool(
     assert report.outcome.proof == recorded.outcome["proof"]
     assert counting.count("book") == 1  # the booking tool was not invoked again
     assert len(bridge.calls) == 1  # nor was the model
-    calls = [c for e in report.outcome.trace for c in e["calls"]]
-    assert calls and all(c["substituted"] for c in calls)
+    calls = [c for e in report.outcome.trace for c in e.calls]
+    assert calls and all(c.substituted for c in calls)
 
 
 def test_replay_of_a_perceived_triage_run(triage: Ontology) -> None:

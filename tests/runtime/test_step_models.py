@@ -8,13 +8,13 @@ import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
 
 from fastapi.testclient import TestClient
 
 from app.bridge import BridgeResolver, MockBridge
 from app.ontology.model import Ontology
 from app.runtime import Outcome, RunContext, run_workflow
+from app.runtime.trace import TraceEntry
 from app.settings import Settings
 from tests.runtime.conftest import NOW, world_of
 from tests.support.fake_messages_api import fake_messages_api
@@ -29,9 +29,8 @@ def run_with(flows: Ontology, resolver: BridgeResolver) -> Outcome:
     return run_workflow(flows, "ExplainedByModel", world_of(flows, CASE), ctx)
 
 
-def narration(outcome: Outcome) -> dict[str, Any]:
-    entry: dict[str, Any] = outcome.trace[0]
-    return entry
+def narration(outcome: Outcome) -> TraceEntry:
+    return outcome.trace[0]
 
 
 def default_mock() -> MockBridge:
@@ -49,22 +48,23 @@ def test_the_step_model_serves_the_step_when_the_host_has_its_key(flows: Ontolog
     assert request["body"]["model"] == "claude-step-model"
     assert default.calls == []
     entry = narration(outcome)
-    assert entry["narration"] == {
+    assert entry.narration is not None
+    assert entry.narration.to_json() == {
         "text": "From the step's model.",
         "generated": True,
         "confidence": 0.9,
     }
-    (call,) = entry["calls"]
-    assert (call["model"], call["requestedModel"]) == (STEP_MODEL, STEP_MODEL)
+    (call,) = entry.calls
+    assert (call.model, call.requestedModel) == (STEP_MODEL, STEP_MODEL)
 
 
 def test_without_the_key_the_configured_bridge_serves_the_step(flows: Ontology) -> None:
     default = default_mock()
     outcome = run_with(flows, BridgeResolver(default, Settings()))
 
-    assert narration(outcome)["narration"]["text"] == "From the configured Bridge."
-    (call,) = narration(outcome)["calls"]
-    assert (call["model"], call["requestedModel"]) == ("mock:", STEP_MODEL)
+    assert narration(outcome).narration.text == "From the configured Bridge."
+    (call,) = narration(outcome).calls
+    assert (call.model, call.requestedModel) == ("mock:", STEP_MODEL)
     assert len(default.calls) == 1
 
 
@@ -75,8 +75,8 @@ def test_with_no_bridge_configured_the_step_model_changes_nothing(flows: Ontolog
 
     assert api.requests == []  # the deployment chose no LLM: the key alone does not add one
     entry = narration(outcome)
-    assert entry["reason"] == "no Bridge configured"
-    assert entry["narration"]["generated"] is False
+    assert entry.reason == "no Bridge configured"
+    assert entry.narration is not None and entry.narration.generated is False
     assert outcome.terminal == "ExplainedByModelDone"
 
 

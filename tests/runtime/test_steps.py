@@ -60,7 +60,7 @@ def test_a_ranking_naming_a_non_candidate_is_rejected(
     outcome, world = run(flows, "Flow", case(80, OPTIONS), bridge=ranked("optC"), tools=invoker)
 
     pick = outcome.trace[1]
-    assert pick["edge"] == "fallback" and "non-candidates" in pick["reason"]
+    assert pick.edge == "fallback" and "non-candidates" in pick.reason
     assert world.value("c1", flows.namespace + "chosen") is None
     assert counting.count("book") == 0
     assert outcome.status == "suspended"  # the fallback is a human (WaitStep)
@@ -70,8 +70,8 @@ def test_a_low_confidence_ranking_falls_back(flows: Ontology, invoker: ToolInvok
     outcome, _ = run(
         flows, "Flow", case(80, OPTIONS), bridge=ranked("optA", confidence=0.4), tools=invoker
     )
-    assert outcome.trace[1]["edge"] == "fallback"
-    assert "below" in outcome.trace[1]["reason"]
+    assert outcome.trace[1].edge == "fallback"
+    assert "below" in outcome.trace[1].reason
 
 
 def test_no_bridge_proposal_falls_back_to_the_wait(flows: Ontology, invoker: ToolInvoker) -> None:
@@ -79,7 +79,7 @@ def test_no_bridge_proposal_falls_back_to_the_wait(flows: Ontology, invoker: Too
 
     assert outcome.status == "suspended"
     assert outcome.terminal is None
-    assert outcome.trace[-1]["step"] == "AskHuman"
+    assert outcome.trace[-1].step == "AskHuman"
     assert outcome.to_json()["waitingAt"] == "AskHuman"
 
 
@@ -100,9 +100,9 @@ def test_resume_with_the_awaited_facts_continues(flows: Ontology, invoker: ToolI
 
     assert outcome.status == "completed" and outcome.terminal == "Done"
     wait = outcome.trace[-2]
-    assert wait["step"] == "AskHuman" and wait["edge"] == "next"
-    assert wait["delta"]["added"][0]["provenance"] == "human"
-    assert [e["step"] for e in outcome.trace].count("AskHuman") == 2  # suspended, then resumed
+    assert wait.step == "AskHuman" and wait.edge == "next"
+    assert wait.delta.added[0].provenance == "human"
+    assert [e.step for e in outcome.trace].count("AskHuman") == 2  # suspended, then resumed
 
 
 def test_resume_after_the_timeout_takes_on_timeout(flows: Ontology, invoker: ToolInvoker) -> None:
@@ -114,7 +114,7 @@ def test_resume_after_the_timeout_takes_on_timeout(flows: Ontology, invoker: Too
     )
 
     assert outcome.terminal == "Failed"
-    assert outcome.trace[-2]["edge"] == "onTimeout"
+    assert outcome.trace[-2].edge == "onTimeout"
 
 
 def test_resume_with_rejected_facts_stays_suspended(flows: Ontology, invoker: ToolInvoker) -> None:
@@ -126,7 +126,7 @@ def test_resume_with_rejected_facts_stays_suspended(flows: Ontology, invoker: To
     )
 
     assert outcome.status == "suspended"
-    assert outcome.trace[-1]["violations"]
+    assert outcome.trace[-1].violations
 
 
 def test_subflow_terminal_selects_the_parent_edge(flows: Ontology, invoker: ToolInvoker) -> None:
@@ -134,9 +134,10 @@ def test_subflow_terminal_selects_the_parent_edge(flows: Ontology, invoker: Tool
     failed, _ = run(flows, "Flow", case(5), tools=invoker)
 
     assert steps(passed) == [("Classify", "otherwise"), ("LowPath", "outcome"), ("Done", "next")]
-    nested = passed.trace[1]["subflow"]
-    assert nested["workflow"] == "Check" and nested["terminal"] == "CheckPassed"
-    assert [e["step"] for e in nested["trace"]] == ["CheckScore", "CheckPassed"]
+    nested = passed.trace[1].subflow
+    assert nested is not None
+    assert nested.workflow == "Check" and nested.terminal == "CheckPassed"
+    assert [e.step for e in nested.trace] == ["CheckScore", "CheckPassed"]
     assert passed.terminal == "Done"
     assert steps(failed)[1] == ("LowPath", "otherwise")
     assert failed.terminal == "Failed"
@@ -165,8 +166,9 @@ def test_a_wait_inside_a_subflow_resumes_into_the_parent(
     )
 
     assert on_time.terminal == "OuterDone"
-    nested = on_time.trace[0]["subflow"]
-    assert [e["step"] for e in nested["trace"]] == [
+    nested = on_time.trace[0].subflow
+    assert nested is not None
+    assert [e.step for e in nested.trace] == [
         "AwaitApproval",
         "AwaitApproval",
         "ApprovalGiven",

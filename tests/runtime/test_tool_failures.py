@@ -35,7 +35,7 @@ def test_arguments_are_read_from_the_graph_never_from_text_or_model_output(
     )
 
     assert counting.calls["issue"] == [{"case": "c1", "score": 42}]
-    assert outcome.trace[0]["args"] == {"case": "c1", "score": 42}
+    assert outcome.trace[0].args == {"case": "c1", "score": 42}
 
 
 def test_a_tool_is_not_called_before_its_preconditions_hold(
@@ -44,7 +44,7 @@ def test_a_tool_is_not_called_before_its_preconditions_hold(
     outcome, _ = run(flows, "Guarded", CASE, tools=invoker)
 
     assert steps(outcome) == [("GuardedIssue", "onUnsatisfied"), ("IssueFailed", "next")]
-    assert outcome.trace[0]["requires"]["holds"] is False
+    assert outcome.trace[0].requires.holds is False
     assert counting.count("issue") == 0
 
 
@@ -69,7 +69,7 @@ def test_bad_data_from_a_tool_takes_on_error_and_leaves_the_world_unchanged(
     outcome, world = run(flows, "Issue", CASE, tools=invoker)
 
     assert steps(outcome) == [("IssueTicket", "onError"), ("IssueFailed", "next")]
-    assert why in outcome.trace[0]["error"]
+    assert why in outcome.trace[0].error
     assert world.value("c1", flows.namespace + "ticket") is None
     assert world.version == 1  # only the input transaction ever committed
     assert counting.count("issue") == 1  # an out-of-contract answer is not retried
@@ -91,8 +91,8 @@ def test_a_timeout_takes_on_error_after_the_declared_retries(
         release.set()
 
     step = outcome.trace[0]
-    assert step["edge"] == "onError" and outcome.terminal == "IssueFailed"
-    assert [c["error"]["kind"] for c in step["calls"]] == ["timeout"] * 3  # horis:retries 2
+    assert step.edge == "onError" and outcome.terminal == "IssueFailed"
+    assert [c.error.kind for c in step.calls] == ["timeout"] * 3  # horis:retries 2
     assert world.value("c1", flows.namespace + "ticket") is None
 
 
@@ -111,8 +111,8 @@ def test_retries_are_counted_and_a_later_success_lands(
     outcome, world = run(flows, "Issue", CASE, tools=invoker)
 
     step = outcome.trace[0]
-    assert [c["attempt"] for c in step["calls"]] == [1, 2, 3]
-    assert step["attempts"] == 3 and step["edge"] == "next"
+    assert [c.attempt for c in step.calls] == [1, 2, 3]
+    assert step.attempts == 3 and step.edge == "next"
     assert world.value("c1", flows.namespace + "ticket") == "T-7"
 
 

@@ -56,7 +56,7 @@ def test_an_mcp_tool_is_called_within_its_contract(mcp_server_url: str, tmp_path
     outcome, world = run_issue(ontology, invoker)
 
     assert outcome.terminal == "IssueDone", outcome.trace
-    assert outcome.trace[0]["args"] == {"case": "c1", "score": 42}
+    assert outcome.trace[0].args == {"case": "c1", "score": 42}
     assert world.value("c1", ontology.namespace + "ticket") == "T-5"
 
 
@@ -66,5 +66,5 @@ def test_an_out_of_contract_mcp_result_cannot_land(mcp_server_url: str, tmp_path
     outcome, world = run_issue(ontology, invoker)
 
     assert outcome.terminal == "IssueFailed"
-    assert "internalNote" in outcome.trace[0]["error"]
+    assert "internalNote" in (outcome.trace[0].error or "")
     assert world.value("c1", ontology.namespace + "ticket") is None
