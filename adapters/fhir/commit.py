@@ -531,34 +531,17 @@ class FhirCommitAdapter:
     def _earlier(
         self, client: Callable[[], httpx.Client], run_id: str
     ) -> dict[str, dict[str, Any]]:
-        """The effects a taken-over run had logged, by effect id; those whose request may have
-        left (``attempted``, ``unknown``) reconciled first against the server with this call's
-        token (read once per run)."""
-        if self._earlier_effects is not None:
-            return self._earlier_effects
-        from adapters.fhir.reconcile import judge
+        """The effects the taken-over run had logged, reconciled once (``reconcile.earlier``)."""
+        if self._earlier_effects is None:
+            from adapters.fhir.reconcile import earlier_effects
 
-        effects = effect_reports(self.log.engine, run_id)
-        for effect in effects:
-            if effect["state"] not in ("attempted", "unknown"):
-                continue
-            if not str(effect["target"]).startswith(self.context.fhir_server + "/"):
-                continue  # the token only goes to this call's fhirServer
-            state, why, evidence = judge(client(), effect, token=self.context.access_token)
-            if state is None:  # the server will not say: it stays unsettled, nothing is resent
-                state, why = "unknown", f"sent before the service restarted; {why}"
-            change = {
-                k: effect.get(k)
-                for k in ("resourceType", "element", "value", "operation", "identifier")
-            }
-            response = {"reconciled": why, "change": change, **evidence}
-            self.log.set(run_id, effect["effectId"], state, response)
-            effect.update(state=state, detail=why)
-            effect.update({k: evidence[k] for k in ("newVersion", "created") if k in evidence})
-            log.info(
-                "effect %s of taken-over run %s: %s (%s)", effect["effectId"], run_id, state, why
+            self._earlier_effects = earlier_effects(
+                self.log,
+                run_id,
+                client=client,
+                fhir_server=self.context.fhir_server,
+                token=self.context.access_token,
             )
-        self._earlier_effects = {e["effectId"]: e for e in effects}
         return self._earlier_effects
 
     def _hydrated(self, ref: str, expected: str | None) -> Mapping[str, Any] | None:

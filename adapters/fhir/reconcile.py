@@ -33,7 +33,14 @@ from typing import Any
 import httpx
 from sqlalchemy import Engine
 
-from adapters.fhir.commit import FHIR_JSON, EffectLog, EffectState, effect_json, same_value
+from adapters.fhir.commit import (
+    FHIR_JSON,
+    EffectLog,
+    EffectState,
+    effect_json,
+    effect_reports,
+    same_value,
+)
 from app.store import repo, session_scope
 
 log = logging.getLogger("horismos.reconcile")
@@ -258,6 +265,41 @@ def _may_have_happened(effect: dict[str, Any]) -> bool:
     """A create that was never sent cannot have happened, whatever the clinician did: the EHR
     would have made its own resource, without the identifier the search looks for."""
     return effect.get("operation") != "create" or effect["state"] not in ("proposed", "refused")
+
+
+def earlier_effects(
+    effects: EffectLog,
+    run_id: str,
+    *,
+    client: Callable[[], httpx.Client],
+    fhir_server: str,
+    token: str | None,
+) -> dict[str, dict[str, Any]]:
+    """The effects a run taken over from a dead process had logged, by effect id, for the
+    commit adapter to consult before it sends anything: every ``attempted`` or ``unknown`` write
+    on this call's ``fhirServer`` is first judged against the server with this call's token and
+    its row updated (``accepted``: it landed; ``failed``: it did not). One the server will not
+    tell about stays ``unknown``, and so is not sent again either."""
+    found = effect_reports(effects.engine, run_id)
+    for effect in found:
+        if effect["state"] not in ("attempted", "unknown"):
+            continue
+        if not str(effect["target"]).startswith(fhir_server + "/"):
+            continue  # the token only goes to this call's fhirServer
+        state, why, evidence = judge(client(), effect, token=token)
+        if state is None:
+            state, why = "unknown", f"sent before the service restarted; {why}"
+        change = {
+            k: effect.get(k)
+            for k in ("resourceType", "element", "value", "operation", "identifier")
+        }
+        effects.set(
+            run_id, effect["effectId"], state, {"reconciled": why, "change": change, **evidence}
+        )
+        effect.update(state=state, detail=why)
+        effect.update({k: evidence[k] for k in ("newVersion", "created") if k in evidence})
+        log.info("effect %s of taken-over run %s: %s (%s)", effect["effectId"], run_id, state, why)
+    return {e["effectId"]: e for e in found}
 
 
 def reconcile_cli(

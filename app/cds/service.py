@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -48,7 +47,7 @@ from app.cds.errors import (
     StoreUnavailable,
 )
 from app.cds.fhir_data import resource_issues
-from app.cds.leases import LeaseKeeper
+from app.cds.leases import LeaseKeeper, abandoned, take_over_claim
 from app.cds.leniency import as_service_hook
 from app.cds.prefetch import gather
 from app.cds.requests import HookRequest, parse_hook_request
@@ -57,10 +56,9 @@ from app.digest import canonical_digest
 from app.ontology.model import CdsServiceDef, Ontology, WorkflowDef
 from app.runtime.runner import Runner, RunRecord
 from app.runtime.trace import TraceEntry
-from app.store import leases as store_leases
 from app.store import repo
 from app.store.db import describe_error
-from app.store.models import new_id, utcnow
+from app.store.models import new_id
 from app.world.facts import Change, Violation
 from app.world.world import World
 
@@ -369,7 +367,7 @@ class HookService:
                         f"hookInstance {req.hook_instance} failed earlier; send a new hookInstance",
                         "hookInstance",
                     )
-                if row is not None and self._abandoned(row):
+                if row is not None and self.deps.leases is not None and abandoned(row):
                     taken = await self._take_over(str(row["id"]), template, run)
                     if taken is not None:
                         return taken
@@ -379,13 +377,6 @@ class HookService:
             f"hookInstance {req.hook_instance} is being answered by another request",
             "hookInstance",
         )
-
-    def _abandoned(self, row: Mapping[str, Any]) -> bool:
-        """A ``running`` run whose lease has expired (or that has none): its process died."""
-        if self.deps.leases is None or row["status"] != "running":
-            return False
-        expires = row.get("lease_expires_at")
-        return expires is None or expires < utcnow()
 
     async def _take_over(
         self,
@@ -397,20 +388,11 @@ class HookService:
         first (then its answer is waited for like any twin's)."""
         leases = self.deps.leases
         assert leases is not None
-        owner = uuid.uuid4().hex
-
-        def take() -> bool:
-            with self.deps.engine.begin() as connection:
-                return store_leases.take_over_run(
-                    connection, run_id, owner=owner, until=leases.until(), now=utcnow()
-                )
-
-        if not await to_thread.run_sync(take):
-            return None
-        log.warning("run %s was abandoned by its process; this call takes it over", run_id)
-        claim = RunClaim.taken_over(
-            self.deps.engine, {**template, "id": run_id}, owner=owner, leases=leases
+        claim = await to_thread.run_sync(
+            lambda: take_over_claim(self.deps.engine, leases, run_id, template)
         )
+        if claim is None:
+            return None
         return await to_thread.run_sync(lambda: run(claim), abandon_on_cancel=True)
 
     # --- the run --------------------------------------------------------------------------
