@@ -120,6 +120,17 @@ def verify_ontology(
     )
 
 
+@app.command("deployments")
+def deployments_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the listing as JSON.")] = False,
+) -> None:
+    """List the deployments serve would load (id, version, digest, status, services); exit 1
+    when one does not verify and would not be served."""
+    from app.deployments.cli_commands import list_deployments
+
+    raise typer.Exit(list_deployments(as_json=as_json, out=typer.echo, err=_echo_err))
+
+
 @app.command("tools")
 def tools_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the listing as JSON.")] = False,

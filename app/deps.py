@@ -16,8 +16,8 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app import json_input
-from app.errors import BadRequest, ClientError, Unavailable
-from app.ontology.model import Ontology
+from app.deployments import Deployments
+from app.errors import BadRequest, ClientError
 from app.runtime.runner import Runner
 from app.settings import Settings
 
@@ -37,11 +37,9 @@ def get_session(engine: Annotated[Engine, Depends(get_engine)]) -> Iterator[Sess
         yield session
 
 
-def get_ontology(request: Request) -> Ontology:
-    ontology: Ontology | None = getattr(request.app.state, "ontology", None)
-    if ontology is None:
-        raise Unavailable("no ontology is loaded", where="ontology")
-    return ontology
+def get_deployments(request: Request) -> Deployments:
+    deployments: Deployments = request.app.state.deployments
+    return deployments
 
 
 def app_runner(app_state: object) -> Runner:
@@ -99,5 +97,5 @@ JsonBodyChecked = Depends(checked_json_body)
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 EngineDep = Annotated[Engine, Depends(get_engine)]
 SessionDep = Annotated[Session, Depends(get_session)]
-OntologyDep = Annotated[Ontology, Depends(get_ontology)]
+DeploymentsDep = Annotated[Deployments, Depends(get_deployments)]
 HttpClientDep = Annotated[httpx.AsyncClient, Depends(get_http_client)]

@@ -1,9 +1,9 @@
 """The FastAPI app factory: settings in, a service whose resources live in the lifespan.
 
-The engine, the shared httpx client, the compiled, verified ontology and the Runner (every
-run's context and persistence) are built when the app starts and closed when it stops
-(``app.state``). The server refuses to start with an
-ontology that does not verify: it would answer with decisions it cannot justify.
+The engine, the shared httpx client, the deployments (each loaded and verified on its own) and
+the Runner (every run's context and persistence) are built when the app starts and closed when
+it stops (``app.state``). A deployment that does not verify is not served — it would answer
+with decisions it cannot justify — while the others are; ``/readyz`` reports each.
 """
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 from fastapi import APIRouter, FastAPI, Request
@@ -24,15 +23,13 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from app import metrics
-from app.errors import Unavailable, install_error_handlers
-from app.ontology import Problem
-from app.ontology.model import Ontology
+from app.deployments import Deployments, load_deployments
+from app.errors import install_error_handlers
 from app.readiness import DatabaseProbe
 from app.runtime.runner import Runner
 from app.settings import Settings, get_settings
 from app.store import make_engine
 from app.tools.host import ToolHost
-from app.tools.packaged import PackagedTools
 
 log = logging.getLogger("horismos")
 
@@ -42,63 +39,20 @@ except PackageNotFoundError:  # running from a source tree that was never instal
     __version__ = "0.0.0"
 
 
-class OntologyRefused(Unavailable):
-    """Raised at startup when the configured ontology fails verification."""
-
-    def __init__(self, problems: list[Problem]) -> None:
-        lines = "\n".join(f"  {p.node}: {p.message}" for p in problems)
-        super().__init__(
-            f"the ontology does not verify ({len(problems)} problem(s)); refusing to serve:\n"
-            f"{lines}",
-            where="ontology",
-        )
-        self.problems = problems
-
-
-def load_verified_ontology(settings: Settings, tools: ToolHost | None = None) -> Ontology:
-    """Load the configured (or bundled) ontology and verify it; raise when it is unsound.
-
-    ``tools`` says what ``python:NAME``/``rust:NAME`` bindings resolve to (the packaged tools);
-    a binding to a name no package offers, or to an entry point that does not load, is refused.
-    Raises ``OntologyError`` when the Turtle does not load and ``OntologyRefused`` when it
-    loads but does not verify; either way the service does not start.
-    """
+def configured_deployments(settings: Settings, tools: ToolHost) -> Deployments:
+    """The configured (or bundled) ontology files as deployments, each loaded and verified
+    against the tools installed packages offer."""
     from app.ontology import default_ontology_paths
 
     paths = [Path(p) for p in settings.ontology_paths] or default_ontology_paths()
-    packaged = tools.packaged if tools is not None else PackagedTools()
-    return _load_verified(tuple(_fingerprint(p) for p in paths), packaged)
-
-
-def _fingerprint(path: Path) -> tuple[str, int, int]:
-    resolved = path.resolve()
-    stat = resolved.stat()
-    return (str(resolved), stat.st_mtime_ns, stat.st_size)
-
-
-@lru_cache(maxsize=8)
-def _load_verified(files: tuple[tuple[str, int, int], ...], packaged: PackagedTools) -> Ontology:
-    # The compiled Ontology is immutable, so apps in one process (tests, several workers of
-    # one interpreter) may share it; a changed file has a new fingerprint and is reloaded.
-    from app.ontology import load_ontology, verify
-
-    ontology = load_ontology([Path(name) for name, _, _ in files], registry=packaged.registry)
-    problems = list(verify(ontology))
-    bindings = {iri: tool.binding for iri, tool in ontology.tools.items()}
-    problems += [
-        Problem(code="binding", node=iri, message=message)
-        for iri, message in packaged.problems_for(bindings)
-    ]
-    if problems:
-        raise OntologyRefused(problems)
-    return ontology
+    return load_deployments(paths, tools.packaged)
 
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
     tools = await run_in_threadpool(ToolHost.discover)
-    ontology = await run_in_threadpool(load_verified_ontology, settings, tools)
+    deployments = await run_in_threadpool(configured_deployments, settings, tools)
     engine = make_engine(
         settings.database_url,
         connect_timeout=settings.database_connect_timeout_seconds,
@@ -108,16 +62,21 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     http = httpx.AsyncClient(timeout=settings.fhir_timeout_seconds, follow_redirects=False)
     app.state.engine = engine
     app.state.http = http
-    app.state.ontology = ontology
+    app.state.deployments = deployments
     app.state.tool_host = tools
     app.state.runner = Runner.from_settings(settings, tools=tools)
     app.state.database_probe = DatabaseProbe(engine)
-    log.info(
-        "serving ontology %s (%s) on %s",
-        ontology.version,
-        ontology.digest[:12],
-        engine.url.render_as_string(hide_password=True),
-    )
+    for d in deployments:
+        if d.serving:
+            log.info("serving deployment %s %s (%s)", d.id, d.version, (d.digest or "")[:12])
+        else:
+            log.error(
+                "deployment %s is NOT served: it does not verify (%d problem(s)): %s",
+                d.id,
+                len(d.problems),
+                "; ".join(str(p) for p in d.problems[:5]),
+            )
+    log.info("database %s", engine.url.render_as_string(hide_password=True))
     try:
         yield
     finally:
@@ -144,10 +103,23 @@ def _include_routers(app: FastAPI) -> None:
 
 
 class OntologyState(BaseModel):
-    loaded: bool
-    version: str | None
+    loaded: bool = Field(description="At least one deployment is served")
+    version: str | None = Field(description="The version, when exactly one deployment is loaded")
+    digest: str | None = Field(description="The digest, when exactly one deployment is loaded")
+    problems: int = Field(description="Problems of the deployments that are not served")
+
+
+class DeploymentState(BaseModel):
+    id: str
+    iri: str = Field(description="The deployment's canonical IRI (its owl:Ontology)")
+    version: str = Field(description="Its owl:versionInfo (else sha256: and its digest)")
     digest: str | None
-    problems: int
+    status: Literal["serving", "refused"]
+    services: list[str]
+    change: str | None = Field(description="The change this version came from; null: its files")
+    problems: list[dict[str, Any]] = Field(
+        default_factory=list, description="Why a refused deployment is not served"
+    )
 
 
 class RegisteredTool(BaseModel):
@@ -166,6 +138,7 @@ class ToolsState(BaseModel):
 class Readiness(BaseModel):
     database: str = Field(description='"ok", or what is wrong with the database')
     ontology: OntologyState
+    deployments: list[DeploymentState] = Field(default_factory=list)
     tools: ToolsState | None = None
 
 
@@ -179,27 +152,32 @@ def _ops_router() -> APIRouter:
 
     @router.get(
         "/readyz",
-        summary="The database is reachable and migrated, the ontology loaded and verified",
+        summary="The database is reachable and migrated, and which deployments serve",
         response_model=Readiness,
         responses={503: {"model": Readiness, "description": "Something is not ready"}},
     )
     async def readyz(request: Request) -> JSONResponse:
         probe: DatabaseProbe = request.app.state.database_probe
         database = await probe.state()  # within 1.5 s, whatever the database does
-        ontology: Ontology | None = getattr(request.app.state, "ontology", None)
+        deployments: Deployments = getattr(request.app.state, "deployments", Deployments([]))
+        states = [d.to_json() for d in deployments]
+        only = states[0] if len(states) == 1 else None
         body: dict[str, Any] = {
             "database": database,
             "ontology": {
-                "loaded": ontology is not None,
-                "version": ontology.version if ontology else None,
-                "digest": ontology.digest if ontology else None,
-                "problems": 0,
+                "loaded": bool(deployments.serving),
+                "version": only["version"] if only else None,
+                "digest": only["digest"] if only else None,
+                "problems": sum(len(d.problems) for d in deployments),
             },
+            "deployments": [
+                {k: state.get(k, []) for k in DeploymentState.model_fields} for state in states
+            ],
         }
         host: ToolHost | None = getattr(request.app.state, "tool_host", None)
         if host is not None:
             body["tools"] = host.status()
-        ready = database == "ok" and ontology is not None
+        ready = database == "ok" and bool(deployments.serving)
         return JSONResponse(body, status_code=200 if ready else 503)
 
     return router

@@ -58,9 +58,10 @@ def tick(app: FastAPI, *, now: datetime | None = None) -> TickReport:
         forgotten = repo.purge_expired_jtis(session, moment)
     settled = [s.to_json() for s in reconcile_pending(engine, now=moment)]
     expired: list[str] = []
-    ontology = getattr(app.state, "ontology", None)
-    if ontology is not None:
-        outcomes = expire_overdue_waits(engine, ontology, now=moment, runner=app_runner(app.state))
+    deployments = getattr(app.state, "deployments", None)
+    if deployments is not None:
+        runner = app_runner(app.state)
+        outcomes = expire_overdue_waits(engine, deployments, now=moment, runner=runner)
         expired = [o.run_id for o in outcomes]
     from app.cds.leases import end_abandoned_runs
 

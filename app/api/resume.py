@@ -16,6 +16,7 @@ stores it: a hook run keeps the response its EHR was given and its replay materi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -24,8 +25,9 @@ from sqlalchemy import Engine
 
 from app.api import maintenance
 from app.cds.auth import CLIENT_JWT_RESPONSE, require_client
-from app.deps import EngineDep, JsonBodyChecked, OntologyDep, app_runner
-from app.errors import Conflict
+from app.deployments import DeploymentNotServed, Deployments, of_run, served
+from app.deps import DeploymentsDep, EngineDep, JsonBodyChecked, app_runner
+from app.errors import Conflict, NotFound
 from app.ontology.model import Ontology
 from app.runtime import Outcome
 from app.runtime.host import FactsRejected
@@ -37,21 +39,27 @@ __all__ = ["FactsRejected", "expire_overdue_waits", "resume_run", "router", "wai
 
 def resume_run(
     engine: Engine,
-    ontology: Ontology,
+    deployments: Deployments,
     run_id: str,
     facts: dict[str, Any],
     *,
-    now: datetime,
+    now: datetime | None = None,
     runner: Runner | None = None,
 ) -> Outcome:
-    """Continue a suspended run (:meth:`Runner.resume`): 404 for no run, 409 when it is not
-    waiting, 400 when the facts are refused; the stored response and replay material stay."""
-    return (runner or Runner()).resume(engine, ontology, run_id, facts, now=now)
+    """Continue a suspended run on the served version of its deployment
+    (:meth:`Runner.resume`): 404 for no run, 409 when it is not waiting, 400 when the facts
+    are refused, 503 when its deployment is not served; the stored response and replay material
+    stay."""
+
+    def ontology_of(row: Mapping[str, Any]) -> Ontology:
+        return served(of_run(deployments, row.get("deployment"), str(row["workflow_iri"])))
+
+    return (runner or Runner()).resume(engine, ontology_of, run_id, facts, now=now)
 
 
 def expire_overdue_waits(
     engine: Engine,
-    ontology: Ontology,
+    deployments: Deployments,
     *,
     now: datetime,
     runner: Runner | None = None,
@@ -67,17 +75,18 @@ def expire_overdue_waits(
                 row = {c: getattr(run, c) for c in ("id", "world_state", "position")}
                 row |= {"updated_at": run.updated_at, "workflow_iri": run.workflow_iri}
                 try:
+                    ontology = served(of_run(deployments, run.deployment, run.workflow_iri))
                     deadline = wait_deadline(ontology, suspended_run(ontology, row, []))
-                except Conflict:
-                    continue  # waits somewhere this ontology does not declare
+                except (Conflict, NotFound, DeploymentNotServed):
+                    continue  # waits somewhere no served deployment declares
             if deadline is not None and deadline <= now:
                 due.append(run.id)
     done: list[Outcome] = []
     for run_id in due:
         try:
-            done.append(resume_run(engine, ontology, run_id, {}, now=now, runner=runner))
-        except Conflict:
-            continue  # resumed by someone else meanwhile
+            done.append(resume_run(engine, deployments, run_id, {}, now=now, runner=runner))
+        except (Conflict, NotFound, DeploymentNotServed):
+            continue  # resumed by someone else meanwhile, or its deployment is not served
     return done
 
 
@@ -105,10 +114,10 @@ def resume(
     run_id: str,
     request: Request,
     engine: EngineDep,
-    ontology: OntologyDep,
+    deployments: DeploymentsDep,
     facts: dict[str, Any] = Body(default_factory=dict, examples=[_EXAMPLE]),
 ) -> dict[str, Any]:
     """The outcome after the resume, ``status`` ``suspended`` if it waits again."""
     runner = app_runner(request.app.state)
-    outcome = runner.resume(engine, ontology, run_id, facts)
+    outcome = resume_run(engine, deployments, run_id, facts, runner=runner)
     return outcome.to_json()

@@ -29,10 +29,12 @@ from app.cds.auth import (
     require_client,
     require_client_or_run_link,
 )
-from app.deps import EngineDep, JsonBodyChecked, OntologyDep, SessionDep, app_runner
+from app.deployments import for_workflow, of_run, run_columns, served
+from app.deps import DeploymentsDep, EngineDep, JsonBodyChecked, SessionDep, app_runner
 from app.errors import NotFound
 from app.runtime.host import stored_outcome, stored_recording
 from app.runtime.replay import replay_run
+from app.store import repo
 from app.tools import ToolInvoker
 
 #: with trusted issuers configured, every run route needs the same client JWT as the CDS routes
@@ -70,13 +72,16 @@ def create_run(
     workflow: str,
     body: RunInput,
     request: Request,
-    ontology: OntologyDep,
+    deployments: DeploymentsDep,
     engine: EngineDep,
 ) -> dict[str, Any]:
+    """Runs the workflow of the served deployment that declares it (by local name or IRI)."""
+    dep, wf = for_workflow(deployments, workflow)
+    ontology = served(dep)
     runner = app_runner(request.app.state)
-    started = runner.start(ontology, workflow, body.model_dump())
+    started = runner.start(ontology, wf.iri, body.model_dump())
     with engine.begin() as connection:
-        runner.save(connection, ontology, started)
+        runner.save(connection, ontology, started, row=run_columns(dep))
     return started.outcome.to_json()
 
 
@@ -123,13 +128,16 @@ def read_run(
 def replay(
     run_id: str,
     session: SessionDep,
-    ontology: OntologyDep,
+    deployments: DeploymentsDep,
     request: Request,
     options: ReplayOptions | None = None,
 ) -> dict[str, Any]:
+    """Replays the run on the version of its deployment served now."""
     recorded = stored_recording(session, run_id)
+    row = repo.get_run(session, run_id)
+    assert row is not None  # stored_recording found it
     report = replay_run(
-        ontology,
+        served(of_run(deployments, row.deployment, row.workflow_iri)),
         recorded,
         tools=_tools(request),
         rerun_idempotent=options.rerun_idempotent if options else False,

@@ -1,15 +1,16 @@
-"""``GET /cds-services``: the discovery document, generated from ``horis:CdsService`` nodes."""
+"""``GET /cds-services``: the discovery document, generated from the ``horis:CdsService`` nodes of
+the deployments that are served (a deployment that does not verify lists nothing)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from app.ontology.model import Ontology
+from app.deployments import Deployments
 
 
-def discovery(ontology: Ontology) -> dict[str, Any]:
+def discovery(deployments: Deployments) -> dict[str, Any]:
     services = []
-    for s in sorted(ontology.services.values(), key=lambda s: s.id):
+    for s, _ in deployments.services():
         entry: dict[str, Any] = {
             "hook": s.hook,
             "title": s.title,

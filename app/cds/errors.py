@@ -13,7 +13,8 @@ Every error carries the HTTP status the route answers with and renders (``to_bod
     ├── UnsupportedMediaType  415  the body is not declared as JSON (``Content-Type``)
     ├── RunFailed             500  the run broke after it was claimed; it is recorded as failed
     ├── StoreUnavailable      503  the run could not be persisted; no decision is returned
-    └── HookDeadlinePassed    503  no answer within the service's end-to-end deadline
+    ├── HookDeadlinePassed    503  no answer within the service's end-to-end deadline
+    └── DeploymentRefused     503  the service's deployment does not verify and is not served
 """
 
 from __future__ import annotations
@@ -166,3 +167,11 @@ class HookDeadlinePassed(CdsError):
 
     def headers(self) -> dict[str, str] | None:
         return {"Retry-After": "2"}
+
+
+class DeploymentRefused(CdsError):
+    """Raised for a service whose deployment did not load or verify: it is not served (its
+    verification report is the body's issues) until its files are fixed; the other
+    deployments serve."""
+
+    status = 503

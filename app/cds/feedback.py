@@ -10,7 +10,7 @@ the commit adapter uses this to reconcile the effect of an accepted suggestion.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -20,7 +20,6 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from app.cds.errors import Issue, RequestInvalid, ServiceNotFound, StoreUnavailable
 from app.cds.requests import FeedbackItem, parse_feedback
-from app.ontology.model import Ontology
 from app.store import repo, session_scope
 from app.store.db import describe_error
 
@@ -115,18 +114,16 @@ def _issued(session: Any, service_id: str, items: list[FeedbackItem]) -> dict[st
 
 def store_feedback(
     *,
-    ontology: Ontology,
+    services: Container[str],
     engine: Engine,
     service_id: str,
     body: Any,
     listeners: list[FeedbackListener],
 ) -> dict[str, Any]:
-    try:
-        ontology.service(service_id)
-    except KeyError:
-        raise ServiceNotFound.one(
-            "not-found", f"no CDS service {service_id!r} is declared", "id"
-        ) from None
+    """Store feedback on cards ``service_id`` returned; ``services`` are the service ids the
+    deployments declare (feedback on a deployment not served now is still stored)."""
+    if service_id not in services:
+        raise ServiceNotFound.one("not-found", f"no CDS service {service_id!r} is declared", "id")
     items = parse_feedback(body).feedback
     _check(items)
     stamps = [_timestamp(item, i) for i, item in enumerate(items)]

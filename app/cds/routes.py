@@ -27,7 +27,8 @@ from app.cds.schemas import (
     error_responses,
 )
 from app.cds.service import HookDeps, HookService
-from app.deps import OntologyDep, app_runner, get_ontology, is_json_media_type
+from app.deps import DeploymentsDep, app_runner, is_json_media_type
+from app.ontology.model import Ontology
 from app.settings import Settings
 
 log = logging.getLogger("horismos.cds")
@@ -41,13 +42,14 @@ def _commit_factory(app: FastAPI, http: httpx.Client) -> Any:
 
     def build(
         *,
+        ontology: Ontology,
         ensure_run: Callable[[], None] | None = None,
         send_before: float | None = None,
         resumed: bool = False,
         **hook: Any,
     ) -> Any:
         return FhirCommitAdapter(
-            ontology=app.state.ontology,
+            ontology=ontology,
             engine=app.state.engine,
             context=CommitContext.from_hook(**hook),
             http=http,
@@ -84,23 +86,23 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     # renews the leases of the runs this process claims; a dead process's runs are taken over
     leases = LeaseKeeper(app.state.engine, lease=settings.run_lease_seconds)
     app.state.run_leases = leases
-    if app.state.ontology is not None:
+    if app.state.deployments.serving:
         await run_in_threadpool(warm)
-        app.state.cds = HookService(
-            HookDeps(
-                ontology=app.state.ontology,
-                engine=app.state.engine,
-                http=app.state.http,
-                authenticator=auth,
-                runner=app_runner(app.state),
-                fhir_timeout=settings.fhir_timeout_seconds,
-                allowed_fhir_servers=tuple(settings.allowed_fhir_servers),
-                max_fhir_response_bytes=settings.max_fhir_response_bytes,
-                commit_handler=_commit_factory(app, commits_http),
-                leases=leases,
-                deadline=settings.hook_deadline_seconds,
-            )
+    app.state.cds = HookService(
+        HookDeps(
+            deployments=app.state.deployments,
+            engine=app.state.engine,
+            http=app.state.http,
+            authenticator=auth,
+            runner=app_runner(app.state),
+            fhir_timeout=settings.fhir_timeout_seconds,
+            allowed_fhir_servers=tuple(settings.allowed_fhir_servers),
+            max_fhir_response_bytes=settings.max_fhir_response_bytes,
+            commit_handler=_commit_factory(app, commits_http),
+            leases=leases,
+            deadline=settings.hook_deadline_seconds,
         )
+    )
     try:
         yield
     finally:
@@ -162,12 +164,12 @@ def _public_url(request: Request) -> tuple[str, str]:
 
 @router.get(
     "/cds-services",
-    summary="CDS Hooks discovery: the services the loaded ontology declares",
+    summary="CDS Hooks discovery: the services of the deployments that are served",
     response_model=Discovery,
     response_model_exclude_none=True,
 )
-def get_services(ontology: OntologyDep) -> dict[str, Any]:
-    return discovery(ontology)
+def get_services(deployments: DeploymentsDep) -> dict[str, Any]:
+    return discovery(deployments)
 
 
 @router.post(
@@ -182,7 +184,6 @@ def get_services(ontology: OntologyDep) -> dict[str, Any]:
 async def call_service(service_id: str, request: Request) -> JSONResponse:
     # No dependency injection on the hot path: a plain (sync) dependency is run in the threadpool,
     # a thread hand-off per call, and resolving it cost more CPU than what it checks.
-    get_ontology(request)  # 503 when no ontology is loaded
     service: HookService = request.app.state.cds
     audience, base = _public_url(request)
     response = await service.call(
@@ -204,14 +205,16 @@ async def call_service(service_id: str, request: Request) -> JSONResponse:
         **error_responses(400, 401, 404, 413, 415, 503),
     },
 )
-async def post_feedback(service_id: str, request: Request, ontology: OntologyDep) -> JSONResponse:
+async def post_feedback(
+    service_id: str, request: Request, deployments: DeploymentsDep
+) -> JSONResponse:
     service: HookService = request.app.state.cds
     audience, _base = _public_url(request)
     await service.deps.authenticator.verify(request.headers.get("authorization"), audience)
     body = await _json(request)
     result = await run_in_threadpool(
         lambda: store_feedback(
-            ontology=ontology,
+            services={s for d in deployments for s in d.services},
             engine=request.app.state.engine,
             service_id=service_id,
             body=body,

@@ -38,6 +38,7 @@ from app.cds.cards import RunView, build_cards, build_system_actions
 from app.cds.claim import ClaimFirstTools, ClaimLost, RunClaim, claim_first_bridge
 from app.cds.errors import (
     CdsError,
+    DeploymentRefused,
     HookDeadlinePassed,
     HookInstanceConflict,
     Issue,
@@ -52,6 +53,7 @@ from app.cds.leniency import as_service_hook
 from app.cds.prefetch import gather
 from app.cds.requests import HookRequest, parse_hook_request
 from app.cds.response_check import check_response
+from app.deployments import Deployment, Deployments
 from app.digest import canonical_digest
 from app.ontology.model import CdsServiceDef, Ontology, WorkflowDef
 from app.runtime.runner import Runner, RunRecord
@@ -77,7 +79,8 @@ CommitHandlerFactory = Callable[..., Any]
 class HookDeps:
     """What a hook call needs from the running service."""
 
-    ontology: Ontology
+    #: the deployments, each serving its own services (or refused with its problems)
+    deployments: Deployments
     engine: Engine
     http: httpx.AsyncClient
     authenticator: ClientAuthenticator
@@ -111,6 +114,28 @@ def _write_pending(handler: Any, connection: Connection) -> None:
     write = getattr(handler, "write_pending", None)
     if callable(write):
         write(connection)
+
+
+def served_deployment(deployments: Deployments, service_id: str) -> Deployment:
+    """The deployment serving ``service_id``: 404 when no deployment declares it, 503 with the
+    verification report when its deployment is not served."""
+    dep = deployments.for_service(service_id)
+    if dep is None:
+        raise ServiceNotFound.one("not-found", f"no CDS service {service_id!r} is declared", "id")
+    if not dep.serving:
+        issues = [
+            Issue(
+                code="not-supported",
+                diagnostics=f"deployment {dep.id} {dep.version} does not verify and is not "
+                f"served: {p}",
+            )
+            for p in dep.problems
+        ]
+        raise DeploymentRefused(
+            issues=issues
+            or [Issue(code="not-supported", diagnostics=f"deployment {dep.id} is not served")]
+        )
+    return dep
 
 
 def find_service(ontology: Ontology, service_id: str) -> tuple[CdsServiceDef, WorkflowDef]:
@@ -265,13 +290,16 @@ class HookService:
     ) -> dict[str, Any]:
         d = self.deps
         started = time.monotonic()
-        service, workflow = find_service(d.ontology, service_id)
+        dep = served_deployment(d.deployments, service_id)
+        ontology = dep.ontology
+        assert ontology is not None
+        service, workflow = find_service(ontology, service_id)
         await d.authenticator.verify(authorization, audience)
         req = parse_hook_request(body, allowed_fhir_servers=d.allowed_fhir_servers)
         req = as_service_hook(req, service.hook)
         if workflow.focus is None:
             raise RequestInvalid.one("not-supported", f"{workflow.name} declares no focus")
-        _check_context_resources(d.ontology, workflow, req)
+        _check_context_resources(ontology, workflow, req)
         fhir_deadline = d.fhir_timeout
         if d.deadline is not None:  # FHIR reads get what is left of the call's own deadline
             fhir_deadline = max(0.0, min(fhir_deadline, d.deadline - (time.monotonic() - started)))
@@ -284,7 +312,7 @@ class HookService:
         )
         now = d.runner.clock()
         hydration = hydrate(
-            d.ontology,
+            ontology,
             focus_id=str(req.context.get("patientId")),
             focus_class=workflow.focus,
             data=gathered.data,
@@ -304,14 +332,25 @@ class HookService:
             "patient": patient if isinstance(patient, str) else None,
             "workflow_iri": workflow.iri,
             "workflow_version": workflow.version,
-            "ontology_digest": d.ontology.digest,
+            "ontology_digest": dep.digest,
+            "deployment": dep.iri,
+            "deployment_version": dep.version,
             "request_digest": digest,
         }
         claim = RunClaim(d.engine, row, leases=d.leases)
 
         def run(claim: RunClaim) -> dict[str, Any] | None:
             return self._run(
-                service, workflow, req, hydration, gathered.data, claim, now, base_url, send_before
+                service,
+                workflow,
+                req,
+                hydration,
+                gathered.data,
+                claim,
+                now,
+                base_url,
+                send_before,
+                ontology=ontology,
             )
 
         # abandoned at the deadline, the thread carries on: it stores the run, or records it
@@ -408,11 +447,22 @@ class HookService:
         now: datetime,
         base_url: str,
         send_before: float | None = None,
+        *,
+        ontology: Ontology,
     ) -> dict[str, Any] | None:
         """The run, stored: its response, or None when another call holds the hookInstance."""
         try:
             return self._decide(
-                service, workflow, req, hydration, data, claim, now, base_url, send_before
+                service,
+                workflow,
+                req,
+                hydration,
+                data,
+                claim,
+                now,
+                base_url,
+                send_before,
+                ontology=ontology,
             )
         except ClaimLost:
             return None
@@ -447,6 +497,8 @@ class HookService:
         now: datetime,
         base_url: str,
         send_before: float | None = None,
+        *,
+        ontology: Ontology,
     ) -> dict[str, Any]:
         from app.runtime import run_workflow
         from app.runtime.replay import RecordedRun
@@ -454,7 +506,7 @@ class HookService:
         d = self.deps
         run_id = claim.run_id
         focus_id = str(req.context["patientId"])
-        world = World(d.ontology, now=now)
+        world = World(ontology, now=now)
         problems: list[Violation] = list(hydration.violations)
         _apply(world, hydration.changes, problems)
         input_world = world.to_json()
@@ -463,6 +515,7 @@ class HookService:
         handler: Any = None
         if d.commit_handler is not None and req.fhir_server is not None:
             handler = d.commit_handler(
+                ontology=ontology,
                 fhir_server=req.fhir_server,
                 fhir_authorization=req.authorization.model_dump() if req.authorization else None,
                 sources=[s.to_row() for s in hydration.sources],
@@ -484,7 +537,7 @@ class HookService:
             wrap_bridge=lambda bridge: claim_first_bridge(bridge, claim),
             deadline=send_before,
         )
-        outcome = run_workflow(d.ontology, workflow.iri, world, ctx)
+        outcome = run_workflow(ontology, workflow.iri, world, ctx)
         if claim.lost:  # a twin claimed the run while this one ran: it answers, not this one
             raise ClaimLost(f"run {run_id} lost its claim")
         decided = outcome.decision is not None
@@ -501,7 +554,7 @@ class HookService:
             resources=_by_reference([*resources, *_context_resources(req.context)]),
         )
         cards = build_cards(
-            ontology=d.ontology,
+            ontology=ontology,
             service=service,
             workflow=workflow,
             world=world,
@@ -530,7 +583,7 @@ class HookService:
             )
         recorded = RecordedRun.of(outcome, input_world=input_world, text=hydration.text, now=now)
         record = d.runner.record(  # replayable: the outcome plus the recorded input
-            d.ontology,
+            ontology,
             recorded,
             outcome,
             inputViolations=[v.to_json() for v in problems],

@@ -10,8 +10,9 @@ import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from app.ontology.deployments import find_deployments
 from app.ontology.errors import OntologyError
-from app.ontology.loader import Registry, default_ontology_paths, load_ontology
+from app.ontology.loader import Registry, default_ontology_paths, load_ontology, vocabulary_path
 from app.ontology.model import Ontology
 from app.ontology.schema import derive_schema
 from app.ontology.verify import verify
@@ -34,30 +35,56 @@ def verify_files(
 ) -> int:
     """Load and verify; 0 and a summary when sound, else 1 and one line per problem.
 
-    With no ``files``, what ``horismos serve`` would load: the ``configured`` paths
-    (``HORISMOS_ONTOLOGY_PATHS``), else the bundled ontologies.
+    ``files`` load as one ontology. With no ``files``, what ``horismos serve`` would load: the
+    ``configured`` paths (``HORISMOS_ONTOLOGY_PATHS``), else the bundled ontologies, as
+    deployments, each loaded with its imports and verified on its own (serve does not serve one
+    that fails, and neither passes here).
 
     ``registry`` is what ``python:NAME``/``rust:NAME`` bindings may name (the installed
     packages' tools; a name outside it is a load error); ``host_problems`` adds what the host
     cannot serve (a bound entry point that does not load)."""
-    paths = list(files) or [Path(p) for p in configured] or default_ontology_paths()
+    if files:
+        return _verify_one(list(files), None, out, err, registry, host_problems)
+    paths = [Path(p) for p in configured] or default_ontology_paths()
+    code = 0
+    for source in find_deployments(paths, skip=vocabulary_path()):
+        if source.problems:
+            for problem in source.problems:
+                out(str(problem))
+            err(f"{len(source.problems)} problem(s): deployment {source.id} does not load")
+            code = 1
+            continue
+        label = f"deployment {source.id} {source.version or ''}".rstrip()
+        code = max(code, _verify_one(source.paths, label, out, err, registry, host_problems))
+    return code
+
+
+def _verify_one(
+    paths: list[Path],
+    label: str | None,
+    out: Echo,
+    err: Echo,
+    registry: Registry | None,
+    host_problems: Callable[[Ontology], list[str]] | None,
+) -> int:
+    what = label or "the ontology"
     try:
         ontology = load_ontology(paths, registry=registry)
     except OntologyError as exc:
         for problem in exc.problems:
             out(str(problem))
-        err(f"{len(exc.problems)} problem(s): the ontology does not load")
+        err(f"{len(exc.problems)} problem(s): {what} does not load")
         return 1
     problems = [str(p) for p in verify(ontology)]
     problems += host_problems(ontology) if host_problems is not None else []
     for line in problems:
         out(line)
     if problems:
-        err(f"{len(problems)} problem(s): the ontology does not verify")
+        err(f"{len(problems)} problem(s): {what} does not verify")
         return 1
     out(
-        f"ok: {len(paths)} file(s), {len(ontology.classes)} classes, "
-        f"{len(ontology.properties)} properties, {len(ontology.rules)} rules, "
+        f"ok: {label + ': ' if label else ''}{len(paths)} file(s), {len(ontology.classes)} "
+        f"classes, {len(ontology.properties)} properties, {len(ontology.rules)} rules, "
         f"{len(ontology.workflows)} workflow(s), {len(ontology.services)} CDS service(s); "
         f"version {ontology.version}, digest {ontology.digest[:12]}"
     )

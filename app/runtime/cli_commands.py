@@ -27,6 +27,13 @@ def run_files(
     out: Echo,
     err: Echo,
 ) -> int:
+    from app.deployments import (
+        DeploymentNotServed,
+        for_workflow,
+        load_deployments,
+        run_columns,
+        served,
+    )
     from app.errors import HorismosError
     from app.ontology import OntologyError, default_ontology_paths, load_ontology, verify
     from app.runtime.host import InputRejected
@@ -35,21 +42,36 @@ def run_files(
     from app.tools.host import ToolHost
 
     settings = get_settings()
-    paths = list(files) or [Path(p) for p in settings.ontology_paths] or default_ontology_paths()
     host = ToolHost.discover()
-    try:
-        ontology = load_ontology(paths, registry=host.registry)
-    except OntologyError as exc:
-        for problem in exc.problems:
-            err(f"{problem.node}: {problem.message}")
-        return 1
-    # the same bar as the server: a run on an ontology that does not verify is refused
-    unsound = [str(p) for p in verify(ontology)]
-    unsound += [f"{iri}: {message}" for iri, message in host.binding_problems(ontology)]
-    for line in unsound:
-        err(line)
-    if unsound:
-        return 1
+    row: dict[str, Any] | None = None
+    if files:
+        try:
+            ontology = load_ontology(list(files), registry=host.registry)
+        except OntologyError as exc:
+            for problem in exc.problems:
+                err(f"{problem.node}: {problem.message}")
+            return 1
+        # the same bar as the server: a run on an ontology that does not verify is refused
+        unsound = [str(p) for p in verify(ontology)]
+        unsound += [f"{iri}: {message}" for iri, message in host.binding_problems(ontology)]
+        for line in unsound:
+            err(line)
+        if unsound:
+            return 1
+    else:  # what serve loads: the deployment that declares the workflow
+        paths = [Path(p) for p in settings.ontology_paths] or default_ontology_paths()
+        try:
+            deployment, _ = for_workflow(load_deployments(paths, host.packaged), workflow)
+            ontology = served(deployment)
+        except DeploymentNotServed as exc:
+            err(exc.message)
+            for problem in exc.deployment.problems:
+                err(f"  {problem}")
+            return 1
+        except HorismosError as exc:
+            err(exc.message)
+            return 1
+        row = run_columns(deployment)
     data: dict[str, Any] = {}
     if facts is not None:
         try:
@@ -77,7 +99,7 @@ def run_files(
         engine = make_engine(settings.database_url)
         try:
             with engine.begin() as connection:
-                runner.save(connection, ontology, started)
+                runner.save(connection, ontology, started, row=row)
         finally:
             engine.dispose()
     if as_json:
@@ -104,25 +126,29 @@ def replay_runs(
     out: Echo,
     err: Echo,
 ) -> int:
-    from app.errors import NotFound
+    from app.deployments import load_deployments, of_run, served
+    from app.errors import HorismosError
     from app.ontology import OntologyError, default_ontology_paths, load_ontology
+    from app.ontology.model import Ontology
     from app.runtime.host import stored_recording
     from app.runtime.replay import replay_run
     from app.settings import get_settings
-    from app.store import make_engine, session_scope
+    from app.store import make_engine, repo, session_scope
     from app.tools.host import ToolHost
 
     settings = get_settings()
     host = ToolHost.discover()
-    try:
-        ontology = load_ontology(
-            list(files) or settings.ontology_paths or default_ontology_paths(),
-            registry=host.registry,
-        )
-    except OntologyError as exc:
-        for problem in exc.problems:
-            err(f"{problem.node}: {problem.message}")
-        return 2
+    given: Ontology | None = None
+    if files:
+        try:
+            given = load_ontology(list(files), registry=host.registry)
+        except OntologyError as exc:
+            for problem in exc.problems:
+                err(f"{problem.node}: {problem.message}")
+            return 2
+    else:
+        paths = [Path(p) for p in settings.ontology_paths] or default_ontology_paths()
+        deployments = load_deployments(paths, host.packaged)
     engine = make_engine(url or settings.database_url)
     code = 0
     try:
@@ -130,7 +156,12 @@ def replay_runs(
             try:
                 with session_scope(engine) as session:
                     recorded = stored_recording(session, run_id)
-            except NotFound as exc:
+                    row = repo.get_run(session, run_id)
+                    assert row is not None  # stored_recording found it
+                    ontology = given or served(
+                        of_run(deployments, row.deployment, row.workflow_iri)
+                    )
+            except HorismosError as exc:  # no such run, or its deployment is not served
                 err(exc.message)
                 code = 2
                 continue

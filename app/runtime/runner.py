@@ -238,15 +238,16 @@ class Runner:
     def resume(
         self,
         engine: Engine,
-        ontology: Ontology,
+        ontology_of: Callable[[Mapping[str, Any]], Ontology],
         run_id: str,
         facts: Mapping[str, Any],
         *,
         now: datetime | None = None,
     ) -> Outcome:
-        """Continue a suspended run with structured facts. The run's row stays locked from
-        reading it to storing the outcome, so two concurrent resumes cannot both continue it
-        (the second gets 409). The stored response and replay material are kept."""
+        """Continue a suspended run with structured facts, on the ontology ``ontology_of``
+        gives for its stored row (its deployment's). The run's row stays locked from reading
+        it to storing the outcome, so two concurrent resumes cannot both continue it (the
+        second gets 409). The stored response and replay material are kept."""
         moment = now or self.clock()
         with engine.begin() as connection:
             row = repo.lock_run(connection, run_id)
@@ -256,6 +257,7 @@ class Runner:
                 raise Conflict(
                     where="runId", message=f"run {run_id} is {row['status']}, not waiting"
                 )
+            ontology = ontology_of(row)
             trace = parse_trace(repo.trace_payloads(connection, run_id))
             suspended = suspended_run(ontology, row, trace)
             deadline = row["wait_deadline"] or wait_deadline(ontology, suspended)

@@ -94,6 +94,7 @@ class Run(Base):
         Index(None, "patient"),
         Index(None, "updated_at"),
         Index(None, "status", "lease_expires_at"),
+        Index(None, "deployment", "created_at"),
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
@@ -105,6 +106,9 @@ class Run(Base):
     patient: Mapped[str | None] = mapped_column(String(200))
     workflow_iri: Mapped[str] = mapped_column(String(1000))
     workflow_version: Mapped[str | None] = mapped_column(String(100))
+    #: The deployment the run ran on: its IRI, version and digest (``ontology_digest``).
+    deployment: Mapped[str | None] = mapped_column(String(1000))
+    deployment_version: Mapped[str | None] = mapped_column(String(100))
     ontology_digest: Mapped[str | None] = mapped_column(String(100))
     status: Mapped[str] = mapped_column(String(20), default="running")
     terminal: Mapped[str | None] = mapped_column(String(1000))
@@ -112,7 +116,7 @@ class Run(Base):
     request_digest: Mapped[str | None] = mapped_column(String(100))
     #: The CDS response as returned, handed back verbatim when the EHR retries the hookInstance.
     response: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
-    #: The full outcome (DESIGN §9 shape) including the proof.
+    #: The run's outcome with its proof and replay material (its trace is in trace_events).
     outcome: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
     #: A suspended run's World (``World.to_json()``) and the WaitStep it waits in.
     world_state: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)

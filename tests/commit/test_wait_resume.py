@@ -153,11 +153,11 @@ def test_a_resume_after_the_timeout_takes_the_timeout_edge_without_the_facts(
 ) -> None:
     with service() as client:
         run_id = _start(client)
-        ontology = client.app.state.ontology  # type: ignore[attr-defined]
+        deployments = client.app.state.deployments  # type: ignore[attr-defined]
     later = datetime.now(UTC) + timedelta(hours=2)
 
     outcome = resume_run(
-        pg_engine, ontology, run_id, {"instances": [{"id": "c1", "approved": True}]}, now=later
+        pg_engine, deployments, run_id, {"instances": [{"id": "c1", "approved": True}]}, now=later
     )
 
     assert outcome.terminal == "TimedOut"

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from fastapi.testclient import TestClient
 
-from app.main import OntologyRefused, create_app
+from app.main import create_app
 from app.settings import Settings
 
 DATA = Path(__file__).parent.parent / "data" / "foundation"
@@ -24,24 +23,35 @@ def test_readyz_reports_database_and_ontology(app_client: TestClient) -> None:
     assert response.status_code == 200
     body = response.json()
     assert body["database"] == "ok"
-    ontology = app_client.app.state.ontology  # type: ignore[attr-defined]
-    assert body["ontology"] == {
-        "loaded": True,
-        "version": ontology.version,
-        "digest": ontology.digest,
-        "problems": 0,
-    }
-
-
-def test_server_refuses_to_start_with_an_ontology_that_does_not_verify(tmp_path: Path) -> None:
-    settings = Settings(
-        database_url=f"sqlite:///{tmp_path / 'x.db'}",
-        ontology_paths=[DATA / "unsound.ttl"],
+    assert body["ontology"]["loaded"] is True and body["ontology"]["problems"] == 0
+    deployments = {d["id"]: d for d in body["deployments"]}
+    assert sorted(deployments) == ["med-safety", "triage"]
+    triage = deployments["triage"]
+    assert (triage["iri"], triage["version"], triage["status"], triage["services"]) == (
+        "https://horismos.dev/example/triage",
+        "1.2.0",
+        "serving",
+        ["horismos-triage"],
     )
-    with pytest.raises(OntologyRefused) as refused, TestClient(create_app(settings)):
-        pass
-    assert "https://horismos.dev/example/unsound#Decide" in str(refused.value)
-    assert "onUnreachable" in str(refused.value)
+    assert len(triage["digest"]) == 64
+
+
+def test_an_unsound_deployment_is_not_served_and_readyz_says_why(
+    sqlite_template: Path, tmp_path: Path
+) -> None:
+    database = tmp_path / "x.db"
+    database.write_bytes(sqlite_template.read_bytes())
+    settings = Settings(database_url=f"sqlite:///{database}", ontology_paths=[DATA / "unsound.ttl"])
+    with TestClient(create_app(settings)) as client:
+        ready = client.get("/readyz")
+        runs = client.post("/workflows/Check/runs", json={"instances": []})
+    assert ready.status_code == 503  # nothing is served
+    (deployment,) = ready.json()["deployments"]
+    assert deployment["status"] == "refused" and deployment["id"] == "unsound"
+    nodes = {p["node"]: p["message"] for p in deployment["problems"]}
+    assert "onUnreachable" in nodes["https://horismos.dev/example/unsound#Decide"]
+    assert runs.status_code == 503
+    assert runs.json()["error"]["problems"] == deployment["problems"]
 
 
 def test_readyz_names_an_unmigrated_database(tmp_path: Path) -> None:

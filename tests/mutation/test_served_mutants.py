@@ -1,16 +1,14 @@
-"""A mutant verification refuses is never served at all: the service does not start on it, so
-it can never answer 200 with no card."""
+"""A mutant verification refuses is never served at all: its deployment is refused (its services
+are absent from discovery and answer 503), so it can never answer 200 with no card."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
-import pytest
-
-from app.main import OntologyRefused, load_verified_ontology
-from app.ontology import OntologyError
+from app.main import configured_deployments
 from app.settings import Settings
+from app.tools.host import ToolHost
 from tests.mutation.mutants import Mutant, all_mutants
 
 
@@ -23,12 +21,15 @@ def _write(mutant: Mutant, folder: Path) -> Path:
     return path
 
 
-def test_the_service_does_not_start_on_a_refused_mutant(tmp_path: Path) -> None:
+def test_a_refused_mutant_is_not_served(tmp_path: Path) -> None:
     every = all_mutants()
+    tools = ToolHost.discover()
     for i, mutant in enumerate(every[:: max(1, len(every) // 8)]):
         folder = tmp_path / str(i)
         folder.mkdir()
         settings = Settings(ontology_paths=[_write(mutant, folder)])
-        with pytest.raises((OntologyRefused, OntologyError)) as refused:
-            load_verified_ontology(settings)
-        assert mutant.owner.rsplit("#", 1)[-1] in str(refused.value), mutant.id
+        deployments = configured_deployments(settings, tools)
+        (deployment,) = list(deployments)
+        assert not deployment.serving and deployments.services() == [], mutant.id
+        report = " ".join(str(p) for p in deployment.problems)
+        assert mutant.owner.rsplit("#", 1)[-1] in report, mutant.id

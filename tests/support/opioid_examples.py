@@ -73,12 +73,12 @@ class Prepared:
 
 def deployed_services() -> frozenset[str]:
     """The service ids the bundled ontology serves, i.e. what discovery lists."""
-    from app.main import load_verified_ontology
+    from app.main import configured_deployments
     from app.settings import Settings
     from app.tools.host import ToolHost
 
-    ontology = load_verified_ontology(Settings(), ToolHost.discover())
-    return frozenset(s.id for s in ontology.services.values())
+    deployments = configured_deployments(Settings(), ToolHost.discover())
+    return frozenset(s.id for s, _ in deployments.services())
 
 
 def load_examples() -> list[Example]:
