@@ -115,7 +115,7 @@ def verify_ontology(
             err=_echo_err,
             configured=get_settings().ontology_paths,
             registry=host.registry,
-            host_problems=lambda o: [f"{iri}: {msg}" for iri, msg in host.binding_problems(o)],
+            host_problems=lambda o: [f"{iri}: {msg}" for iri, msg in host.packaged_problems(o)],
         )
     )
 
@@ -135,8 +135,9 @@ def deployments_command(
 def tools_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the listing as JSON.")] = False,
 ) -> None:
-    """List the tools this installation offers: packaged tools (the horismos.tools entry-point
-    group). Exit 1 when an entry point does not load."""
+    """List the tools this installation offers (packaged tools of the horismos.tools entry-point
+    group, the MCP servers of HORISMOS_MCP_SERVERS and their tools) and check the ontology's
+    bindings against them. Exit 1 when something cannot be served."""
     from app.tools.cli_commands import list_tools
 
     raise typer.Exit(list_tools(as_json=as_json, out=typer.echo, err=_echo_err))

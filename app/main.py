@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Literal
@@ -25,6 +26,7 @@ from starlette.concurrency import run_in_threadpool
 from app import metrics
 from app.deployments import Deployments, load_deployments
 from app.errors import install_error_handlers
+from app.ontology import Problem
 from app.readiness import DatabaseProbe
 from app.runtime.runner import Runner
 from app.settings import Settings, get_settings
@@ -48,11 +50,36 @@ def configured_deployments(settings: Settings, tools: ToolHost) -> Deployments:
     return load_deployments(paths, tools.packaged)
 
 
+def refuse_unfit_mcp_bindings(deployments: Deployments, tools: ToolHost) -> Deployments:
+    """Refuse each serving deployment with an ``mcp://`` binding its server cannot serve (not
+    configured, no such tool, schemas that do not fit the declared contract); the others
+    serve. A server not reached yet is checked when it connects (``ToolHost``)."""
+    for deployment in list(deployments.serving):
+        assert deployment.ontology is not None
+        found = tools.mcp_problems(deployment.ontology)
+        if not found:
+            continue
+        extra = tuple(Problem(code="binding", node=iri, message=message) for iri, message in found)
+        deployments = deployments.replaced(
+            replace(deployment, status="refused", problems=deployment.problems + extra)
+        )
+    return deployments
+
+
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
-    tools = await run_in_threadpool(ToolHost.discover)
-    deployments = await run_in_threadpool(configured_deployments, settings, tools)
+    tools = await run_in_threadpool(ToolHost.from_servers, settings.mcp_servers)
+    try:
+        deployments = await run_in_threadpool(configured_deployments, settings, tools)
+        # MCP sessions open before the first call; a server that is not there makes the
+        # deployments that bind it unready, a binding that does not fit its tool refuses its
+        # deployment (the others serve)
+        await run_in_threadpool(tools.connect)
+        deployments = await run_in_threadpool(refuse_unfit_mcp_bindings, deployments, tools)
+    except BaseException:
+        await run_in_threadpool(tools.close)
+        raise
     engine = make_engine(
         settings.database_url,
         connect_timeout=settings.database_connect_timeout_seconds,
@@ -83,6 +110,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.database_probe.close()
         await http.aclose()
         engine.dispose()
+        await run_in_threadpool(tools.close)
 
 
 def _include_routers(app: FastAPI) -> None:
@@ -120,6 +148,11 @@ class DeploymentState(BaseModel):
     problems: list[dict[str, Any]] = Field(
         default_factory=list, description="Why a refused deployment is not served"
     )
+    unready: str | None = Field(
+        default=None,
+        description="Why a serving deployment cannot answer now: an MCP server it binds is "
+        "unreachable (null: ready)",
+    )
 
 
 class RegisteredTool(BaseModel):
@@ -129,9 +162,18 @@ class RegisteredTool(BaseModel):
     error: str | None = Field(default=None, description="Why it did not load (then unusable)")
 
 
+class McpServerState(BaseModel):
+    state: str = Field(description='"ready", "connecting" or "unreachable"')
+    error: str | None = Field(description="Why it is not ready (or why its last session ended)")
+    tools: list[str] = Field(description="The tools it listed")
+
+
 class ToolsState(BaseModel):
     registered: list[RegisteredTool] = Field(
         description="Tools installed packages offer in the horismos.tools entry-point group"
+    )
+    mcp: dict[str, McpServerState] | None = Field(
+        default=None, description="Each server of HORISMOS_MCP_SERVERS"
     )
 
 
@@ -152,7 +194,8 @@ def _ops_router() -> APIRouter:
 
     @router.get(
         "/readyz",
-        summary="The database is reachable and migrated, and which deployments serve",
+        summary="The database is reachable and migrated, and which deployments serve and are "
+        "ready (the MCP servers they bind reachable)",
         response_model=Readiness,
         responses={503: {"model": Readiness, "description": "Something is not ready"}},
     )
@@ -160,7 +203,10 @@ def _ops_router() -> APIRouter:
         probe: DatabaseProbe = request.app.state.database_probe
         database = await probe.state()  # within 1.5 s, whatever the database does
         deployments: Deployments = getattr(request.app.state, "deployments", Deployments([]))
+        host: ToolHost | None = getattr(request.app.state, "tool_host", None)
         states = [d.to_json() for d in deployments]
+        for d, state in zip(deployments, states, strict=True):
+            state["unready"] = host.unready(d.ontology) if host is not None and d.serving else None
         only = states[0] if len(states) == 1 else None
         body: dict[str, Any] = {
             "database": database,
@@ -174,10 +220,12 @@ def _ops_router() -> APIRouter:
                 {k: state.get(k, []) for k in DeploymentState.model_fields} for state in states
             ],
         }
-        host: ToolHost | None = getattr(request.app.state, "tool_host", None)
         if host is not None:
             body["tools"] = host.status()
-        ready = database == "ok" and bool(deployments.serving)
+            host.wake()  # an unreachable MCP server is retried for the next probe
+        ready = database == "ok" and any(
+            state["status"] == "serving" and not state.get("unready") for state in states
+        )
         return JSONResponse(body, status_code=200 if ready else 503)
 
     return router

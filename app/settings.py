@@ -7,6 +7,7 @@ process entry points call ``get_settings()``. docs/configuration.md documents ev
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any
@@ -33,6 +34,40 @@ class TrustedIssuer(BaseModel):
     jwks_url: str | None = None
     jwks: dict[str, Any] | None = None
     allowed_jku: list[str] = Field(default_factory=list)
+
+
+class McpServer(BaseModel):
+    """One MCP server a ``mcp://NAME/tool`` binding may name: ``url`` (streamable HTTP, with
+    optional ``headers`` such as an Authorization) or ``command`` (a stdio server the service
+    starts, with optional ``env`` and ``cwd``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    command: list[str] | None = None
+    env: dict[str, str] | None = Field(default=None, repr=False)
+    cwd: str | None = None
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServer:
+        if (self.url is None) == (self.command is None):
+            raise ValueError('an MCP server needs exactly one of "url" and "command"')
+        if self.url is not None:
+            parsed = urlsplit(self.url)
+            if parsed.scheme not in ("http", "https") or not parsed.netloc:
+                raise ValueError(f'"url" must be an absolute http(s) URL, got {self.url!r}')
+            if self.env is not None or self.cwd is not None:
+                raise ValueError('"env" and "cwd" apply to a "command" server only')
+        if self.command is not None:
+            if not self.command or not self.command[0]:
+                raise ValueError('"command" must name the program to run')
+            if self.headers:
+                raise ValueError('"headers" apply to a "url" server only')
+        return self
+
+
+_MCP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def _split_list(value: object) -> object:
@@ -95,11 +130,24 @@ class Settings(BaseSettings):
     retention_period: str | None = None
     #: The longest a client JWT may live (``exp`` after ``iat`` and after now), in seconds.
     max_token_lifetime_seconds: int = Field(default=300, gt=0)
+    #: MCP servers by the name ``mcp://NAME/tool`` bindings use (a JSON object).
+    mcp_servers: dict[str, McpServer] = Field(default_factory=dict)
 
     @field_validator("ontology_paths", "cors_origins", "allowed_fhir_servers", mode="before")
     @classmethod
     def _lists_from_text(cls, value: object) -> object:
         return _split_list(value)
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _mcp_names_are_hosts(cls, value: dict[str, McpServer]) -> dict[str, McpServer]:
+        bad = [name for name in value if not _MCP_NAME.match(name)]
+        if bad:
+            raise ValueError(
+                f"HORISMOS_MCP_SERVERS: {bad} cannot be the NAME of mcp://NAME/tool "
+                "(letters, digits, '.', '_', '-')"
+            )
+        return value
 
     @field_validator("public_base_url")
     @classmethod

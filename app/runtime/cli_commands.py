@@ -10,12 +10,50 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.tools.host import ToolHost
 
 Echo = Callable[[str], None]
 
 
 def run_files(
+    files: Sequence[Path],
+    *,
+    workflow: str,
+    facts: Path | None,
+    text: str | None,
+    as_json: bool,
+    model: str | None,
+    save: bool,
+    out: Echo,
+    err: Echo,
+) -> int:
+    from app.settings import get_settings
+    from app.tools.host import ToolHost
+
+    # the same tools as the server: packaged ones and the sessions of HORISMOS_MCP_SERVERS
+    host = ToolHost.from_servers(get_settings().mcp_servers)
+    try:
+        return _run_files(
+            host,
+            files,
+            workflow=workflow,
+            facts=facts,
+            text=text,
+            as_json=as_json,
+            model=model,
+            save=save,
+            out=out,
+            err=err,
+        )
+    finally:
+        host.close()
+
+
+def _run_files(
+    host: ToolHost,
     files: Sequence[Path],
     *,
     workflow: str,
@@ -39,10 +77,8 @@ def run_files(
     from app.runtime.host import InputRejected
     from app.runtime.runner import Runner
     from app.settings import get_settings
-    from app.tools.host import ToolHost
 
     settings = get_settings()
-    host = ToolHost.discover()
     row: dict[str, Any] | None = None
     if files:
         try:
@@ -53,7 +89,7 @@ def run_files(
             return 1
         # the same bar as the server: a run on an ontology that does not verify is refused
         unsound = [str(p) for p in verify(ontology)]
-        unsound += [f"{iri}: {message}" for iri, message in host.binding_problems(ontology)]
+        unsound += [f"{iri}: {message}" for iri, message in host.packaged_problems(ontology)]
         for line in unsound:
             err(line)
         if unsound:
@@ -72,6 +108,16 @@ def run_files(
             err(exc.message)
             return 1
         row = run_columns(deployment)
+    # the MCP bindings are held against the servers the same way as at the server's start
+    host.connect()
+    refused = [f"{iri}: {message}" for iri, message in host.mcp_problems(ontology)]
+    for line in refused:
+        err(line)
+    if refused:
+        return 1
+    for name, server in host.status().get("mcp", {}).items():
+        if server["state"] != "ready":
+            err(f"warning: MCP server {name} is {server['state']}: {server['error']}")
     data: dict[str, Any] = {}
     if facts is not None:
         try:
@@ -137,7 +183,8 @@ def replay_runs(
     from app.tools.host import ToolHost
 
     settings = get_settings()
-    host = ToolHost.discover()
+    # sessions open on demand: only a re-run idempotent MCP tool needs one
+    host = ToolHost.from_servers(settings.mcp_servers)
     given: Ontology | None = None
     if files:
         try:
@@ -145,6 +192,7 @@ def replay_runs(
         except OntologyError as exc:
             for problem in exc.problems:
                 err(f"{problem.node}: {problem.message}")
+            host.close()
             return 2
     else:
         paths = [Path(p) for p in settings.ontology_paths] or default_ontology_paths()
@@ -181,4 +229,5 @@ def replay_runs(
                 code = max(code, 1)
     finally:
         engine.dispose()
+        host.close()
     return code

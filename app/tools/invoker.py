@@ -9,9 +9,9 @@ Bindings (seeds/07):
   :func:`tool_aware` receives a :class:`ToolCall` instead (for generic tools such as ``notify``
   that need the contract).
 - ``http://…`` / ``https://…`` — a JSON POST of the arguments; a 2xx JSON object is the result.
-- ``mcp://server/tool`` — the MCP SDK's client over streamable HTTP; ``server`` is looked up in the
-  ``mcp_servers`` mapping the host passes (settings), the server's schema is narrowed to the
-  declared contract before the call.
+- ``mcp://server/tool`` — a session of the host's :class:`~app.tools.mcp.McpPool` (one per
+  configured server, reused by every call); the arguments are narrowed to the declared contract
+  before the call.
 - Adapter schemes (``fhir:…``, or any tool with ``horis:commits``) go to a handler the service
   layer registers with :meth:`ToolInvoker.register_scheme`; with none registered the call raises
   :class:`AdapterUnavailable` and the interpreter records the effect as ``proposed``.
@@ -22,11 +22,9 @@ interpreter's job (it is pure and replayable; this module does I/O).
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import json
-import threading
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -39,6 +37,8 @@ from app.tools.errors import AdapterUnavailable, ToolError, ToolLoadError
 
 if TYPE_CHECKING:
     import httpx
+
+    from app.tools.mcp import McpPool
 
 T = TypeVar("T")
 
@@ -79,7 +79,7 @@ class ToolInvoker:
     close over a request's context)."""
 
     tools: ToolRegistry = field(default_factory=dict)
-    mcp_servers: Mapping[str, str] = field(default_factory=dict)
+    mcp: McpPool | None = None
     http_client: httpx.Client | None = None
     _schemes: dict[str, SchemeHandler] = field(default_factory=dict)
 
@@ -115,9 +115,9 @@ class ToolInvoker:
         elif scheme in ("http", "https"):
             result = self._http(call)
         elif scheme == "mcp":
-            from app.tools.mcp import call_mcp_tool
-
-            result = _run_async(lambda: call_mcp_tool(call, self.mcp_servers), timeout)
+            if self.mcp is None:
+                raise ToolError(f"{tool.binding}: no MCP server is configured on this host")
+            result = self.mcp.call(call)
         else:
             raise ToolLoadError(f"{tool.iri}: unknown binding scheme in {tool.binding!r}")
         if not isinstance(result, Mapping):
@@ -196,28 +196,3 @@ def _with_timeout(fn: Callable[[], T], timeout: float) -> T:
         raise ToolError(str(exc) or type(exc).__name__, retryable=True) from exc
     except Exception as exc:  # a tool's own failure, whatever its type, is a tool error
         raise ToolError(f"{type(exc).__name__}: {exc}") from exc
-
-
-def _run_async(factory: Callable[[], Coroutine[Any, Any, T]], timeout: float) -> T:
-    """Run a coroutine on a fresh event loop in its own thread, whatever loop the caller has."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(asyncio.wait_for(factory(), timeout))
-        except BaseException as exc:  # handed back to the caller's thread below
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="horismos-tool-async", daemon=True)
-    thread.start()
-    thread.join(timeout + 5)
-    if thread.is_alive() or isinstance(box.get("error"), TimeoutError):
-        raise ToolError(f"no answer within {timeout}s", retryable=True, kind="timeout")
-    if "error" in box:
-        error = box["error"]
-        while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-            error = error.exceptions[0]  # a task group's wrapping says nothing about the tool
-        if isinstance(error, ToolError):
-            raise error
-        raise ToolError(f"{type(error).__name__}: {error}", retryable=True) from error
-    return box["value"]  # type: ignore[no-any-return]

@@ -48,3 +48,38 @@ def test_a_malformed_issuer_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HORISMOS_TRUSTED_ISSUERS", '[{"jwks_url": "https://x"}]')
     with pytest.raises(ValidationError, match="iss"):
         Settings()
+
+
+def test_mcp_servers_are_read_as_json_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    servers = {
+        "tickets": {"url": "https://mcp.example/mcp", "headers": {"Authorization": "Bearer t"}},
+        "calc": {"command": ["calc-mcp", "--stdio"], "env": {"K": "v"}, "cwd": "/srv"},
+    }
+    monkeypatch.setenv("HORISMOS_MCP_SERVERS", json.dumps(servers))
+
+    settings = Settings()
+
+    assert settings.mcp_servers["tickets"].headers == {"Authorization": "Bearer t"}
+    assert settings.mcp_servers["calc"].command == ["calc-mcp", "--stdio"]
+    assert "Bearer" not in repr(settings.mcp_servers)  # headers may carry a secret
+
+
+@pytest.mark.parametrize(
+    ("servers", "says"),
+    [
+        ({"a": {}}, 'exactly one of "url" and "command"'),
+        ({"a": {"url": "https://x/mcp", "command": ["x"]}}, 'exactly one of "url" and "command"'),
+        ({"a": {"url": "ftp://x/mcp"}}, "absolute http(s) URL"),
+        ({"a": {"command": []}}, "must name the program"),
+        ({"a": {"command": ["x"], "headers": {"h": "v"}}}, '"headers" apply to a "url"'),
+        ({"a": {"url": "https://x/mcp", "cwd": "/"}}, 'apply to a "command" server only'),
+        ({"a/b": {"url": "https://x/mcp"}}, "cannot be the NAME of mcp://NAME/tool"),
+        ({"a": {"url": "https://x/mcp", "token": "t"}}, "Extra inputs are not permitted"),
+    ],
+)
+def test_an_mcp_server_that_cannot_be_used_is_refused(
+    servers: dict[str, object], says: str
+) -> None:
+    with pytest.raises(ValidationError) as info:
+        Settings(mcp_servers=servers)
+    assert says in str(info.value)

@@ -11,7 +11,9 @@ import pytest
 from app.ontology import load_ontology
 from app.ontology.model import Ontology
 from app.runtime import Outcome, RunContext, run_workflow
+from app.settings import McpServer
 from app.tools import ToolInvoker
+from app.tools.mcp import McpPool
 from app.world import World, load_structured
 from tests.runtime.conftest import DATA, NOW
 
@@ -50,9 +52,11 @@ def test_bad_http_answers_take_on_error(http_tool_server: str, tmp_path: Path, p
     assert world.value("c1", ontology.namespace + "ticket") is None
 
 
-def test_an_mcp_tool_is_called_within_its_contract(mcp_server_url: str, tmp_path: Path) -> None:
+def test_an_mcp_tool_is_called_within_its_contract(
+    mcp_server_url: str, tmp_path: Path, pools: Callable[[dict[str, McpServer]], McpPool]
+) -> None:
     ontology = ontology_with("mcp://tickets/issue_ticket", tmp_path)
-    invoker = ToolInvoker(mcp_servers={"tickets": mcp_server_url})
+    invoker = ToolInvoker(mcp=pools({"tickets": McpServer(url=mcp_server_url)}))
     outcome, world = run_issue(ontology, invoker)
 
     assert outcome.terminal == "IssueDone", outcome.trace
@@ -60,9 +64,11 @@ def test_an_mcp_tool_is_called_within_its_contract(mcp_server_url: str, tmp_path
     assert world.value("c1", ontology.namespace + "ticket") == "T-5"
 
 
-def test_an_out_of_contract_mcp_result_cannot_land(mcp_server_url: str, tmp_path: Path) -> None:
+def test_an_out_of_contract_mcp_result_cannot_land(
+    mcp_server_url: str, tmp_path: Path, pools: Callable[[dict[str, McpServer]], McpPool]
+) -> None:
     ontology = ontology_with("mcp://tickets/issue_ticket_loose", tmp_path)
-    invoker = ToolInvoker(mcp_servers={"tickets": mcp_server_url})
+    invoker = ToolInvoker(mcp=pools({"tickets": McpServer(url=mcp_server_url)}))
     outcome, world = run_issue(ontology, invoker)
 
     assert outcome.terminal == "IssueFailed"

@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import threading
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from app.ontology.model import XSD, EffectDecl, ToolArg, ToolDef
+from app.settings import McpServer
 from app.tools import AdapterUnavailable, ToolCall, ToolError, ToolInvoker, ToolLoadError
 from app.tools.builtin import OUTBOX
+from app.tools.mcp import McpPool
 
 NS = "http://example.org/t#"
 
@@ -172,28 +175,36 @@ def test_http_failures_are_classified(http_tool_server: str) -> None:
     assert info.value.kind == "contract"
 
 
-def test_mcp_binding_sends_only_declared_arguments(mcp_server_url: str) -> None:
-    invoker = ToolInvoker(mcp_servers={"queues": mcp_server_url})
+def _mcp(pools: Callable[[dict[str, McpServer]], McpPool], url: str) -> ToolInvoker:
+    return ToolInvoker(mcp=pools({"queues": McpServer(url=url)}))
+
+
+def test_mcp_binding_sends_only_declared_arguments(
+    mcp_server_url: str, pools: Callable[[dict[str, McpServer]], McpPool]
+) -> None:
+    invoker = _mcp(pools, mcp_server_url)
     out = invoker.invoke(make_tool("mcp://queues/assign_queue"), ARGS, timeout=20)
     # The server would echo a note if one were sent: the contract has none, so none was.
     assert out == {"queueRef": "Q-p1-Urgent", "echoNote": ""}
 
 
-def test_mcp_tool_requiring_undeclared_arguments_cannot_be_called(mcp_server_url: str) -> None:
-    invoker = ToolInvoker(mcp_servers={"queues": mcp_server_url})
+def test_mcp_tool_requiring_undeclared_arguments_cannot_be_called(
+    mcp_server_url: str, pools: Callable[[dict[str, McpServer]], McpPool]
+) -> None:
+    invoker = _mcp(pools, mcp_server_url)
     with pytest.raises(ToolError) as info:
         invoker.invoke(make_tool("mcp://queues/needs_secret"), ARGS, timeout=20)
     assert info.value.kind == "contract" and "secret" in info.value.message
 
 
-def test_mcp_errors(mcp_server_url: str) -> None:
-    invoker = ToolInvoker(mcp_servers={"queues": mcp_server_url})
+def test_mcp_errors(mcp_server_url: str, pools: Callable[[dict[str, McpServer]], McpPool]) -> None:
+    invoker = _mcp(pools, mcp_server_url)
     with pytest.raises(ToolError) as info:
         invoker.invoke(make_tool("mcp://queues/no_such_tool"), ARGS, timeout=20)
     assert "no tool" in info.value.message
     with pytest.raises(ToolError) as info:
         invoker.invoke(make_tool("mcp://elsewhere/assign_queue"), ARGS, timeout=20)
-    assert "no URL" in info.value.message
+    assert "no MCP server 'elsewhere' is configured" in info.value.message
     tool = ToolDef(
         iri=NS + "f",
         name="f",
