@@ -205,6 +205,10 @@ def replay_command(
         bool, typer.Option(help="Call idempotent tools again instead of substituting.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON report per run.")] = False,
+    rehydrate: Annotated[
+        bool,
+        typer.Option(help="Hydrate a hook run's stored FHIR input again instead of its World."),
+    ] = False,
 ) -> None:
     """Replay recorded runs; exit 1 when a decision, terminal, proof or fact diverges."""
     from app.runtime.cli_commands import replay_runs
@@ -215,6 +219,7 @@ def replay_command(
             files=ontology or [],
             url=url,
             rerun_idempotent=rerun_idempotent,
+            rehydrate=rehydrate,
             as_json=as_json,
             out=typer.echo,
             err=_echo_err,

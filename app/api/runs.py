@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.orm import Session
 
 from app.api.run_page import (
     PAGE_HEADERS,
@@ -29,11 +30,13 @@ from app.cds.auth import (
     require_client,
     require_client_or_run_link,
 )
+from app.cds.hook_input import HookInput, InputUnusable, rehydrated_recording
 from app.deployments import for_workflow, of_run, run_columns, served
 from app.deps import DeploymentsDep, EngineDep, JsonBodyChecked, SessionDep, app_runner
-from app.errors import NotFound
-from app.runtime.host import stored_outcome, stored_recording
-from app.runtime.replay import replay_run
+from app.errors import Conflict, NotFound
+from app.ontology.model import Ontology
+from app.runtime.host import stored_input, stored_outcome, stored_recording
+from app.runtime.replay import RecordedRun, replay_run
 from app.store import repo
 from app.tools import ToolInvoker
 
@@ -61,6 +64,12 @@ class ReplayOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     rerun_idempotent: bool = False
+    rehydrate: bool = Field(
+        default=False,
+        description="Hydrate the run's stored FHIR input again (a hook run's) instead of "
+        "starting from its stored input World: shows what a changed mapping, unit or value "
+        "set does",
+    )
 
 
 def _tools(request: Request) -> ToolInvoker:
@@ -136,10 +145,23 @@ def replay(
     recorded = stored_recording(session, run_id)
     row = repo.get_run(session, run_id)
     assert row is not None  # stored_recording found it
+    ontology = served(of_run(deployments, row.deployment, row.workflow_iri))
+    if options is not None and options.rehydrate:
+        recorded = _rehydrated(session, ontology, recorded)
     report = replay_run(
-        served(of_run(deployments, row.deployment, row.workflow_iri)),
+        ontology,
         recorded,
         tools=_tools(request),
         rerun_idempotent=options.rerun_idempotent if options else False,
     )
     return report.to_json()
+
+
+def _rehydrated(session: Session, ontology: Ontology, recorded: RecordedRun) -> RecordedRun:
+    raw = stored_input(session, recorded.run_id)
+    if raw is None:
+        raise Conflict(where="rehydrate", message=f"run {recorded.run_id} has no stored FHIR input")
+    try:
+        return rehydrated_recording(ontology, recorded, HookInput.from_bytes(raw))
+    except InputUnusable as exc:
+        raise Conflict(where="rehydrate", message=str(exc)) from None

@@ -48,6 +48,7 @@ from app.cds.errors import (
     StoreUnavailable,
 )
 from app.cds.fhir_data import resource_issues
+from app.cds.hook_input import HookInput, apply_api_facts
 from app.cds.leases import LeaseKeeper, abandoned, take_over_claim
 from app.cds.leniency import as_service_hook
 from app.cds.prefetch import gather
@@ -61,7 +62,7 @@ from app.runtime.trace import TraceEntry
 from app.store import repo
 from app.store.db import describe_error
 from app.store.models import new_id
-from app.world.facts import Change, Violation
+from app.world.facts import Violation
 from app.world.world import World
 
 log = logging.getLogger("horismos.cds")
@@ -171,30 +172,6 @@ def _check_context_resources(ontology: Ontology, workflow: WorkflowDef, req: Hoo
                 issues.extend(resource_issues(res, f"context.{key}.entry[{i}].resource"))
     if issues:
         raise RequestInvalid(issues=issues)
-
-
-def _apply(world: World, changes: list[Change], problems: list[Violation]) -> None:
-    """One ``api`` transaction; facts the gate refuses are dropped one by one and recorded."""
-    pending = list(changes)
-    for _attempt in range(len(pending) + 1):
-        result = world.transact(pending, provenance="api")
-        if result.ok:
-            return
-        problems.extend(result.violations)
-        bad = {(v.subject, v.property) for v in result.violations}
-        # AddInstance has no subject/property: it is only dropped when its instance is refused
-        kept = [
-            c
-            for c in pending
-            if (getattr(c, "subject", None), getattr(c, "property", None)) not in bad
-        ]
-        if len(kept) == len(pending):  # an instance itself was refused: keep nothing of it
-            bad_ids = {v.subject for v in result.violations}
-            kept = [c for c in pending if getattr(c, "id", None) not in bad_ids]
-            kept = [c for c in kept if getattr(c, "subject", None) not in bad_ids]
-        if len(kept) == len(pending):
-            return
-        pending = kept
 
 
 _FAILURE_EDGES = ("fallback", "onUnreachable", "onError", "onUnsatisfied", "onTimeout")
@@ -508,7 +485,7 @@ class HookService:
         focus_id = str(req.context["patientId"])
         world = World(ontology, now=now)
         problems: list[Violation] = list(hydration.violations)
-        _apply(world, hydration.changes, problems)
+        apply_api_facts(world, hydration.changes, problems)
         input_world = world.to_json()
         tools = d.runner.invoker()
         resources = [r for v in data.values() for r in resources_of(v)]
@@ -589,6 +566,14 @@ class HookService:
             inputViolations=[v.to_json() for v in problems],
             dataQuality=[n.to_json() for n in (*req.notes, *hydration.notes)],
         )
+        # what hydration read, so replay can hydrate it again under another version
+        record.values["input"] = HookInput(
+            service=service.id,
+            hook=req.hook,
+            context=req.context,
+            prefetch=data,
+            now=now.isoformat(),
+        ).to_bytes()
         rows = [s.to_row() for s in hydration.sources]
         self._store(service.id, claim, record, response, rows, handler)
         return response

@@ -171,12 +171,14 @@ def replay_runs(
     as_json: bool,
     out: Echo,
     err: Echo,
+    rehydrate: bool = False,
 ) -> int:
+    from app.cds.hook_input import HookInput, InputUnusable, rehydrated_recording
     from app.deployments import load_deployments, of_run, served
     from app.errors import HorismosError
     from app.ontology import OntologyError, default_ontology_paths, load_ontology
     from app.ontology.model import Ontology
-    from app.runtime.host import stored_recording
+    from app.runtime.host import stored_input, stored_recording
     from app.runtime.replay import replay_run
     from app.settings import get_settings
     from app.store import make_engine, repo, session_scope
@@ -209,8 +211,17 @@ def replay_runs(
                     ontology = given or served(
                         of_run(deployments, row.deployment, row.workflow_iri)
                     )
+                    raw = stored_input(session, run_id) if rehydrate else None
+                if rehydrate:
+                    if raw is None:
+                        raise InputUnusable(f"run {run_id} has no stored FHIR input")
+                    recorded = rehydrated_recording(ontology, recorded, HookInput.from_bytes(raw))
             except HorismosError as exc:  # no such run, or its deployment is not served
                 err(exc.message)
+                code = 2
+                continue
+            except InputUnusable as exc:
+                err(f"{run_id}: {exc}")
                 code = 2
                 continue
             report = replay_run(

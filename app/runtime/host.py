@@ -125,3 +125,8 @@ def stored_recording(session: Session, run_id: str) -> RecordedRun:
     material = dict(document.pop("replay"))
     material["outcome"] = _with_trace(session, run_id, document)
     return RecordedRun.from_json(material)
+
+
+def stored_input(session: Session, run_id: str) -> bytes | None:
+    """A hook run's stored FHIR input (``app.cds.hook_input``), None when it has none."""
+    return repo.run_input(session, run_id)

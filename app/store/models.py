@@ -17,6 +17,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     TypeDecorator,
@@ -118,6 +119,9 @@ class Run(Base):
     response: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
     #: The run's outcome with its proof and replay material (its trace is in trace_events).
     outcome: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
+    #: A hook run's validated FHIR input (``app.cds.hook_input``), zlib-compressed JSON: replay
+    #: hydrates it again. Deferred: read only when asked for.
+    input: Mapped[bytes | None] = mapped_column(LargeBinary, deferred=True)
     #: A suspended run's World (``World.to_json()``) and the WaitStep it waits in.
     world_state: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
     position: Mapped[str | None] = mapped_column(String(1000))

@@ -65,6 +65,7 @@ __all__ = [
     "record_effect",
     "remember_jti",
     "replace_trace",
+    "run_input",
     "run_responses",
     "save_outcome",
     "set_effect_state",
@@ -381,6 +382,14 @@ def get_run(session: Session, run_id: str, *, for_update: bool = False) -> Run |
     if not could_be_run_id(run_id):
         return None
     return session.get(Run, run_id, with_for_update=for_update)
+
+
+def run_input(session: Session, run_id: str) -> bytes | None:
+    """A run's stored input (``runs.input``), without loading the rest of the row."""
+    if not could_be_run_id(run_id):
+        return None
+    found = session.execute(select(Run.input).where(Run.id == run_id)).scalar_one_or_none()
+    return bytes(found) if found is not None else None
 
 
 def list_runs(

@@ -1,0 +1,165 @@
+"""What a hook run read, stored with the run so replay can hydrate it again.
+
+A hook run's input World is what hydration made of the FHIR data the call carried or the service
+read (prefetch keys → resources and Bundles, after validation) and of the hook context. The
+World alone lets replay re-reason over the same facts; storing the FHIR input itself lets replay
+**hydrate again** under another version of the deployment — a changed mapping, unit, code or
+value set — and see what the change does to real calls.
+
+:class:`HookInput` is that input: the hook, the service, the context, the prefetch data and the
+run's time. It is stored in ``runs.input`` as compact JSON compressed with zlib (a triage call's
+~15 KB of FHIR takes ~2 KB), in the run's own row and statement: no extra round trip.
+:func:`rehydrate` turns it into an input World for any ontology that declares the service.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from adapters.fhir.hydrate import hydrate
+from app.ontology.model import Ontology
+from app.runtime.replay import RecordedRun
+from app.world.facts import Change, Violation
+from app.world.world import World
+
+#: Version of the stored form; read back by :meth:`HookInput.from_bytes`.
+INPUT_VERSION = 1
+#: zlib level: the fastest, since the cost is paid on every hook call's path.
+_LEVEL = 1
+
+
+class InputUnusable(ValueError):
+    """Raised when a stored input cannot be read, or no longer fits the ontology (its service
+    or its workflow's focus is gone)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class HookInput:
+    """The validated FHIR input of one hook run and the time it ran."""
+
+    service: str
+    hook: str
+    context: Mapping[str, Any]
+    prefetch: Mapping[str, Any]
+    now: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "v": INPUT_VERSION,
+            "service": self.service,
+            "hook": self.hook,
+            "context": self.context,
+            "prefetch": self.prefetch,
+            "now": self.now,
+        }
+
+    def to_bytes(self) -> bytes:
+        """The stored form: compact JSON, zlib-compressed."""
+        text = json.dumps(self.to_json(), separators=(",", ":"), ensure_ascii=False)
+        return zlib.compress(text.encode("utf-8"), _LEVEL)
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> HookInput:
+        try:
+            data = json.loads(zlib.decompress(raw).decode("utf-8"))
+            return cls(
+                service=str(data["service"]),
+                hook=str(data["hook"]),
+                context=dict(data["context"]),
+                prefetch=dict(data["prefetch"]),
+                now=str(data["now"]),
+            )
+        except (zlib.error, ValueError, KeyError, TypeError) as exc:
+            raise InputUnusable(f"the stored input cannot be read: {exc}") from None
+
+
+def apply_api_facts(world: World, changes: list[Change], problems: list[Violation]) -> None:
+    """One ``api`` transaction; facts the gate refuses are dropped one by one and recorded."""
+    pending = list(changes)
+    for _attempt in range(len(pending) + 1):
+        result = world.transact(pending, provenance="api")
+        if result.ok:
+            return
+        problems.extend(result.violations)
+        bad = {(v.subject, v.property) for v in result.violations}
+        # AddInstance has no subject/property: it is only dropped when its instance is refused
+        kept = [
+            c
+            for c in pending
+            if (getattr(c, "subject", None), getattr(c, "property", None)) not in bad
+        ]
+        if len(kept) == len(pending):  # an instance itself was refused: keep nothing of it
+            bad_ids = {v.subject for v in result.violations}
+            kept = [c for c in pending if getattr(c, "id", None) not in bad_ids]
+            kept = [c for c in kept if getattr(c, "subject", None) not in bad_ids]
+        if len(kept) == len(pending):
+            return
+        pending = kept
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rehydrated:
+    """An input World built again from a stored input under some ontology."""
+
+    world: World
+    text: str | None
+    violations: list[Violation]
+
+
+def rehydrate(ontology: Ontology, stored: HookInput) -> Rehydrated:
+    """Hydrate the stored input again under ``ontology`` (its mappings, units, codes and value
+    sets): the World the run would start from if it were called now with that input."""
+    try:
+        service = ontology.service(stored.service)
+    except KeyError:
+        raise InputUnusable(f"the ontology declares no CDS service {stored.service!r}") from None
+    workflow = ontology.workflow(service.workflow)
+    if workflow.focus is None:
+        raise InputUnusable(f"{workflow.name} declares no focus")
+    now = datetime.fromisoformat(stored.now)
+    hydration = hydrate(
+        ontology,
+        focus_id=str(stored.context.get("patientId")),
+        focus_class=workflow.focus,
+        data=stored.prefetch,
+        context=stored.context,
+        now=now,
+        texts=service.text,
+    )
+    world = World(ontology, now=now)
+    problems: list[Violation] = list(hydration.violations)
+    apply_api_facts(world, hydration.changes, problems)
+    return Rehydrated(world=world, text=hydration.text, violations=problems)
+
+
+def rehydrated_recording(
+    ontology: Ontology, recorded: RecordedRun, stored: HookInput
+) -> RecordedRun:
+    """``recorded`` with its input World (and text) hydrated again from its stored FHIR input
+    under ``ontology``: replaying it shows what a changed mapping, unit or value set does."""
+    again = rehydrate(ontology, stored)
+    return RecordedRun(
+        run_id=recorded.run_id,
+        workflow=recorded.workflow,
+        input_world=again.world.to_json(),
+        text=again.text,
+        now=recorded.now,
+        outcome=recorded.outcome,
+        facts=recorded.facts,
+    )
+
+
+__all__ = [
+    "INPUT_VERSION",
+    "HookInput",
+    "InputUnusable",
+    "Rehydrated",
+    "apply_api_facts",
+    "rehydrate",
+    "rehydrated_recording",
+]
