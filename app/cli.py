@@ -21,6 +21,13 @@ app = typer.Typer(
 )
 db = typer.Typer(help="Database schema tasks (Alembic migrations).", no_args_is_help=True)
 app.add_typer(db, name="db")
+change = typer.Typer(
+    help="Change control for deployments: propose, replay, approve, activate, roll back.",
+    no_args_is_help=True,
+)
+app.add_typer(change, name="change")
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 
 DEFAULT_OPENAPI_PATH = Path(__file__).resolve().parents[1] / "openapi" / "openapi.json"
 
@@ -282,6 +289,138 @@ def purge(
     typer.echo(f"purged runs last active before {report.cutoff.isoformat()}: {deleted}")
     if report.kept:
         typer.echo(f"kept {report.kept} older run(s): a pending effect, or still running/waiting")
+
+
+@change.command("propose")
+def change_propose(
+    files: Annotated[list[Path], typer.Argument(help="The new text of the deployment's files.")],
+    author: Annotated[str, typer.Option(help="Who wrote the change.")],
+    note: Annotated[str, typer.Option(help="Why: the rationale.")] = "",
+    deployment: Annotated[
+        str | None, typer.Option(help="Target deployment (default: the files' ontology).")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Propose files as a change to a deployment; the policy checks it (exit 1: refused)."""
+    from app.changes import cli_commands
+
+    raise typer.Exit(
+        cli_commands.propose(
+            files,
+            author=author,
+            note=note,
+            deployment=deployment,
+            as_json=as_json,
+            out=typer.echo,
+            err=_echo_err,
+        )
+    )
+
+
+@change.command("replay")
+def change_replay(
+    change_id: Annotated[str, typer.Argument(help="The change.")],
+    last: Annotated[int, typer.Option(help="How many of the deployment's last runs.")] = 50,
+    by: Annotated[str | None, typer.Option("--by", help="Who asks (default: you).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Decide the deployment's last runs again on the change, in a sandbox; lists every
+    decision that changes with both proofs."""
+    from app.changes import cli_commands
+
+    actor = by or cli_commands.default_actor()
+    raise typer.Exit(
+        cli_commands.replay(
+            change_id, last=last, actor=actor, as_json=as_json, out=typer.echo, err=_echo_err
+        )
+    )
+
+
+@change.command("approve")
+def change_approve(
+    change_id: Annotated[str, typer.Argument(help="The change.")],
+    reviewer: Annotated[str, typer.Option(help="An approver (HORISMOS_CHANGE_APPROVERS).")],
+    as_json: JsonOption = False,
+) -> None:
+    """Approve a replayed change (never by its author); it then runs in shadow mode."""
+    from app.changes import cli_commands
+
+    raise typer.Exit(
+        cli_commands.approve(
+            change_id, reviewer=reviewer, as_json=as_json, out=typer.echo, err=_echo_err
+        )
+    )
+
+
+@change.command("activate")
+def change_activate(
+    change_id: Annotated[str, typer.Argument(help="The change.")],
+    by: Annotated[str | None, typer.Option("--by", help="Who activates (default: you).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Make an approved change its deployment's active version for new hook calls."""
+    from app.changes import cli_commands
+
+    actor = by or cli_commands.default_actor()
+    raise typer.Exit(
+        cli_commands.activate(
+            change_id, actor=actor, as_json=as_json, out=typer.echo, err=_echo_err
+        )
+    )
+
+
+@change.command("rollback")
+def change_rollback(
+    deployment: Annotated[str, typer.Argument(help="The deployment (id or IRI).")],
+    by: Annotated[str | None, typer.Option("--by", help="Who rolls back (default: you).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Return a deployment to the version before its active change."""
+    from app.changes import cli_commands
+
+    actor = by or cli_commands.default_actor()
+    raise typer.Exit(
+        cli_commands.rollback(
+            deployment, actor=actor, as_json=as_json, out=typer.echo, err=_echo_err
+        )
+    )
+
+
+@change.command("draft")
+def change_draft(
+    from_feedback: Annotated[
+        str, typer.Option("--from-feedback", help="The CDS service whose feedback to read.")
+    ],
+    as_json: JsonOption = False,
+) -> None:
+    """Ask the configured Bridge to draft a change from clinicians' override reasons; it goes
+    through the same policy, replay and human approval."""
+    from app.changes import cli_commands
+
+    raise typer.Exit(
+        cli_commands.draft(from_feedback, as_json=as_json, out=typer.echo, err=_echo_err)
+    )
+
+
+@change.command("show")
+def change_show(
+    change_id: Annotated[str, typer.Argument(help="The change.")], as_json: JsonOption = False
+) -> None:
+    """A change: its state, history, policy, replay and shadow agreement."""
+    from app.changes import cli_commands
+
+    raise typer.Exit(cli_commands.show(change_id, as_json=as_json, out=typer.echo, err=_echo_err))
+
+
+@change.command("list")
+def change_list(
+    deployment: Annotated[str | None, typer.Option(help="Only this deployment's.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Changes, newest first."""
+    from app.changes import cli_commands
+
+    raise typer.Exit(cli_commands.list_changes(deployment, as_json=as_json, out=typer.echo))
 
 
 def _echo_err(message: str) -> None:

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from app import json_input
 from app.deployments import Deployments
+from app.deployments.catalog import Catalog
 from app.errors import BadRequest, ClientError
 from app.runtime.runner import Runner
 from app.settings import Settings
@@ -37,9 +38,16 @@ def get_session(engine: Annotated[Engine, Depends(get_engine)]) -> Iterator[Sess
         yield session
 
 
+def get_catalog(request: Request) -> Catalog:
+    catalog: Catalog = request.app.state.catalog
+    return catalog
+
+
 def get_deployments(request: Request) -> Deployments:
-    deployments: Deployments = request.app.state.deployments
-    return deployments
+    """The deployments at their active versions, read afresh from the database (the hook path
+    does not use this: it checks its deployment's version in the transaction storing its run)."""
+    catalog: Catalog = request.app.state.catalog
+    return catalog.refresh(request.app.state.engine)
 
 
 def app_runner(app_state: object) -> Runner:
@@ -98,4 +106,5 @@ SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 EngineDep = Annotated[Engine, Depends(get_engine)]
 SessionDep = Annotated[Session, Depends(get_session)]
 DeploymentsDep = Annotated[Deployments, Depends(get_deployments)]
+CatalogDep = Annotated[Catalog, Depends(get_catalog)]
 HttpClientDep = Annotated[httpx.AsyncClient, Depends(get_http_client)]

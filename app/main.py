@@ -21,16 +21,19 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
 from app import metrics
-from app.deployments import Deployments, load_deployments
+from app.deployments import Deployment, Deployments, load_deployments
+from app.deployments.catalog import Catalog
 from app.errors import install_error_handlers
 from app.ontology import Problem
 from app.readiness import DatabaseProbe
 from app.runtime.runner import Runner
 from app.settings import Settings, get_settings
 from app.store import make_engine
+from app.store.db import describe_error
 from app.tools.host import ToolHost
 
 log = logging.getLogger("horismos")
@@ -66,6 +69,12 @@ def refuse_unfit_mcp_bindings(deployments: Deployments, tools: ToolHost) -> Depl
     return deployments
 
 
+def _vetted(deployment: Deployment, tools: ToolHost) -> Deployment:
+    """A version built from a change, checked like the release against the host's tools."""
+    checked = refuse_unfit_mcp_bindings(Deployments([deployment]), tools).find(deployment.id)
+    return checked or deployment
+
+
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
@@ -89,7 +98,12 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     http = httpx.AsyncClient(timeout=settings.fhir_timeout_seconds, follow_redirects=False)
     app.state.engine = engine
     app.state.http = http
-    app.state.deployments = deployments
+    catalog = Catalog(deployments, tools.packaged, vet=lambda d: _vetted(d, tools))
+    try:  # the active version of each deployment, as every worker sees it
+        deployments = await run_in_threadpool(catalog.refresh, engine)
+    except SQLAlchemyError as exc:  # /readyz says what is wrong with the database
+        log.error("cannot read the active deployment versions: %s", describe_error(exc))
+    app.state.catalog = catalog
     app.state.tool_host = tools
     app.state.runner = Runner.from_settings(settings, tools=tools)
     app.state.database_probe = DatabaseProbe(engine)
@@ -125,6 +139,9 @@ def _include_routers(app: FastAPI) -> None:
 
     app.include_router(runs.router)  # Runs: POST /workflows/{id}/runs, replay
     app.include_router(runs.record_router)  # GET /runs/{id}: client JWT or a signed card link
+    from app.api import changes
+
+    app.include_router(changes.router)  # change control: /changes, /deployments
     from app.api import resume
 
     app.include_router(resume.router)  # WaitStep resume; periodic reconciliation (its lifespan)
@@ -145,6 +162,7 @@ class DeploymentState(BaseModel):
     status: Literal["serving", "refused"]
     services: list[str]
     change: str | None = Field(description="The change this version came from; null: its files")
+    generation: int = Field(default=0, description="Activations and rollbacks so far")
     problems: list[dict[str, Any]] = Field(
         default_factory=list, description="Why a refused deployment is not served"
     )
@@ -202,7 +220,8 @@ def _ops_router() -> APIRouter:
     async def readyz(request: Request) -> JSONResponse:
         probe: DatabaseProbe = request.app.state.database_probe
         database = await probe.state()  # within 1.5 s, whatever the database does
-        deployments: Deployments = getattr(request.app.state, "deployments", Deployments([]))
+        catalog: Catalog | None = getattr(request.app.state, "catalog", None)
+        deployments = catalog.current() if catalog is not None else Deployments([])
         host: ToolHost | None = getattr(request.app.state, "tool_host", None)
         states = [d.to_json() for d in deployments]
         for d, state in zip(deployments, states, strict=True):

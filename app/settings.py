@@ -133,6 +133,13 @@ class Settings(BaseSettings):
     #: MCP servers by the name ``mcp://NAME/tool`` bindings use (a JSON object).
     mcp_servers: dict[str, McpServer] = Field(default_factory=dict)
 
+    #: names that hold the approver role for rule changes (``horismos change approve``); over
+    #: HTTP the role is the client JWT's ``horismos/changes.approve`` scope
+    change_approvers: list[str] = Field(default_factory=list)
+    #: what the sandboxed replay of a change may use: address space (MB) and CPU seconds
+    change_sandbox_memory_mb: int = Field(default=3072, ge=256)
+    change_sandbox_cpu_seconds: int = Field(default=300, ge=5)
+
     @field_validator("ontology_paths", "cors_origins", "allowed_fhir_servers", mode="before")
     @classmethod
     def _lists_from_text(cls, value: object) -> object:

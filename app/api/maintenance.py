@@ -58,8 +58,9 @@ def tick(app: FastAPI, *, now: datetime | None = None) -> TickReport:
         forgotten = repo.purge_expired_jtis(session, moment)
     settled = [s.to_json() for s in reconcile_pending(engine, now=moment)]
     expired: list[str] = []
-    deployments = getattr(app.state, "deployments", None)
-    if deployments is not None:
+    catalog = getattr(app.state, "catalog", None)
+    if catalog is not None:
+        deployments = catalog.refresh(engine)
         runner = app_runner(app.state)
         outcomes = expire_overdue_waits(engine, deployments, now=moment, runner=runner)
         expired = [o.run_id for o in outcomes]

@@ -49,7 +49,12 @@ class RunClaim:
     run taken over from a dead process."""
 
     def __init__(
-        self, engine: Engine, row: Mapping[str, Any], *, leases: LeaseKeeper | None = None
+        self,
+        engine: Engine,
+        row: Mapping[str, Any],
+        *,
+        leases: LeaseKeeper | None = None,
+        guard: Callable[[Connection], object] | None = None,
     ) -> None:
         #: the ``runs`` columns that identify the run (id, service, hookInstance, digest, …)
         self.row = dict(row)
@@ -61,6 +66,11 @@ class RunClaim:
         self.lost = False
         #: the run was taken over from a claim whose process died (its effects may have left)
         self.resumed = False
+        #: checked in the claim's transaction: raises when the run may not be claimed (the
+        #: deployment's version moved: ``app.deployments.catalog.VersionMoved``)
+        self.guard = guard
+        #: the guard refused the claim: nothing was stored or sent, the call runs again
+        self.moved = False
         self._lock = threading.Lock()
 
     @classmethod
@@ -98,6 +108,12 @@ class RunClaim:
                 self.lost = True
             if not self.lost:
                 with self.engine.begin() as connection:
+                    if self.guard is not None:
+                        try:
+                            self.guard(connection)
+                        except Exception:
+                            self.moved = True
+                            raise
                     values = {**self.row, "status": "running", **self._lease_columns()}
                     self.claimed = repo.insert_run(connection, values)
                 self.lost = not self.claimed

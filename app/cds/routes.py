@@ -27,6 +27,7 @@ from app.cds.schemas import (
     error_responses,
 )
 from app.cds.service import HookDeps, HookService
+from app.changes.shadow import ShadowRunner
 from app.deps import DeploymentsDep, app_runner, is_json_media_type
 from app.ontology.model import Ontology
 from app.settings import Settings
@@ -86,11 +87,14 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     # renews the leases of the runs this process claims; a dead process's runs are taken over
     leases = LeaseKeeper(app.state.engine, lease=settings.run_lease_seconds)
     app.state.run_leases = leases
-    if app.state.deployments.serving:
+    # approved changes decide beside the active version, after the answer is stored
+    shadow = ShadowRunner(app.state.engine, app.state.catalog, tools=app_runner(app.state).invoker)
+    app.state.shadow = shadow
+    if app.state.catalog.current().serving:
         await run_in_threadpool(warm)
     app.state.cds = HookService(
         HookDeps(
-            deployments=app.state.deployments,
+            catalog=app.state.catalog,
             engine=app.state.engine,
             http=app.state.http,
             authenticator=auth,
@@ -101,12 +105,14 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             commit_handler=_commit_factory(app, commits_http),
             leases=leases,
             deadline=settings.hook_deadline_seconds,
+            shadow=shadow,
         )
     )
     try:
         yield
     finally:
         leases.close()
+        shadow.close()
         commits_http.close()
 
 

@@ -55,10 +55,12 @@ from app.cds.prefetch import gather
 from app.cds.requests import HookRequest, parse_hook_request
 from app.cds.response_check import check_response
 from app.deployments import Deployment, Deployments
+from app.deployments.catalog import Catalog, VersionMoved
 from app.digest import canonical_digest
 from app.ontology.model import CdsServiceDef, Ontology, WorkflowDef
 from app.runtime.runner import Runner, RunRecord
 from app.runtime.trace import TraceEntry
+from app.store import changes as change_store
 from app.store import repo
 from app.store.db import describe_error
 from app.store.models import new_id
@@ -80,8 +82,8 @@ CommitHandlerFactory = Callable[..., Any]
 class HookDeps:
     """What a hook call needs from the running service."""
 
-    #: the deployments, each serving its own services (or refused with its problems)
-    deployments: Deployments
+    #: the deployments at their active versions, each serving its own services (or refused)
+    catalog: Catalog
     engine: Engine
     http: httpx.AsyncClient
     authenticator: ClientAuthenticator
@@ -98,6 +100,10 @@ class HookDeps:
     #: run attempted, from what it committed to the effect log) and ``write_pending(connection)``
     #: (store the effects of writes that sent nothing in the run's own transaction)
     commit_handler: CommitHandlerFactory | None = None
+    #: runs an approved change beside the active version after the answer is stored, called
+    #: with ``change_id``, ``deployment``, ``recorded`` and ``stored`` (never on the answer's
+    #: path: it queues the work); None: no shadow mode
+    shadow: Callable[..., None] | None = None
     #: keeps the leases of claimed runs; None: claims carry no lease and are never taken over
     leases: LeaseKeeper | None = None
     #: the longest one hook call may take, in seconds; None: no end-to-end deadline
@@ -115,6 +121,16 @@ def _write_pending(handler: Any, connection: Connection) -> None:
     write = getattr(handler, "write_pending", None)
     if callable(write):
         write(connection)
+
+
+#: How many times a call runs again when the deployment's active version moves under it.
+_VERSION_ATTEMPTS = 3
+
+
+def catalog_shadow(connection: Connection, dep: Deployment) -> str | None:
+    """The change in shadow mode beside ``dep``'s deployment (a claimed run, committed to its
+    version, only needs to know this)."""
+    return change_store.deployment_generation(connection, dep.iri)[1]
 
 
 def served_deployment(deployments: Deployments, service_id: str) -> Deployment:
@@ -246,15 +262,36 @@ class HookService:
         the run carries on in its thread and stores its answer for a retry)."""
         deadline = self.deps.deadline
         if deadline is None:
-            return await self._call(service_id, body, authorization, audience, base_url)
+            return await self._on_active(service_id, body, authorization, audience, base_url)
         with anyio.move_on_after(deadline) as scope:
-            return await self._call(service_id, body, authorization, audience, base_url)
+            return await self._on_active(service_id, body, authorization, audience, base_url)
         assert scope.cancelled_caught
         log.warning("a call to %s passed its %g s deadline", service_id, deadline)
         raise HookDeadlinePassed.one(
             "timeout",
             f"no decision within the service's {deadline:g} s deadline; if the run started it "
             "carries on and is recorded: send the same hookInstance again to get its answer",
+        )
+
+    async def _on_active(
+        self,
+        service_id: str,
+        body: Any,
+        authorization: str | None,
+        audience: str,
+        base_url: str,
+    ) -> dict[str, Any]:
+        """The call on the active version of its deployment: when an activation or rollback
+        committed while it ran, nothing of the run was stored or sent, and it runs again on the
+        version now active."""
+        for _attempt in range(_VERSION_ATTEMPTS):
+            try:
+                return await self._call(service_id, body, authorization, audience, base_url)
+            except VersionMoved as exc:
+                log.info("%s; the call to %s runs again on the new version", exc, service_id)
+                await to_thread.run_sync(self.deps.catalog.refresh, self.deps.engine)
+        raise StoreUnavailable.one(
+            "transient", f"the deployment of {service_id} keeps changing; retry later"
         )
 
     async def _call(
@@ -267,7 +304,7 @@ class HookService:
     ) -> dict[str, Any]:
         d = self.deps
         started = time.monotonic()
-        dep = served_deployment(d.deployments, service_id)
+        dep = served_deployment(d.catalog.current(), service_id)
         ontology = dep.ontology
         assert ontology is not None
         service, workflow = find_service(ontology, service_id)
@@ -314,7 +351,7 @@ class HookService:
             "deployment_version": dep.version,
             "request_digest": digest,
         }
-        claim = RunClaim(d.engine, row, leases=d.leases)
+        claim = RunClaim(d.engine, row, leases=d.leases, guard=lambda c: d.catalog.check(c, dep))
 
         def run(claim: RunClaim) -> dict[str, Any] | None:
             return self._run(
@@ -327,7 +364,7 @@ class HookService:
                 now,
                 base_url,
                 send_before,
-                ontology=ontology,
+                dep=dep,
             )
 
         # abandoned at the deadline, the thread carries on: it stores the run, or records it
@@ -425,7 +462,7 @@ class HookService:
         base_url: str,
         send_before: float | None = None,
         *,
-        ontology: Ontology,
+        dep: Deployment,
     ) -> dict[str, Any] | None:
         """The run, stored: its response, or None when another call holds the hookInstance."""
         try:
@@ -439,10 +476,12 @@ class HookService:
                 now,
                 base_url,
                 send_before,
-                ontology=ontology,
+                dep=dep,
             )
         except ClaimLost:
             return None
+        except VersionMoved:
+            raise  # nothing stored, nothing sent: the call runs again
         except SQLAlchemyError as exc:  # the claim before an outside call could not be taken
             log.error("run %s could not claim its run: %s", claim.run_id, describe_error(exc))
             raise StoreUnavailable.one(
@@ -475,12 +514,14 @@ class HookService:
         base_url: str,
         send_before: float | None = None,
         *,
-        ontology: Ontology,
+        dep: Deployment,
     ) -> dict[str, Any]:
         from app.runtime import run_workflow
         from app.runtime.replay import RecordedRun
 
         d = self.deps
+        ontology = dep.ontology
+        assert ontology is not None
         run_id = claim.run_id
         focus_id = str(req.context["patientId"])
         world = World(ontology, now=now)
@@ -515,6 +556,8 @@ class HookService:
             deadline=send_before,
         )
         outcome = run_workflow(ontology, workflow.iri, world, ctx)
+        if claim.moved:  # the claim found a newer active version: run again on it
+            raise VersionMoved(f"run {run_id}: the deployment's version moved before its claim")
         if claim.lost:  # a twin claimed the run while this one ran: it answers, not this one
             raise ClaimLost(f"run {run_id} lost its claim")
         decided = outcome.decision is not None
@@ -567,15 +610,18 @@ class HookService:
             dataQuality=[n.to_json() for n in (*req.notes, *hydration.notes)],
         )
         # what hydration read, so replay can hydrate it again under another version
-        record.values["input"] = HookInput(
+        stored_input = HookInput(
             service=service.id,
             hook=req.hook,
             context=req.context,
             prefetch=data,
             now=now.isoformat(),
-        ).to_bytes()
+        )
+        record.values["input"] = stored_input.to_bytes()
         rows = [s.to_row() for s in hydration.sources]
-        self._store(service.id, claim, record, response, rows, handler)
+        shadow = self._store(service.id, claim, record, response, rows, handler, dep)
+        if shadow is not None and d.shadow is not None:  # beside the answer, never in it
+            d.shadow(change_id=shadow, deployment=dep, recorded=recorded, stored=stored_input)
         return response
 
     def _store(
@@ -586,15 +632,24 @@ class HookService:
         response: dict[str, Any],
         sources: list[dict[str, Any]],
         handler: Any,
-    ) -> None:
+        dep: Deployment,
+    ) -> str | None:
         """One transaction for everything the run produced: the run's row (inserted, or the
         claimed one updated), its trace, source versions and the effects of writes that sent
-        nothing. Raises ``ClaimLost`` (nothing stored) when a twin stored its run first, and
+        nothing. Raises ``ClaimLost`` (nothing stored) when a twin stored its run first,
+        ``VersionMoved`` (nothing stored) when the deployment's active version moved since the
+        call began (a claimed run is committed to its version and is stored), and
         ``StoreUnavailable`` (the run recorded failed where possible) when the store refuses.
-        A suspended run keeps its SuspendedRun and deadline so ``/runs/{id}/resume`` works."""
+        A suspended run keeps its SuspendedRun and deadline so ``/runs/{id}/resume`` works.
+        Returns the change running in shadow mode beside the deployment, if any."""
         values = {**record.values, "response": response}
+        catalog = self.deps.catalog
         try:
             with self.deps.engine.begin() as connection:
+                if claim.claimed:
+                    shadow = catalog_shadow(connection, dep)
+                else:
+                    shadow = catalog.check(connection, dep)
                 claim.record(connection, values)
                 # this call owns the run: nothing else wrote its trace, which starts at 0
                 repo.add_trace(connection, claim.run_id, record.trace, first_seq=0)
@@ -606,6 +661,7 @@ class HookService:
                     card_uuids=[str(c["uuid"]) for c in response.get("cards", [])],
                 )
                 _write_pending(handler, connection)
+            return shadow
         except SQLAlchemyError as exc:
             log.error(
                 "run %s could not be persisted, its decision is withheld: %s",

@@ -1,5 +1,7 @@
 """``horismos deployments``: the deployments ``horismos serve`` would serve, and how.
 
+Each at its active version (the database's ``deployment_state``: a change activated through
+change control), else at its release files when the database cannot be read (said on stderr).
 Exit code 0 when every deployment verifies, 1 when one is refused (it would not be served).
 """
 
@@ -12,11 +14,26 @@ Echo = Callable[[str], None]
 
 
 def list_deployments(*, as_json: bool, out: Echo, err: Echo) -> int:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.deployments.catalog import Catalog
     from app.main import configured_deployments
     from app.settings import get_settings
+    from app.store import make_engine
+    from app.store.db import describe_error
     from app.tools.host import ToolHost
 
-    deployments = configured_deployments(get_settings(), ToolHost.discover())
+    settings = get_settings()
+    tools = ToolHost.discover()
+    release = configured_deployments(settings, tools)
+    engine = make_engine(settings.database_url)
+    try:
+        deployments = Catalog(release, tools.packaged).refresh(engine)
+    except SQLAlchemyError as exc:
+        err(f"the active versions cannot be read ({describe_error(exc)}); the release files:")
+        deployments = release
+    finally:
+        engine.dispose()
     items = [d.to_json() for d in deployments]
     if as_json:
         out(json.dumps({"deployments": items}, indent=2))

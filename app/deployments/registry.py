@@ -52,6 +52,8 @@ class Deployment:
     ontology: Ontology | None = field(default=None, repr=False, compare=False)
     #: the change this version came from; None: the files on disk (the release)
     change_id: str | None = None
+    #: the activation count of the deployment when this version was seen active
+    generation: int = 0
 
     @property
     def serving(self) -> bool:
@@ -68,6 +70,7 @@ class Deployment:
             "files": list(self.files),
             "imports": list(self.imports),
             "change": self.change_id,
+            "generation": self.generation,
         }
         if self.problems:
             out["problems"] = [problem_json(p) for p in self.problems]

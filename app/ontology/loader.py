@@ -96,7 +96,7 @@ def load_ontology(paths: Sequence[str | Path], *, registry: Registry | None = No
     parts = compiler.compile()
     if reader.problems:
         raise OntologyError(_dedupe(reader.problems))
-    digest = _digest(graphs)
+    digest = _with_value_sets(_digest(graphs), value_sets)
     ontology = Ontology(
         namespace=namespaces[0],
         version=_version(reader, digest),
@@ -187,6 +187,16 @@ def _digest(graphs: list[OrderedGraph]) -> str:
         if not isinstance(s, BNode)
         for p, o in set(pairs)
     )
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def _with_value_sets(digest: str, value_sets: Mapping[str, Any]) -> str:
+    """The digest, covering the members of the value sets the files use when there are any (a
+    value set file edited changes what a run decides, so it changes the digest)."""
+    if not value_sets:
+        return digest
+    members = sorted(f"{url} {' '.join(sorted(vs.codes))}" for url, vs in value_sets.items())
+    lines = [digest, *members]
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 

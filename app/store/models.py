@@ -12,6 +12,7 @@ from typing import Any, Literal, get_args
 
 from sqlalchemy import (
     JSON,
+    Boolean,
     CheckConstraint,
     DateTime,
     ForeignKey,
@@ -20,6 +21,7 @@ from sqlalchemy import (
     LargeBinary,
     MetaData,
     String,
+    Text,
     TypeDecorator,
     UniqueConstraint,
 )
@@ -31,7 +33,9 @@ RunStatus = Literal["running", "completed", "suspended", "failed"]
 EffectState = Literal[
     "proposed", "attempted", "accepted", "conflicted", "failed", "unknown", "refused"
 ]
+ChangeStatus = Literal["proposed", "refused", "replayed", "approved", "active", "superseded"]
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
+CHANGE_STATUSES: tuple[str, ...] = get_args(ChangeStatus)
 EFFECT_STATES: tuple[str, ...] = get_args(EffectState)
 
 #: JSON documents: JSONB on PostgreSQL (indexable, compact), JSON text elsewhere. A Python
@@ -245,3 +249,84 @@ class SeenJti(Base):
     iss: Mapped[str] = mapped_column(String(500))
     jti: Mapped[str] = mapped_column(String(500))
     expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class Change(Base):
+    """A proposed change to one deployment's files, and where it is in its lifecycle
+    (docs/changes.md). ``files`` holds only the paths it changes; its candidate version is the
+    base version's files with those replaced."""
+
+    __tablename__ = "changes"
+    __table_args__ = (
+        CheckConstraint(_in("status", CHANGE_STATUSES), name="status"),
+        Index(None, "deployment", "status"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    #: the target deployment's IRI, and its short id when proposed
+    deployment: Mapped[str] = mapped_column(String(1000))
+    deployment_id: Mapped[str] = mapped_column(String(200))
+    base_digest: Mapped[str] = mapped_column(String(100))
+    base_version: Mapped[str | None] = mapped_column(String(100))
+    #: the change whose version was active when this one was proposed (None: the release files)
+    base_change_id: Mapped[str | None] = mapped_column(String(36))
+    files: Mapped[dict[str, Any]] = mapped_column(JsonDoc)
+    candidate_digest: Mapped[str | None] = mapped_column(String(100))
+    candidate_version: Mapped[str | None] = mapped_column(String(100))
+    author: Mapped[str] = mapped_column(String(200))
+    rationale: Mapped[str] = mapped_column(Text, default="")
+    #: "human", or "drafted" when a model wrote the envelope (it still needs human approval)
+    origin: Mapped[str] = mapped_column(String(20), default="human")
+    status: Mapped[str] = mapped_column(String(20))
+    #: the deterministic policy's verdict: each check, and why a refused one failed
+    policy: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
+    #: the sandboxed replay's report: decisions that change (both proofs) and the count that stay
+    replay: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
+    #: the change that was active when this one was activated (what a rollback returns to)
+    replaces: Mapped[str | None] = mapped_column(String(36))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
+
+
+class ChangeEvent(Base):
+    """One state a change entered: which, who moved it there, when, and why."""
+
+    __tablename__ = "change_events"
+    __table_args__ = (Index(None, "change_id", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    change_id: Mapped[str] = mapped_column(ForeignKey("changes.id", ondelete="CASCADE"))
+    state: Mapped[str] = mapped_column(String(20))
+    actor: Mapped[str] = mapped_column(String(200))
+    at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    detail: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
+
+
+class DeploymentState(Base):
+    """Which version of a deployment is active, for every worker and process: the change it
+    runs (None: its release files), bumped ``generation`` on every activation and rollback, and
+    the approved change that runs beside it in shadow mode."""
+
+    __tablename__ = "deployment_state"
+
+    deployment: Mapped[str] = mapped_column(String(1000), primary_key=True)
+    generation: Mapped[int] = mapped_column(Integer, default=0)
+    active_change_id: Mapped[str | None] = mapped_column(String(36))
+    shadow_change_id: Mapped[str | None] = mapped_column(String(36))
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
+
+
+class ShadowResult(Base):
+    """What an approved change decided beside the active version on one live hook run."""
+
+    __tablename__ = "shadow_results"
+    __table_args__ = (UniqueConstraint("change_id", "run_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    change_id: Mapped[str] = mapped_column(ForeignKey("changes.id", ondelete="CASCADE"))
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    agree: Mapped[bool | None] = mapped_column(Boolean)
+    before: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
+    after: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)

@@ -23,7 +23,15 @@ from sqlalchemy import Engine, delete, exists, func, select
 from sqlalchemy.orm import Session
 
 from app.store.db import session_scope
-from app.store.models import Effect, Feedback, IssuedCard, Run, SourceVersion, TraceEvent
+from app.store.models import (
+    Effect,
+    Feedback,
+    IssuedCard,
+    Run,
+    ShadowResult,
+    SourceVersion,
+    TraceEvent,
+)
 
 #: Effect states that may still change: a run holding one is kept.
 PENDING_EFFECT_STATES = ("proposed", "attempted", "unknown")
@@ -100,6 +108,7 @@ def _purge_batch(session: Session, cutoff: datetime, counts: dict[str, int]) -> 
         ("trace_events", TraceEvent),
         ("source_versions", SourceVersion),
         ("effects", Effect),
+        ("shadow_results", ShadowResult),
     )
     for name, table in children:
         counts[name] += _delete(session, delete(table).where(table.run_id.in_(ids)))

@@ -102,7 +102,11 @@ def test_horismos_deployments_lists_them_and_exits_one_for_a_refused_one(tmp_pat
         [str(cli), "deployments", "--json"],
         capture_output=True,
         text=True,
-        env={**os.environ, "HORISMOS_ONTOLOGY_PATHS": paths},
+        env={
+            **os.environ,
+            "HORISMOS_ONTOLOGY_PATHS": paths,
+            "HORISMOS_DATABASE_URL": f"sqlite:///{tmp_path / 'none.db'}",
+        },
         timeout=120,
         check=False,
     )

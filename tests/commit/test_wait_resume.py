@@ -153,7 +153,7 @@ def test_a_resume_after_the_timeout_takes_the_timeout_edge_without_the_facts(
 ) -> None:
     with service() as client:
         run_id = _start(client)
-        deployments = client.app.state.deployments  # type: ignore[attr-defined]
+        deployments = client.app.state.catalog.current()  # type: ignore[attr-defined]
     later = datetime.now(UTC) + timedelta(hours=2)
 
     outcome = resume_run(
