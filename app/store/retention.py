@@ -121,7 +121,16 @@ def purge(engine: Engine, *, older_than: timedelta, now: datetime) -> PurgeRepor
     no pending effect and cannot act any more, with all that is stored about it."""
     cutoff = now - older_than
     counts = dict.fromkeys(
-        ("runs", "trace_events", "source_versions", "effects", "issued_cards", "feedback"), 0
+        (
+            "runs",
+            "trace_events",
+            "source_versions",
+            "effects",
+            "issued_cards",
+            "feedback",
+            "shadow_results",
+        ),
+        0,
     )
     while True:
         with session_scope(engine) as session:
