@@ -50,15 +50,18 @@ PARTS: list[tuple[str, str, str]] = [
     ("claim (its own transaction)", "app.cds.service", "HookService._claim"),
     ("the run, persisted (worker thread)", "app.cds.service", "HookService._run"),
     ("  World + api facts", "app.cds.service", "_apply"),
+    ("  World + api facts", "app.cds.service", "apply_api_facts"),
     ("  workflow (rules, steps, tools)", "app.runtime", "run_workflow"),
     ("    effect log of the refused write", "adapters.fhir.commit", "EffectLog._upsert"),
     ("  cards and system actions", "app.cds.service", "build_cards"),
     ("  response check", "app.cds.service", "check_response"),
     ("  outcome document", "app.runtime.host", "outcome_document"),
     ("  outcome record (Runner)", "app.runtime.runner", "Runner.record"),
+    ("  FHIR input, compressed", "app.cds.hook_input", "HookInput.to_bytes"),
     ("  persist outcome (one transaction)", "app.cds.service", "HookService._persist"),
     ("    repo.save_outcome statements", "app.store.repo", "save_outcome"),
     ("  store the run (one transaction)", "app.cds.service", "HookService._store"),
+    ("    active version check", "app.deployments.catalog", "Catalog.check"),
     ("    run row", "app.cds.claim", "RunClaim.record"),
     ("    trace events", "app.store.repo", "add_trace"),
     ("    source versions", "app.store.repo", "add_sources"),
@@ -107,8 +110,9 @@ class Clock:
 
 
 def instrument(clock: Clock) -> list[str]:
-    """Wrap every part that exists; returns the labels that could not be found."""
-    missing = []
+    """Wrap every part that exists; returns the labels none of whose parts could be found (a
+    label may name a part under its name in several versions of the code)."""
+    found: set[str] = set()
     for label, module_name, path in PARTS[1:]:
         try:
             owner: Any = importlib.import_module(module_name)
@@ -117,10 +121,10 @@ def instrument(clock: Clock) -> list[str]:
                 owner = getattr(owner, attr)
             fn = getattr(owner, name)
         except (ImportError, AttributeError):
-            missing.append(label)
             continue
         setattr(owner, name, clock.wrap(label, fn))
-    return missing
+        found.add(label)
+    return [label for label, _, _ in PARTS[1:] if label not in found]
 
 
 @contextmanager
@@ -208,9 +212,11 @@ def main() -> None:
     )
     whole = clock.total.get(PARTS[0][0], 0.0)
     print(f"{'part':<42}{'CPU ms/call':>12}{'share':>8}")
+    shown: set[str] = set()
     for label, _module, _path in PARTS:
-        if label in missing:
-            continue  # a part of another version of the code
+        if label in missing or label in shown:
+            continue  # a part of another version of the code, or listed already
+        shown.add(label)
         spent = clock.total.get(label, 0.0)
         print(f"{label:<42}{spent / calls * 1000:>12.2f}{spent / whole if whole else 0:>8.0%}")
     print(json.dumps({"cpu_ms_per_call": round(whole / calls * 1000, 3)}))
