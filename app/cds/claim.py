@@ -215,19 +215,10 @@ def claim_first_bridge(bridge: Bridge | None, claim: RunClaim) -> Bridge | None:
     return None if bridge is None else ClaimFirstBridge(bridge, claim)
 
 
-def claim_first_resolver(
-    resolve: Callable[[str | None], Bridge | None] | None, claim: RunClaim
-) -> Callable[[str | None], Bridge | None] | None:
-    if resolve is None:
-        return None
-    return lambda model: claim_first_bridge(resolve(model), claim)
-
-
 __all__ = [
     "ClaimFirstBridge",
     "ClaimFirstTools",
     "ClaimLost",
     "RunClaim",
     "claim_first_bridge",
-    "claim_first_resolver",
 ]
