@@ -51,6 +51,7 @@ from adapters.fhir.units import UnitError, convert
 from app.digest import canonical_digest
 from app.ontology.model import XSD, FhirMapping, Ontology, PropertyDef, TextSource
 from app.world.facts import AddInstance, Assert, Change, Source, Violation
+from app.world.inputs import InputStatus
 
 UCUM = "http://unitsofmeasure.org"
 _DATE = XSD + "date"
@@ -96,6 +97,8 @@ class Hydration:
     text: str | None = None
     #: input read leniently (a bare subject reference), recorded with the run
     notes: list[DataNote] = field(default_factory=list)
+    #: for every property read, whether its inputs are complete (app/world/inputs.py)
+    inputs: InputStatus = field(default_factory=InputStatus)
 
 
 def _digest(resource: Mapping[str, Any]) -> str:

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from app.bridge.protocol import Bridge
 from app.ontology.model import ToolDef
 from app.runtime.trace import BridgeCall, ToolCall, TraceEntry
+from app.world.inputs import InputStatus
 
 
 class ToolPort(Protocol):
@@ -94,6 +95,8 @@ class RunContext:
     bridge_for: Callable[[str | None], Bridge | None] | None = None
     timer: Callable[[], float] | None = None
     deadline: float | None = None
+    #: what hydration could not read completely; None when the host records no input status
+    inputs: InputStatus | None = None
 
     def time(self) -> datetime:
         return self.clock() if self.clock is not None else self.now
