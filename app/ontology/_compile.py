@@ -24,6 +24,7 @@ from app.ontology._compile_base import (
 )
 from app.ontology._compile_flow import FlowCompiler
 from app.ontology._rdf import literal_kind, short
+from app.ontology.durations import parse_window
 from app.ontology.model import (
     HORIS,
     AdapterCommit,
@@ -37,6 +38,7 @@ from app.ontology.model import (
     Individual,
     PropertyDef,
     Rule,
+    SpanDef,
     ToolArg,
     ToolDef,
     local_name,
@@ -249,9 +251,13 @@ class Compiler(FlowCompiler):
         agg = r.one(node, H("aggregate"))
         if agg is None:
             return None
-        function = self.constant(agg, H("function"), ("Count", "Sum", "Min", "Max"))
+        function = self.constant(agg, H("function"), ("Count", "Sum", "Min", "Max", "DaysCovered"))
         if function is None and not r.peek(agg, H("function")):
-            r.problem("missing", agg, "an aggregate needs horis:function (Count, Sum, Min or Max)")
+            r.problem(
+                "missing",
+                agg,
+                "an aggregate needs horis:function (Count, Sum, Min, Max or DaysCovered)",
+            )
         over: list[tuple[str, ...]] = []
         for head in r.objects(agg, H("over")):
             items = r.items(head) if r.is_list(head) else [head]
@@ -265,14 +271,73 @@ class Compiler(FlowCompiler):
                 "missing", agg, "an aggregate needs horis:over ( properties ) to reach values"
             )
         of = self.ref(agg, H("of"), r.one(agg, H("of")), ("property",))
-        if function is None or not over:
+        span = self._span(agg, function)
+        if function is None or not over or (function == "DaysCovered" and span is None):
             return None
         return AggregateDef(
             function=cast(Any, function),
             over=tuple(over),
             of=of,
             where=self.conditions(agg, H("where")),
+            span=span,
         )
+
+    def _span(self, agg: Node, function: str | None) -> SpanDef | None:
+        """``horis:start``, ``horis:end`` or ``horis:lengthDays``, ``horis:windowFrom`` and
+        ``horis:windowTo`` of a DaysCovered aggregate (and of no other)."""
+        r = self.r
+        terms = ("start", "end", "lengthDays", "windowFrom", "windowTo")
+        if function != "DaysCovered":
+            for term in terms:
+                if r.peek(agg, H(term)):
+                    r.problem(
+                        "not-understood",
+                        agg,
+                        f"horis:{term} belongs to a DaysCovered aggregate",
+                        via=H(term),
+                    )
+            return None
+        refs = {
+            t: self.ref(agg, H(t), r.one(agg, H(t)), ("property",))
+            for t in ("start", "end", "lengthDays")
+        }
+        windows = {t: self._window(agg, t) for t in ("windowFrom", "windowTo")}
+        ok = True
+        if refs["start"] is None:
+            r.problem("missing", agg, "DaysCovered needs horis:start (a date property)")
+            ok = False
+        if (refs["end"] is None) == (refs["lengthDays"] is None):
+            r.problem("missing", agg, "DaysCovered needs one of horis:end or horis:lengthDays")
+            ok = False
+        if windows["windowFrom"] is None:
+            if not r.peek(agg, H("windowFrom")):
+                r.problem("missing", agg, 'DaysCovered needs horis:windowFrom (e.g. "P10D")')
+            ok = False
+        if not ok or refs["start"] is None or windows["windowFrom"] is None:
+            return None
+        return SpanDef(
+            start=refs["start"],
+            end=refs["end"],
+            length=refs["lengthDays"],
+            window_from=windows["windowFrom"],
+            window_to=windows["windowTo"] or "P0D",
+        )
+
+    def _window(self, agg: Node, term: str) -> str | None:
+        node = self.r.one(agg, H(term))
+        if node is None:
+            return None
+        text = V.as_string(node)
+        if text is None or parse_window(text) is None:
+            self.r.problem(
+                "literal-type",
+                agg,
+                f'expects an ISO 8601 duration of whole units like "P10D" or "P3M", '
+                f"got {literal_kind(node)}",
+                via=H(term),
+            )
+            return None
+        return text
 
     def _mapping(self, node: Node) -> FhirMapping:
         codings = self.strings(node, H("coding"))

@@ -13,6 +13,7 @@ from app.ontology.model import (
     Condition,
     Ontology,
     PropertyDef,
+    SpanDef,
     StepDef,
     Value,
     local_name,
@@ -205,7 +206,9 @@ class TypeChecker:
         if agg.function != "Count" and agg.of is not None and of is not None and of.is_object:
             self.add("type-check", p.iri, f"horis:of {of.name} holds instances, not values", where)
             return
-        if agg.function == "Count":
+        if agg.span is not None:
+            self._span(p, agg.span, ends, where)
+        elif agg.function == "Count":
             if p.range != XSD + "integer":
                 self.add("type-check", p.iri, "a Count is a whole number: range xsd:integer")
         elif agg.function == "Sum":
@@ -234,6 +237,36 @@ class TypeChecker:
                     f"a {agg.function} keeps one of the values ({names}): they must be numbers "
                     "or dates, and the property of their type",
                 )
+
+    def _span(self, p: PropertyDef, span: SpanDef, ends: list[PropertyDef], where: str) -> None:
+        """A DaysCovered aggregate counts whole days of spans read from instances."""
+        if p.range != XSD + "integer":
+            self.add("type-check", p.iri, "DaysCovered counts whole days: range xsd:integer")
+        if p.aggregate is not None and p.aggregate.of is not None:
+            self.add("type-check", p.iri, "DaysCovered reads spans, not horis:of", where)
+        expected = (
+            ("horis:start", span.start, _TIME),
+            ("horis:end", span.end, _TIME),
+            ("horis:lengthDays", span.length, _NUMERIC),
+        )
+        for term, iri, kinds in expected:
+            prop = self.o.properties.get(iri) if iri else None
+            if prop is None:
+                continue
+            if prop.range not in kinds:
+                what = "a date" if kinds is _TIME else "a number"
+                self.add("type-check", p.iri, f"{term} {prop.name} must be {what}", where)
+            for end in ends:
+                if not end.is_object:
+                    self.add(
+                        "type-check",
+                        p.iri,
+                        f"horis:over ends at {end.name}, whose values are literals: spans are "
+                        "read from instances",
+                        where,
+                    )
+                    return
+                self.check_domain(prop, end.range, p.iri, f"{where}/{term}")
 
     def _related(self, a: str, b: str) -> bool:
         return self.o.is_subclass(a, b) or self.o.is_subclass(b, a)

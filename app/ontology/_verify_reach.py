@@ -112,6 +112,9 @@ class ReachChecker(TypeChecker):
                     yield from path
                 if p.aggregate.of is not None:
                     yield p.aggregate.of
+                span = p.aggregate.span
+                if span is not None:
+                    yield from (q for q in (span.start, span.end, span.length) if q is not None)
         for w in self.o.workflows.values():
             if w.decides is not None:
                 yield w.decides

@@ -53,7 +53,7 @@ StepKind = Literal[
     "SubflowStep",
 ]
 Pick = Literal["Latest", "All"]
-AggregateFunction = Literal["Count", "Sum", "Min", "Max"]
+AggregateFunction = Literal["Count", "Sum", "Min", "Max", "DaysCovered"]
 #: ``horis:absentMeans``: ``Unknown`` (no value is unknown: a measurement) or ``None`` (closed
 #: world: an answered search without a match means there is none, for record lists only)
 AbsentMeans = Literal["None", "Unknown"]
@@ -134,10 +134,27 @@ class AggregateDef:
     inputs complete, like negation: it sits in a stratum above everything it reads.
     """
 
-    function: AggregateFunction  # horis:function horis:Count | Sum | Min | Max
+    function: AggregateFunction  # horis:function horis:Count | Sum | Min | Max | DaysCovered
     over: tuple[tuple[str, ...], ...]  # horis:over ( p1 p2 … ), several allowed
     of: str | None = None  # horis:of P
     where: tuple[Condition, ...] = ()  # horis:where ( conditions on each reached value )
+    #: DaysCovered only: each kept instance covers the days from its ``start`` to its ``end``
+    #: (or ``start`` plus ``length`` days), counted within the window from ``window_from``
+    #: before now to ``window_to`` before now
+    span: SpanDef | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpanDef:
+    """The span of each instance a ``horis:DaysCovered`` aggregate keeps, and its window:
+    ``horis:start P`` (a date), ``horis:end P`` (a date) or ``horis:lengthDays P`` (a number of
+    days), ``horis:windowFrom "P10D"`` and ``horis:windowTo "P0D"`` (durations before now)."""
+
+    start: str
+    end: str | None = None
+    length: str | None = None
+    window_from: str
+    window_to: str = "P0D"
 
 
 @dataclass(frozen=True, kw_only=True)

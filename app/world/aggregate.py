@@ -1,4 +1,5 @@
-"""Aggregates: Count, Sum, Min and Max over the values a property's ``horis:aggregate`` reaches.
+"""Aggregates: Count, Sum, Min, Max and DaysCovered over what a property's ``horis:aggregate``
+reaches.
 
 The engine treats an aggregate as an activation of a synthetic rule about the property's domain
 (``index.CompiledAggregate``): its witness is every fact it read — the path to each kept value,
@@ -11,13 +12,16 @@ then is exact, and an activation whose recomputation differs is replaced (truth 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, TypeAlias
 
-from app.ontology.model import Value
+from app.ontology.durations import CalendarDuration, parse_window
+from app.ontology.model import SpanDef, Value
 from app.world.facts import FactKey
 from app.world.store import Chain
 from app.world.values import compare, is_number
+from app.world.windows import day_before, day_of
 
 if TYPE_CHECKING:
     from app.world.engine import Engine
@@ -58,6 +62,7 @@ def aggregate_witness(engine: Engine, s: str, agg: CompiledAggregate) -> Witness
     premises: list[FactKey] = []
     absent: list[tuple[str, tuple[str, ...]]] = []
     items: list[Value] = []
+    spans: list[tuple[date, date]] = []
     kept: dict[Value, None] = {}
     for path in agg.over:
         for value, chain in _reach(engine, s, path):
@@ -70,13 +75,21 @@ def aggregate_witness(engine: Engine, s: str, agg: CompiledAggregate) -> Witness
             premises.extend(chain)
             premises.extend(filters[0])
             absent.extend(filters[1])
-            if agg.of is None:
+            if agg.span is not None:
+                span = _span(engine, value, agg.span, premises)
+                if span is not None:
+                    spans.append(span)
+            elif agg.of is None:
                 items.append(value)
             elif isinstance(value, str):
                 for v in st.values(value, agg.of):
                     premises.append((value, agg.of, v))
                     items.append(v)
-    result = combine(agg.function, items, agg.integer)
+    result: Value | None
+    if agg.span is not None:
+        result = _covered(spans, agg.span, engine.now)
+    else:
+        result = combine(agg.function, items, agg.integer)
     if result is None:
         return None
     return (
@@ -84,6 +97,70 @@ def aggregate_witness(engine: Engine, s: str, agg: CompiledAggregate) -> Witness
         tuple(dict.fromkeys(absent)),
         ((agg.property, result),),
     )
+
+
+def _span(
+    engine: Engine, value: Value, span: SpanDef, premises: list[FactKey]
+) -> tuple[date, date] | None:
+    """The first and last day of the span of the instance ``value`` (its earliest start, and its
+    latest end or its start plus its longest length in whole days), recording the facts read;
+    None when it has no start or no end."""
+    if not isinstance(value, str) or isinstance(value, bool):
+        return None
+    starts = [(v, d) for v in engine.st.values(value, span.start) if (d := _day(v)) is not None]
+    if not starts:
+        return None
+    start_value, first = min(starts, key=lambda item: item[1])
+    last: date | None = None
+    end_fact: FactKey | None = None
+    if span.end is not None:
+        for v in engine.st.values(value, span.end):
+            d = _day(v)
+            if d is not None and (last is None or d > last):
+                last, end_fact = d, (value, span.end, v)
+    elif span.length is not None:
+        for v in engine.st.values(value, span.length):
+            if not is_number(v) or isinstance(v, bool):
+                continue
+            d = first + timedelta(days=int(Decimal(v)))
+            if last is None or d > last:
+                last, end_fact = d, (value, span.length, v)
+    if last is None or end_fact is None:
+        return None
+    premises.append((value, span.start, start_value))
+    premises.append(end_fact)
+    return first, last
+
+
+def _day(v: Value) -> date | None:
+    return day_of(v) if isinstance(v, str) and not isinstance(v, bool) else None
+
+
+def _covered(spans: list[tuple[date, date]], span: SpanDef, now: datetime | None) -> int:
+    """Days of the window covered by ``spans``: each span clipped to the window, spans that
+    overlap or meet (one ends the day before the next begins) merged, and each merged span
+    counting its last day minus its first. Without a time no day is in the window."""
+    if now is None:
+        return 0
+    low = day_before(parse_window(span.window_from) or CalendarDuration(), now)
+    high = day_before(parse_window(span.window_to) or CalendarDuration(), now)
+    clipped = sorted(
+        (max(first, low), min(last, high))
+        for first, last in spans
+        if max(first, low) <= min(last, high)
+    )
+    total = 0
+    current: tuple[date, date] | None = None
+    for first, last in clipped:
+        if current is not None and first <= current[1] + timedelta(days=1):
+            current = (current[0], max(current[1], last))
+            continue
+        if current is not None:
+            total += (current[1] - current[0]).days
+        current = (first, last)
+    if current is not None:
+        total += (current[1] - current[0]).days
+    return total
 
 
 def _reach(engine: Engine, s: str, path: tuple[str, ...]) -> list[tuple[Value, Chain]]:

@@ -17,6 +17,7 @@ from app.ontology.model import (
     Ontology,
     PropertyDef,
     Rule,
+    SpanDef,
     Value,
     local_name,
 )
@@ -46,6 +47,7 @@ class CompiledAggregate:
     of: str | None
     where: tuple[CompiledCondition, ...]
     integer: bool  # the property's range is xsd:integer
+    span: SpanDef | None = None  # DaysCovered: each kept instance's span and the window
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +250,10 @@ def _aggregate_reads(agg: AggregateDef) -> tuple[tuple[str, ...], ...]:
         reads.extend(path + tuple(c.path) for c in agg.where)
         if agg.of is not None:
             reads.append((*path, agg.of))
+        if agg.span is not None:
+            for p in (agg.span.start, agg.span.end, agg.span.length):
+                if p is not None:
+                    reads.append((*path, p))
     return tuple(dict.fromkeys(reads))
 
 
@@ -278,6 +284,7 @@ def _compile_rules(
             of=agg.of,
             where=tuple(index.compiled(c) for c in agg.where),
             integer=prop.range == XSD + "integer",
+            span=agg.span,
         )
         out.append(
             CompiledRule(
