@@ -65,6 +65,12 @@ class FlowCompiler(CompilerBase):
                 r.problem("missing", node, "an ActionStep needs horis:tool")
             f["bindings"] = tuple(self._bind(b) for b in r.objects(node, H("bind")))
             f["on_error"] = self._edge(node, "onError")
+            f["for_each"] = self._paths(node, "forEach")
+            f["each_where"] = self.conditions(node, H("where"))
+            if f["each_where"] and not f["for_each"]:
+                r.problem(
+                    "missing", node, "horis:where on an ActionStep filters horis:forEach instances"
+                )
         elif kind == "NarrationStep":
             target = r.one(node, H("narrates"))
             if target is not None:
@@ -115,6 +121,16 @@ class FlowCompiler(CompilerBase):
             f["outcomes"] = tuple(outcomes)
             f["otherwise"] = self._edge(node, "otherwise")
         return StepDef(iri=str(node), name=local_name(str(node)), kind=kind, **f)
+
+    def _paths(self, node: Node, pred: str) -> tuple[tuple[str, ...], ...]:
+        """Every ``pred ( p1 p2 … )`` of ``node`` whose properties all resolve."""
+        paths: list[tuple[str, ...]] = []
+        for head in self.r.objects(node, H(pred)):
+            items = self.r.items(head) if self.r.is_list(head) else [head]
+            path = tuple(p for p in (self.ref(node, H(pred), i, ("property",)) for i in items) if p)
+            if path and len(path) == len(items):
+                paths.append(path)
+        return tuple(paths)
 
     def _bind(self, node: Node) -> ArgBinding:
         arg = self.string(node, H("arg"), required=True) or ""

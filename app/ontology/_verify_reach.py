@@ -98,6 +98,7 @@ class ReachChecker(TypeChecker):
                 yield c
             if step.candidates is not None:
                 yield from step.candidates.where
+            yield from step.each_where
         for s in self.o.services.values():
             for card in s.cards:
                 yield from card.when
@@ -126,6 +127,8 @@ class ReachChecker(TypeChecker):
                 yield step.selects
             if step.candidates is not None:
                 yield from step.candidates.path
+            for path in step.for_each:
+                yield from path
         for s in self.o.services.values():
             for card in s.cards:
                 yield from (x.cites for x in card.suggestions if x.cites is not None)

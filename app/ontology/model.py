@@ -379,6 +379,10 @@ class StepDef:
     tool: str | None = None
     bindings: tuple[ArgBinding, ...] = ()
     on_error: str | None = None
+    #: horis:forEach ( path )…: one call per instance reached from the focus (their union)
+    for_each: tuple[tuple[str, ...], ...] = ()
+    #: horis:where on a horis:forEach step: conditions each instance must satisfy
+    each_where: tuple[Condition, ...] = ()
     # NarrationStep
     narrates: str | None = None  # horis:narrates [ horis:property P ]
     audience: str | None = None

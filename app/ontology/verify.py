@@ -13,7 +13,8 @@
   (``app.ontology._typecheck``);
 - ``horis:decides`` names a property of the focus class; every ``horis:requires`` property can
   be produced before the step (see ``_producible``) unless the step has ``horis:onUnsatisfied``;
-  ActionStep bindings cover exactly the tool's arguments, with fitting types;
+  ActionStep bindings cover exactly the tool's arguments, with fitting types, read on the focus
+  or, with ``horis:forEach``, on the class its paths reach;
 - every CDS service runs a workflow with a focus, its card and system action terminals are
   terminal steps of that workflow, their conditions type-check, a system action cites an object
   property of the focus (and is not ``create``), ids and prefetch keys are unique;
@@ -204,6 +205,7 @@ class _Verifier(FhirChecker, HookChecker, ReachChecker):
         if tool is None:
             self.add("type-check", s.iri, "an ActionStep needs horis:tool naming a declared tool")
             return
+        subject = self._each_class(w, s) if s.for_each else w.focus
         args = {a.name: a for a in tool.args}
         bound = Counter(b.arg for b in s.bindings)
         for name in args:
@@ -224,28 +226,28 @@ class _Verifier(FhirChecker, HookChecker, ReachChecker):
             if arg is None:
                 continue
             if b.focus:
-                if w.focus is None:
+                if subject is None:
                     self.add(
                         "bindings",
                         s.iri,
                         f'binds "{b.arg}" to the focus, but {w.name} has no horis:focus',
                     )
-                elif not self.o.is_subclass(w.focus, arg.type):
+                elif not self.o.is_subclass(subject, arg.type):
                     self.add(
                         "bindings",
                         s.iri,
                         f'"{b.arg}" takes {local_name(arg.type)}, '
-                        f"the focus is {local_name(w.focus)}",
+                        f"the focus is {local_name(subject)}",
                     )
                 continue
             prop = self.o.properties.get(b.property or "")
             if prop is None:
                 continue
-            if w.focus is not None and not self.o.is_subclass(w.focus, prop.domain):
+            if subject is not None and not self.o.is_subclass(subject, prop.domain):
                 self.add(
                     "bindings",
                     s.iri,
-                    f'"{b.arg}" is bound to {prop.name}, which the focus {local_name(w.focus)} '
+                    f'"{b.arg}" is bound to {prop.name}, which the focus {local_name(subject)} '
                     "does not carry",
                 )
             fits = prop.range == arg.type or (
@@ -258,6 +260,46 @@ class _Verifier(FhirChecker, HookChecker, ReachChecker):
                     f'"{b.arg}" takes {local_name(arg.type)}, but {prop.name} holds '
                     f"{local_name(prop.range)}",
                 )
+
+    def _each_class(self, w: WorkflowDef, s: StepDef) -> str | None:
+        """The class of the instances a ``horis:forEach`` step calls its tool for (the range
+        its paths end at), after checking the paths and ``horis:where``; None when unknown."""
+        ends: set[str] = set()
+        for path in s.for_each:
+            current: str | None = w.focus
+            for iri in path:
+                prop = self.o.properties.get(iri)
+                if prop is None:
+                    return None
+                if current is not None:
+                    self.check_domain(prop, current, s.iri, "horis:forEach")
+                if not prop.is_object:
+                    self.add(
+                        "type-check",
+                        s.iri,
+                        f"horis:forEach reaches {prop.name}, whose values are literals: it must "
+                        "end at instances",
+                        "horis:forEach",
+                    )
+                    return None
+                current = prop.range
+            if current is not None:
+                ends.add(current)
+        if len(ends) != 1:
+            if ends:
+                names = ", ".join(sorted(local_name(e) for e in ends))
+                self.add(
+                    "type-check",
+                    s.iri,
+                    f"the horis:forEach paths end at different classes ({names}): one class "
+                    "carries the bound properties",
+                    "horis:forEach",
+                )
+            return None
+        (end,) = ends
+        for c in s.each_where:
+            self.condition_on(c, end, s.iri, "horis:where")
+        return end
 
     def _proposal(self, w: WorkflowDef, s: StepDef) -> None:
         if s.candidates is None:

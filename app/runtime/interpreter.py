@@ -20,7 +20,7 @@ from functools import partial
 from typing import Any, Literal, TypeVar
 
 from app.bridge.protocol import BridgeError, BridgeResult, schema_hash
-from app.ontology.model import Condition, Ontology, StepDef, WorkflowDef, local_name
+from app.ontology.model import Condition, Ontology, StepDef, ToolDef, WorkflowDef, local_name
 from app.runtime.calls import ExternalCalls
 from app.runtime.context import RunContext
 from app.runtime.effects import ContractError, effect_changes, resolve_args
@@ -300,12 +300,46 @@ class _Run:
         if tool is None:
             return _Fail(f"{step.name} names no known tool")
         entry.tool = tool.name
+        if not step.for_each:
+            return self.invoke(step, tool, entry, key, focus, record_args=True)
+        instances = self.each_instance(step, focus)
+        entry.instances = instances
+        for instance in instances:
+            body = self.invoke(step, tool, entry, key, instance, record_args=False)
+            if body.name != "next":
+                return body
+        return _Edge("next", step.next)
+
+    def each_instance(self, step: StepDef, focus: str | None) -> list[str]:
+        """The instances a ``horis:forEach`` step calls its tool for, each once, in the order
+        the paths reach them (hydration's order, so a replay takes its calls in the same order)."""
+        if focus is None:
+            return []
+        found: dict[str, None] = {}
+        for path in step.for_each:
+            for value in self.world.reach(focus, path):
+                if isinstance(value, str) and self.world.instance(value) is not None:
+                    found.setdefault(value, None)
+        return [i for i in found if not step.each_where or self.world.holds(i, step.each_where)]
+
+    def invoke(
+        self,
+        step: StepDef,
+        tool: ToolDef,
+        entry: TraceEntry,
+        key: str,
+        focus: str | None,
+        *,
+        record_args: bool,
+    ) -> _Edge:
+        """One call of the step's tool on ``focus`` (the run's focus, or a forEach instance)."""
         try:
             args = resolve_args(self.ontology, self.world, focus, step, tool)
         except ContractError as exc:
             entry.error = str(exc)
             return _Edge("onError", step.on_error)
-        entry.args = args
+        if record_args:
+            entry.args = args
         default = 1 if tool.idempotent else 0
         budget = (
             step.retries

@@ -190,6 +190,9 @@ class TraceEntry(TraceModel):
     #: ActionStep: the tool, its resolved arguments, and an effect that was not executed
     tool: str | None = None
     args: dict[str, Any] | None = None
+    #: ActionStep with horis:forEach: the instances it called the tool for (each call's
+    #: arguments are in its ``calls`` record)
+    instances: list[str] | None = None
     effect: str | None = None
     narration: Narration | None = None
     required: bool | None = None
