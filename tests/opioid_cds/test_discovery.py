@@ -1,0 +1,50 @@
+"""The guide's services are served by default, under the guide's own ids and hooks, each a
+deployment of its own that imports the shared definitions (ontologies/opioid-cds/common.ttl)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import configured_deployments, create_app
+from app.settings import Settings
+from app.tools.host import ToolHost
+
+#: the guide's service id → its hook (PlanDefinition action.trigger), for every service deployed
+SERVICES = {
+    "opioidcds-11-order-select": "order-select",
+    "opioidcds-11-patient-view": "patient-view",
+}
+COMMON = "https://horismos.dev/opioid-cds/common"
+
+
+@pytest.fixture(scope="module")
+def client(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    path = tmp_path_factory.mktemp("opioid-discovery") / "horismos.db"
+    path.write_bytes(sqlite_template.read_bytes())
+    with TestClient(create_app(Settings(database_url=f"sqlite:///{path}"))) as app_client:
+        yield app_client
+
+
+def test_each_service_is_in_discovery_with_the_guides_hook(client: TestClient) -> None:
+    listed = {s["id"]: s for s in client.get("/cds-services").json()["services"]}
+
+    for service_id, hook in SERVICES.items():
+        assert service_id in listed, f"{service_id} is not in discovery"
+        assert listed[service_id]["hook"] == hook
+        assert listed[service_id]["prefetch"]["patient"] == "Patient/{{context.patientId}}"
+
+
+@pytest.mark.parametrize("service_id", sorted(SERVICES))
+def test_each_service_is_a_deployment_of_its_own_on_the_common_definitions(
+    service_id: str,
+) -> None:
+    deployments = configured_deployments(Settings(), ToolHost.discover())
+    deployment = deployments.for_service(service_id)
+
+    assert deployment is not None and deployment.serving, deployment
+    assert any(Path(i).name == "common.ttl" for i in deployment.imports)
+    assert deployment.iri != COMMON

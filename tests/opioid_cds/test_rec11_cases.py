@@ -1,0 +1,136 @@
+"""Recommendation 11 (opioids with benzodiazepines or other CNS depressants) on cases of our own,
+at the boundaries the guide's examples do not reach, over HTTP in both modes: prefetch filled
+from the service's templates, and no prefetch (the service reads the FHIR server)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
+from tests.support.fhir_server import FhirServer
+from tests.support.opioid_cases import (
+    AMOXICILLIN_500,
+    BENZPHETAMINE_50,
+    FLURAZEPAM_15,
+    OXYCODONE_ER_10,
+    OXYCODONE_IR_5,
+    TEMAZEPAM_20,
+    ago,
+    case,
+    condition,
+    encounter,
+    order,
+    patient,
+    today,
+    years_ago,
+)
+from tests.support.opioid_examples import Example, call_service
+
+pytestmark = pytest.mark.fhirserver
+
+PV = "opioidcds-11-patient-view"
+OS = "opioidcds-11-order-select"
+P = "p11"
+ADULT = patient(P)
+OPIOID_ON_RECORD = order("stored-opioid", P, OXYCODONE_IR_5, authored=ago(15))
+BENZO_ON_RECORD = order("stored-benzo", P, TEMAZEPAM_20, authored=ago(40))
+HOSPICE = ("http://snomed.info/sct", "385763009")
+
+CASES = [
+    # patient-view
+    case("pv-opioid-and-benzodiazepine", PV, "patient-view", ADULT,
+         stored=[OPIOID_ON_RECORD, BENZO_ON_RECORD], expected=["warning"]),
+    case("pv-benzodiazepine-ended-last-year", PV, "patient-view", ADULT,
+         stored=[OPIOID_ON_RECORD,
+                 order("stored-benzo", P, TEMAZEPAM_20, authored=ago(400), status="completed")]),
+    case("pv-benzodiazepine-authored-over-two-years-ago", PV, "patient-view", ADULT,
+         stored=[OPIOID_ON_RECORD, order("stored-benzo", P, TEMAZEPAM_20, authored=ago(800))]),
+    # a CNS depressant counts whatever its age (CQL's precedence of "and" over "or")
+    case("pv-old-cns-depressant", PV, "patient-view", ADULT,
+         stored=[OPIOID_ON_RECORD, order("stored-cns", P, BENZPHETAMINE_50, authored=ago(800))],
+         expected=["warning"]),
+    case("pv-contained-medication", PV, "patient-view", ADULT,
+         stored=[order("stored-opioid", P, OXYCODONE_IR_5, authored=ago(15), contained=True),
+                 BENZO_ON_RECORD],
+         expected=["warning"]),
+    case("pv-inpatient-opioid", PV, "patient-view", ADULT,
+         stored=[order("stored-opioid", P, OXYCODONE_IR_5, authored=ago(15), category="inpatient"),
+                 BENZO_ON_RECORD]),
+    case("pv-eighteen-today", PV, "patient-view", patient(P, birth_date=years_ago(18)),
+         stored=[OPIOID_ON_RECORD, BENZO_ON_RECORD], expected=["warning"]),
+    case("pv-eighteen-tomorrow", PV, "patient-view", patient(P, birth_date=years_ago(18, 1)),
+         stored=[OPIOID_ON_RECORD, BENZO_ON_RECORD]),
+    case("pv-terminal-illness", PV, "patient-view", ADULT,
+         stored=[OPIOID_ON_RECORD, BENZO_ON_RECORD, condition("c-terminal", P, "300936002")]),
+    case("pv-resolved-terminal-illness", PV, "patient-view", ADULT,
+         stored=[OPIOID_ON_RECORD, BENZO_ON_RECORD,
+                 condition("c-terminal", P, "300936002", status="resolved")],
+         expected=["warning"]),
+    # order-select
+    case("os-opioid-drafted-on-benzodiazepine", OS, "order-select", ADULT,
+         drafts=[order("draft-opioid", P, OXYCODONE_ER_10)], stored=[BENZO_ON_RECORD],
+         expected=["warning"]),
+    case("os-contained-opioid-drafted-on-benzodiazepine", OS, "order-select", ADULT,
+         drafts=[order("draft-opioid", P, OXYCODONE_ER_10, contained=True)],
+         stored=[BENZO_ON_RECORD], expected=["warning"]),
+    case("os-benzodiazepine-drafted-on-old-opioid", OS, "order-select", ADULT,
+         drafts=[order("draft-benzo", P, FLURAZEPAM_15)],
+         stored=[order("stored-opioid", P, OXYCODONE_IR_5, authored=ago(740))]),
+    case("os-unrelated-draft", OS, "order-select", ADULT,
+         drafts=[order("draft-amox", P, AMOXICILLIN_500)],
+         stored=[OPIOID_ON_RECORD, BENZO_ON_RECORD]),
+    case("os-discharged-to-hospice", OS, "order-select", ADULT,
+         drafts=[order("draft-opioid", P, OXYCODONE_ER_10)],
+         stored=[BENZO_ON_RECORD, encounter("e-hospice", P, start=ago(60), discharge=HOSPICE)]),
+    case("os-discharged-to-hospice-over-a-year-ago", OS, "order-select", ADULT,
+         drafts=[order("draft-opioid", P, OXYCODONE_ER_10)],
+         stored=[BENZO_ON_RECORD, encounter("e-hospice", P, start=ago(400), discharge=HOSPICE)],
+         expected=["warning"]),
+    case("os-active-cancer-on-problem-list", OS, "order-select", ADULT,
+         drafts=[order("draft-opioid", P, OXYCODONE_ER_10)],
+         stored=[BENZO_ON_RECORD,
+                 condition("c-cancer", P, "C25.0", system="http://hl7.org/fhir/sid/icd-10-cm")]),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def client(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    path = tmp_path_factory.mktemp("opioid-rec11") / "horismos.db"
+    path.write_bytes(sqlite_template.read_bytes())
+    with TestClient(create_app(Settings(database_url=f"sqlite:///{path}"))) as app_client:
+        yield app_client
+
+
+@pytest.mark.parametrize("mode", ["prefetch", "fetch"])
+@pytest.mark.parametrize("example", CASES, ids=[c.name for c in CASES])
+def test_recommendation_11_case(
+    example: Example, mode: str, client: TestClient, fhir_server: FhirServer
+) -> None:
+    response = call_service(
+        client, fhir_server, example, service_id=example.service, mode=mode, today=today()
+    )
+
+    assert response.status_code == 200, response.text
+    cards = response.json()["cards"]
+    assert [c["indicator"] for c in cards] == example.expected_indicators, [
+        (c["summary"], c["detail"]) for c in cards
+    ]
+    if cards:
+        assert "benzodiazepine" in cards[0]["summary"]
+
+
+def test_the_card_shows_the_orders_on_both_sides(
+    client: TestClient, fhir_server: FhirServer
+) -> None:
+    response = call_service(
+        client, fhir_server, CASES[0], service_id=PV, mode="prefetch", today=today()
+    )
+
+    (card,) = response.json()["cards"]
+    assert f"rxnorm|{OXYCODONE_IR_5[0]}" in card["detail"]
+    assert f"rxnorm|{TEMAZEPAM_20[0]}" in card["detail"]
