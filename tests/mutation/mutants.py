@@ -5,19 +5,24 @@ string literal: ``horis:unit "mm[Hg]"``) and makes the one-token mistake a perso
 a unit that is not UCUM, a typo in a FHIRPath element, a prefetch token the hook does not have,
 a misspelt hook, a code system that is relative or a near miss of the canonical URI, … Each of
 these once loaded, verified and answered 200 with no card, every call. The deployments are
-whatever ``ontologies/*.ttl`` holds (``default_ontology_paths``), so a new deployment is
-mutated as soon as it lands; an operator is applied at every site it finds, up to ``PER_SITE``
-sites per deployment, so the mutants stay few enough to run in the suite.
+whatever ``ontologies/*.ttl`` and ``ontologies/*/*.ttl`` hold (``default_ontology_paths``), so
+a new deployment is mutated as soon as it lands; a mistake in a file others import (a common
+file) is checked in every deployment that imports it, and must be refused by those it reaches.
+An operator is applied at every site it finds, up to ``PER_SITE`` sites per file, so the mutants
+stay few enough to run in the suite.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from app.ontology import default_ontology_paths
+from app.ontology.deployments import DeploymentSource, find_deployments
+from app.ontology.loader import vocabulary_path
 from app.ucum import is_ucum
 
 #: At most this many sites per operator and deployment (the first ones in the file).
@@ -229,8 +234,34 @@ RUNTIME_OPERATORS: tuple[Operator, ...] = (
 
 
 def deployments() -> list[Path]:
-    """Every bundled deployment, as ``horismos serve`` loads them by default."""
+    """Every bundled deployment file, as ``horismos serve`` loads them by default."""
     return default_ontology_paths()
+
+
+def deployment_files() -> list[list[Path]]:
+    """Every bundled deployment as the files it loads: its own, then what it imports."""
+    return [source.paths for source in find_deployments(default_ontology_paths())]
+
+
+def write_mutant(mutant: Mutant, folder: Path) -> Path:
+    """The mutant as the service would read it, in ``folder``: the mutated file, the Turtle
+    files beside it (what it imports, what imports it) and its value sets; returns its path."""
+    source = mutant.deployment.parent
+    for sibling in source.glob("*.ttl"):
+        if sibling != mutant.deployment:
+            shutil.copy(sibling, folder / sibling.name)
+    if (source / "valuesets").is_dir():
+        shutil.copytree(source / "valuesets", folder / "valuesets")
+    path = folder / mutant.deployment.name
+    path.write_text(mutant.text, encoding="utf-8")
+    return path
+
+
+def affected(path: Path) -> list[DeploymentSource]:
+    """The deployments a file written by :func:`write_mutant` is part of (its own, or every one
+    that imports it)."""
+    found = find_deployments(sorted(path.parent.glob("*.ttl")), skip=vocabulary_path())
+    return [d for d in found if path.resolve() in {p.resolve() for p in d.paths}]
 
 
 def mutants(path: Path, operators: tuple[Operator, ...] = OPERATORS) -> Iterator[Mutant]:

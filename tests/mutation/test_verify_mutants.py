@@ -7,7 +7,6 @@ with no card on every call: the failure this suite exists to prevent.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -15,41 +14,57 @@ import pytest
 from app.ontology import OntologyError, load_ontology, verify
 from app.ontology.errors import Problem
 from app.ontology.model import local_name
-from tests.mutation.mutants import OPERATORS, Mutant, all_mutants, deployments, mutants
+from tests.mutation.mutants import (
+    OPERATORS,
+    Mutant,
+    affected,
+    all_mutants,
+    deployment_files,
+    mutants,
+    write_mutant,
+)
 
 MUTANTS = all_mutants()
 
 
-def _refusal(mutant: Mutant, tmp_path: Path) -> list[Problem]:
-    valuesets = mutant.deployment.parent / "valuesets"
-    if valuesets.is_dir():  # the deployment's value sets, beside it as the loader expects
-        shutil.copytree(valuesets, tmp_path / "valuesets")
-    path = tmp_path / mutant.deployment.name
-    path.write_text(mutant.text, encoding="utf-8")
-    try:
-        return verify(load_ontology([path]))
-    except OntologyError as exc:
-        return exc.problems
+def _refusals(mutant: Mutant, tmp_path: Path) -> list[list[Problem]]:
+    """What verification says of each deployment the mutated file is part of."""
+    path = write_mutant(mutant, tmp_path)
+    found = affected(path)
+    assert found, f"{mutant.id}: the mutated file is part of no deployment"
+    out: list[list[Problem]] = []
+    for source in found:
+        try:
+            out.append(verify(load_ontology(source.paths)))
+        except OntologyError as exc:
+            out.append(exc.problems)
+    return out
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.id for m in MUTANTS])
 def test_every_mutant_is_refused_naming_the_node(mutant: Mutant, tmp_path: Path) -> None:
-    problems = _refusal(mutant, tmp_path)
-    assert problems, f"{mutant.id}: verifies, so it would serve 200 with no card"
-    named = [p for p in problems if p.node == mutant.owner or local_name(mutant.owner) in str(p)]
-    assert named, [str(p) for p in problems]
+    # a common file's mistake may not reach every deployment importing it (patient-view reads
+    # no draft orders), but it must be refused where it does reach
+    refusals = [problems for problems in _refusals(mutant, tmp_path) if problems]
+    assert refusals, f"{mutant.id}: verifies, so it would serve 200 with no card"
+    for problems in refusals:
+        named = [
+            p for p in problems if p.node == mutant.owner or local_name(mutant.owner) in str(p)
+        ]
+        assert named, [str(p) for p in problems]
 
 
 def test_the_generator_mutates_every_bundled_deployment() -> None:
-    found = deployments()
+    found = deployment_files()
     assert found, "no bundled deployment"
-    for path in found:
-        made = {m.operator for m in mutants(path)}
-        # every deployment has units, FHIRPath, prefetch templates, a hook and coded data
-        assert {"fhirpath-typo", "prefetch-token", "hook-typo", "coding-relative"} <= made, (
-            path.name,
-            made,
-        )
+    for paths in found:
+        made = {m.operator for path in paths for m in mutants(path)}
+        # every deployment has FHIRPath, prefetch templates and a hook; coded data where it
+        # names codes (the opioid deployments name value sets)
+        needed = {"fhirpath-typo", "prefetch-token", "hook-typo"}
+        if any("horis:coding" in path.read_text(encoding="utf-8") for path in paths):
+            needed.add("coding-relative")
+        assert needed <= made, ([p.name for p in paths], made)
 
 
 def test_the_issue_mutations_are_among_the_mutants() -> None:
