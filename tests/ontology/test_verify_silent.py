@@ -350,6 +350,7 @@ def test_verify_with_no_paths_checks_what_serve_would_load() -> None:
 
 def test_the_bundled_deployments_verify_clean() -> None:
     from app.ontology import default_ontology_paths
+    from app.ontology.deployments import find_deployments
 
-    for path in default_ontology_paths():
-        assert verify(load_ontology([path])) == [], path.name
+    for source in find_deployments(default_ontology_paths()):  # each with what it imports
+        assert verify(load_ontology(source.paths)) == [], source.id

@@ -8,19 +8,21 @@ from pathlib import Path
 import pytest
 
 from app.ontology import default_ontology_paths, load_ontology, verify
+from app.ontology.deployments import find_deployments
 from app.world import StratificationError, World
 from tests.ontology.conftest import DATA, REGISTRY
 
+#: each ontology as its files: a bundled deployment with what it imports
 ONTOLOGIES = [
-    *sorted(DATA.glob("verify_*.ttl")),
-    *default_ontology_paths(),
-    DATA.parent / "cds" / "system_actions.ttl",
+    *([p] for p in sorted(DATA.glob("verify_*.ttl"))),
+    *(source.paths for source in find_deployments(default_ontology_paths())),
+    [DATA.parent / "cds" / "system_actions.ttl"],
 ]
 
 
-@pytest.mark.parametrize("path", ONTOLOGIES, ids=lambda p: p.stem)
-def test_verify_reports_stratification_exactly_when_the_world_refuses(path: Path) -> None:
-    ontology = load_ontology([path], registry=REGISTRY)
+@pytest.mark.parametrize("paths", ONTOLOGIES, ids=lambda p: p[0].stem)
+def test_verify_reports_stratification_exactly_when_the_world_refuses(paths: list[Path]) -> None:
+    ontology = load_ontology(paths, registry=REGISTRY)
     reported = any(p.code == "stratification" for p in verify(ontology))
     try:
         World(ontology)
