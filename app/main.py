@@ -20,11 +20,13 @@ import httpx
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, Field
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
 from app import metrics
+from app.api_docs import DOCS_ASSETS_PATH, DocsPolicyMiddleware
 from app.deployments import Deployment, Deployments, load_deployments
 from app.deployments.catalog import Catalog
 from app.errors import install_error_handlers
@@ -253,11 +255,15 @@ def _ops_router() -> APIRouter:
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the service; resources are created when its lifespan starts."""
     settings = settings or get_settings()
-    app = FastAPI(
+    # /docs and /redoc load their scripts and styles from the service, never from a CDN
+    app = FastAPIOffline(
         title="Horismos",
         summary="A neuro-symbolic decision runtime served as a CDS Hooks service",
         version=__version__,
         lifespan=_lifespan,
+        static_url=DOCS_ASSETS_PATH,
+        # Swagger UI would send the OpenAPI document to validator.swagger.io for a badge
+        swagger_ui_parameters={"validatorUrl": None},
     )
     app.state.settings = settings
     app.state.metrics = metrics.make_metrics()
@@ -268,6 +274,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             allow_methods=["GET", "POST", "OPTIONS"],
             allow_headers=["Authorization", "Content-Type"],
         )
+    app.add_middleware(DocsPolicyMiddleware)
     app.add_middleware(metrics.MetricsMiddleware, metrics=app.state.metrics)
     install_error_handlers(app)
     _include_routers(app)
