@@ -2,7 +2,7 @@
 
 ::
 
-    HorismosError                 base; carries the HTTP status and renders its own JSON body
+    HorismosError                 base; carries the HTTP status, what went wrong and where
     ├── ClientError(status, …)    the caller must fix its request (4xx); says what and where
     │   ├── BadRequest       400  malformed or inconsistent input
     │   ├── NotFound         404  the named thing does not exist
@@ -11,18 +11,32 @@
     │   └── UpstreamTimeout  504  it did not answer within the deadline
     └── Unavailable          503  a resource of ours (database, ontology) is not ready
 
-Routes raise these and never build error JSON themselves. A layer that needs a different body
-shape (the CDS routes answer with a FHIR OperationOutcome) subclasses ``ClientError`` or
-``HorismosError`` and overrides ``to_body``; the handler below stays the single mapping.
+Routes raise these and never build error JSON themselves. The handlers below answer in one of
+two formats, chosen by the route, never by the error:
+
+- the CDS Hooks routes (``/cds-services…``) answer with a FHIR ``OperationOutcome``, whose
+  issues name the offending field (``expression``); ``app.cds.errors`` adds issues of its own;
+- every other route answers with an RFC 9457 problem (``application/problem+json``):
+  ``type`` (``about:blank``: the status says what kind), ``title`` (the status's phrase),
+  ``status``, ``detail`` (what is wrong), ``code`` (a stable token), ``field`` (where: a JSON
+  path, parameter or header) and the members an error adds (:meth:`HorismosError.extensions`).
+  Request validation answers 422 with ``errors``: one ``{field, detail}`` per mistake.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
 
 log = logging.getLogger("horismos")
 
@@ -38,12 +52,19 @@ class HorismosError(Exception):
         self.message = message
         self.where = where
 
-    def to_body(self) -> dict[str, Any]:
-        """The JSON body of the HTTP answer; override for another shape."""
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.where is not None:
-            error["where"] = self.where
-        return {"error": error}
+    def extensions(self) -> dict[str, Any]:
+        """Members this error adds to its problem document (override to add some)."""
+        return {}
+
+    def problem(self) -> dict[str, Any]:
+        """The RFC 9457 problem document of the answer."""
+        return problem(self.status, self.message, code=self.code, field=self.where) | (
+            self.extensions()
+        )
+
+    def outcome(self) -> dict[str, Any]:
+        """The FHIR OperationOutcome of the answer on the CDS routes."""
+        return operation_outcome(self.status, self.message, field=self.where)
 
     def headers(self) -> dict[str, str] | None:
         return None
@@ -98,10 +119,8 @@ class UpstreamError(HorismosError):
         super().__init__(message, where=where)
         self.retryable = retryable
 
-    def to_body(self) -> dict[str, Any]:
-        body = super().to_body()
-        body["error"]["retryable"] = self.retryable
-        return body
+    def extensions(self) -> dict[str, Any]:
+        return {"retryable": self.retryable}
 
 
 class UpstreamTimeout(UpstreamError):
@@ -124,13 +143,137 @@ class Unavailable(HorismosError):
         return {"Retry-After": "5"}
 
 
-async def _handle(_request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, HorismosError)
-    return JSONResponse(exc.to_body(), status_code=exc.status, headers=exc.headers())
+def problem(
+    status: int, detail: str, *, code: str | None = None, field: str | None = None
+) -> dict[str, Any]:
+    """An RFC 9457 problem document: ``about:blank`` with the status's phrase as its title."""
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+    }
+    if code is not None:
+        body["code"] = code
+    if field is not None:
+        body["field"] = field
+    return body
+
+
+#: The OperationOutcome issue code for an answer's status (FHIR R4B IssueType).
+_ISSUE_CODES = {
+    400: "invalid",
+    401: "login",
+    403: "forbidden",
+    404: "not-found",
+    405: "not-supported",
+    409: "conflict",
+    412: "incomplete",
+    413: "too-costly",
+    415: "not-supported",
+    422: "invalid",
+    502: "exception",
+    503: "transient",
+    504: "timeout",
+}
+
+
+def operation_outcome(status: int, diagnostics: str, *, field: str | None = None) -> dict[str, Any]:
+    """A one-issue FHIR OperationOutcome for an answer with this status."""
+    issue: dict[str, Any] = {
+        "severity": "error",
+        "code": _ISSUE_CODES.get(status, "exception"),
+        "diagnostics": diagnostics,
+    }
+    if field is not None:
+        issue["expression"] = [field]
+    return {"resourceType": "OperationOutcome", "issue": [issue]}
 
 
 #: Routes under this prefix answer errors as FHIR OperationOutcomes (CDS Hooks).
 _CDS_PREFIX = "/cds-services"
+
+
+def _on_cds_route(request: Request) -> bool:
+    return request.url.path.startswith(_CDS_PREFIX)
+
+
+def _answer(
+    request: Request,
+    status: int,
+    *,
+    problem_body: dict[str, Any],
+    outcome_body: dict[str, Any],
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    if _on_cds_route(request):
+        return JSONResponse(outcome_body, status_code=status, headers=headers)
+    return JSONResponse(
+        problem_body, status_code=status, headers=headers, media_type=PROBLEM_MEDIA_TYPE
+    )
+
+
+async def _handle(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HorismosError)
+    return _answer(
+        request,
+        exc.status,
+        problem_body=exc.problem(),
+        outcome_body=exc.outcome(),
+        headers=exc.headers(),
+    )
+
+
+def _location(loc: Sequence[int | str]) -> str:
+    """``("body", "instances", 0, "id")`` as ``body.instances[0].id``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+async def _invalid(request: Request, exc: Exception) -> JSONResponse:
+    """A request FastAPI could not parse into a route's parameters: 422 naming each field."""
+    assert isinstance(exc, RequestValidationError)
+    errors = [{"field": _location(e["loc"]), "detail": str(e["msg"])} for e in exc.errors()]
+    first = errors[0] if errors else {"field": "body", "detail": "the request is invalid"}
+    detail = f"{first['field']}: {first['detail']}"
+    if len(errors) > 1:
+        detail += f" (and {len(errors) - 1} more)"
+    body = problem(422, detail, code="invalid", field=first["field"]) | {"errors": errors}
+    outcome = operation_outcome(422, detail, field=first["field"])
+    return _answer(request, 422, problem_body=body, outcome_body=outcome)
+
+
+async def _http(request: Request, exc: Exception) -> JSONResponse:
+    """What the routing itself answers (no such path, method not allowed), in the route's
+    error format."""
+    assert isinstance(exc, HTTPException)
+    detail = str(exc.detail) if exc.detail else HTTPStatus(exc.status_code).phrase
+    if exc.status_code == 404:
+        detail = f"no route {request.url.path}"
+    elif exc.status_code == 405:
+        detail = f"{request.method} is not allowed on {request.url.path}"
+    return _answer(
+        request,
+        exc.status_code,
+        problem_body=problem(exc.status_code, detail),
+        outcome_body=operation_outcome(exc.status_code, detail),
+        headers=dict(exc.headers) if exc.headers else None,
+    )
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    """An error no handler knows: a 500 saying nothing of the data (the log has the traceback)."""
+    return _answer(
+        request,
+        500,
+        problem_body=problem(500, "internal error", code="internal"),
+        outcome_body=operation_outcome(500, "internal error"),
+    )
 
 
 async def _database(request: Request, exc: Exception) -> JSONResponse:
@@ -142,24 +285,77 @@ async def _database(request: Request, exc: Exception) -> JSONResponse:
         log.error(
             "database error on %s %s: %s", request.method, request.url.path, describe_error(exc)
         )
-        return JSONResponse(
-            {"error": {"code": "internal", "message": "internal error"}}, status_code=500
-        )
+        return await _unexpected(request, exc)
     log.warning("database unavailable on %s: %s", request.url.path, describe_error(exc))
-    message = "the database is unavailable; retry later"
-    body: dict[str, Any]
-    if request.url.path.startswith(_CDS_PREFIX):
-        issue = {"severity": "error", "code": "transient", "diagnostics": message}
-        body = {"resourceType": "OperationOutcome", "issue": [issue]}
-    else:
-        body = Unavailable(message, where="database").to_body()
-    return JSONResponse(body, status_code=503, headers={"Retry-After": "5"})
+    return await _handle(
+        request, Unavailable("the database is unavailable; retry later", where="database")
+    )
+
+
+class FieldError(BaseModel):
+    """One mistake of a request that failed validation."""
+
+    field: str = Field(description="Where: body.instances[0].id, a query parameter, a header")
+    detail: str = Field(description="What is wrong there")
+
+
+class Problem(BaseModel):
+    """An error answer outside the CDS routes (RFC 9457, ``application/problem+json``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field(description="about:blank: the status says what kind of problem")
+    title: str = Field(description="The HTTP status's phrase")
+    status: int
+    detail: str = Field(description="What is wrong, for a person")
+    code: str | None = Field(default=None, description="A stable token for programs")
+    field: str | None = Field(default=None, description="Where: a JSON path, parameter, header")
+    errors: list[FieldError] | None = Field(
+        default=None, description="Request validation (422): every mistake with its field"
+    )
+
+
+def _problem_documented(document: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAPI document with FastAPI's validation error replaced by what the handler
+    answers: a problem with ``errors``."""
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(name, None)
+    problem_schema = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
+    schemas.update(problem_schema.pop("$defs", {}))
+    schemas["Problem"] = problem_schema
+    validation = "#/components/schemas/HTTPValidationError"
+    for operations in document.get("paths", {}).values():
+        for operation in operations.values():
+            for answer in operation.get("responses", {}).values():
+                content = answer.get("content", {})
+                if content.get("application/json", {}).get("schema", {}).get("$ref") == validation:
+                    answer["content"] = {
+                        PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}
+                    }
+    return document
+
+
+def document_problems(app: FastAPI) -> None:
+    """Make ``app.openapi()`` describe validation errors as the handlers answer them."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = _problem_documented(generate())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    """Register the one mapping from domain errors to HTTP answers, and the one for database
-    failures that reach a route untranslated."""
+    """Register the one mapping from errors to HTTP answers: domain errors, request validation,
+    routing, database failures that reach a route untranslated, and anything else."""
     from sqlalchemy.exc import SQLAlchemyError
 
     app.add_exception_handler(HorismosError, _handle)
+    app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(HTTPException, _http)
     app.add_exception_handler(SQLAlchemyError, _database)
+    app.add_exception_handler(Exception, _unexpected)
+    document_problems(app)

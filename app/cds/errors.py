@@ -1,7 +1,8 @@
 """Errors of the CDS Hooks layer, classified by who must act next (under ``HorismosError``).
 
-Every error carries the HTTP status the route answers with and renders (``to_body``) as a FHIR
-``OperationOutcome`` whose issues name the offending field (``expression``)::
+Every error carries the HTTP status the route answers with and renders as a FHIR
+``OperationOutcome`` whose issues name the offending field (``expression``); raised on another
+route (the run routes share the client check) it is an RFC 9457 problem like any error there::
 
     CdsError
     ├── RequestInvalid        400  the client sent a malformed hook call or feedback body
@@ -86,8 +87,13 @@ class CdsError(HorismosError):
     def outcome(self) -> dict[str, Any]:
         return operation_outcome(self.issues)
 
-    def to_body(self) -> dict[str, Any]:
-        return self.outcome()
+    def problem(self) -> dict[str, Any]:
+        # off the CDS routes (the run routes share their client check) the first issue's code
+        # is the problem's
+        body = super().problem()
+        if self.issues:
+            body["code"] = self.issues[0].code
+        return body
 
     @classmethod
     def one(cls, code: IssueCode, diagnostics: str, expression: str | None = None) -> Self:

@@ -59,11 +59,10 @@ class ChangeRefused(ClientError):
         self.step = step
         self.change = change
 
-    def to_body(self) -> dict[str, Any]:
-        body = super().to_body()
-        if self.change is not None:
-            body["change"] = self.change.model_dump(mode="json")
-        return body
+    def extensions(self) -> dict[str, Any]:
+        if self.change is None:
+            return {}
+        return {"change": self.change.model_dump(mode="json")}
 
     def to_json(self, change_id: str | None = None) -> dict[str, Any]:
         """One JSON object for the CLI: the change (or its id), ``status`` and ``reason``."""

@@ -149,10 +149,8 @@ class DeploymentNotServed(Unavailable):
         )
         self.deployment = deployment
 
-    def to_body(self) -> dict[str, Any]:
-        body = super().to_body()
-        body["error"]["problems"] = [problem_json(p) for p in self.deployment.problems]
-        return body
+    def extensions(self) -> dict[str, Any]:
+        return {"problems": [problem_json(p) for p in self.deployment.problems]}
 
     def headers(self) -> dict[str, str] | None:
         return None  # a retry does not help until the files are fixed

@@ -26,10 +26,8 @@ class InputRejected(BadRequest):
         self.code = "rejected"
         self.violations = violations
 
-    def to_body(self) -> dict[str, Any]:
-        body = super().to_body()
-        body["error"]["violations"] = self.violations
-        return body
+    def extensions(self) -> dict[str, Any]:
+        return {"violations": self.violations}
 
 
 class FactsRejected(BadRequest):
@@ -43,10 +41,8 @@ class FactsRejected(BadRequest):
         )
         self.violations = violations
 
-    def to_body(self) -> dict[str, Any]:
-        body = super().to_body()
-        body["error"]["violations"] = self.violations
-        return body
+    def extensions(self) -> dict[str, Any]:
+        return {"violations": self.violations}
 
 
 def find_workflow(ontology: Ontology, name: str) -> WorkflowDef:

@@ -191,7 +191,7 @@ def test_a_nul_in_feedback_is_400(client: TestClient) -> None:
 def test_a_nul_in_facts_for_a_run_route_is_400(client: TestClient) -> None:
     resp = client.post("/workflows/Triage/runs", json={"instances": [], "text": "a\x00b"})
     assert resp.status_code == 400, resp.text
-    assert resp.json()["error"]["where"] == "text"
+    assert resp.json()["field"] == "text"
 
 
 @pytest.mark.parametrize("run_id", ["%00", "a%00b", "x" * 5000])

@@ -84,9 +84,9 @@ def test_over_http_the_approver_role_is_a_jwt_scope_and_the_author_is_the_caller
 
         approve = f"/changes/{cid}/approve"
         own = client.post(approve, headers=_bearer(approve, "alice", APPROVE_SCOPE))
-        assert own.status_code == 403 and "author cannot approve" in own.json()["error"]["message"]
+        assert own.status_code == 403 and "author cannot approve" in own.json()["detail"]
         unscoped = client.post(approve, headers=_bearer(approve, "bob", "user/*.read"))
-        assert unscoped.status_code == 403 and APPROVE_SCOPE in unscoped.json()["error"]["message"]
+        assert unscoped.status_code == 403 and APPROVE_SCOPE in unscoped.json()["detail"]
         by_bob = client.post(approve, headers=_bearer(approve, "bob", APPROVE_SCOPE))
         assert by_bob.status_code == 200, by_bob.text
         events = by_bob.json()["events"]

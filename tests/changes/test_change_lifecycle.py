@@ -96,10 +96,10 @@ def test_a_threshold_change_from_proposal_to_rollback(
     # --- the policy refuses, with its reason, and keeps the refusal -----------------------
     outside = _propose(client, "../med-safety.ttl", text, release["digest"])
     assert outside.status_code == 422
-    assert "outside deployment triage" in outside.json()["error"]["message"]
+    assert "outside deployment triage" in outside.json()["detail"]
     assert outside.json()["change"]["status"] == "refused"
     stale = _propose(client, "triage.ttl", _threshold_change(text), "0" * 64)
-    assert stale.status_code == 422 and "stale base digest" in stale.json()["error"]["message"]
+    assert stale.status_code == 422 and "stale base digest" in stale.json()["detail"]
     unsound = _propose(
         client,
         "triage.ttl",
@@ -107,13 +107,13 @@ def test_a_threshold_change_from_proposal_to_rollback(
         release["digest"],
     )
     assert unsound.status_code == 422
-    assert "does not verify" in unsound.json()["error"]["message"]
-    assert "onUnreachable" in unsound.json()["error"]["message"]
+    assert "does not verify" in unsound.json()["detail"]
+    assert "onUnreachable" in unsound.json()["detail"]
     same_version = _propose(
         client, "triage.ttl", text.replace(THRESHOLD_FROM, THRESHOLD_TO), release["digest"]
     )
     assert same_version.status_code == 422
-    assert "new owl:versionInfo" in same_version.json()["error"]["message"]
+    assert "new owl:versionInfo" in same_version.json()["detail"]
 
     # --- proposed, replayed on the stored runs in the sandbox -----------------------------
     proposed = _propose(client, "triage.ttl", _threshold_change(text), release["digest"])
@@ -121,7 +121,7 @@ def test_a_threshold_change_from_proposal_to_rollback(
     change = proposed.json()
     assert (change["status"], change["candidateVersion"]) == ("proposed", "1.3.0")
     too_early = client.post(f"/changes/{change['id']}/approve", json={"reviewer": REVIEWER})
-    assert too_early.status_code == 409 and "replay" in too_early.json()["error"]["message"]
+    assert too_early.status_code == 409 and "replay" in too_early.json()["detail"]
 
     replayed = client.post(f"/changes/{change['id']}/replay", json={"last": 20, "actor": AUTHOR})
     assert replayed.status_code == 200, replayed.text
@@ -148,10 +148,10 @@ def test_a_threshold_change_from_proposal_to_rollback(
     # --- approval: never the author, only an approver -------------------------------------
     by_author = client.post(f"/changes/{change['id']}/approve", json={"reviewer": AUTHOR})
     assert by_author.status_code == 403
-    assert "author cannot approve" in by_author.json()["error"]["message"]
+    assert "author cannot approve" in by_author.json()["detail"]
     by_stranger = client.post(f"/changes/{change['id']}/approve", json={"reviewer": "someone"})
     assert by_stranger.status_code == 403
-    assert "approver role" in by_stranger.json()["error"]["message"]
+    assert "approver role" in by_stranger.json()["detail"]
     approved = client.post(f"/changes/{change['id']}/approve", json={"reviewer": REVIEWER})
     assert approved.status_code == 200 and approved.json()["status"] == "approved"
 
@@ -183,7 +183,7 @@ def test_a_threshold_change_from_proposal_to_rollback(
     assert acuity_of(again) == "Urgent"
     assert _recorded(engine, again["runId"]) == ("1.2.0", release["digest"])
     nothing = client.post("/deployments/triage/rollback", json={"actor": REVIEWER})
-    assert nothing.status_code == 409 and "release files" in nothing.json()["error"]["message"]
+    assert nothing.status_code == 409 and "release files" in nothing.json()["detail"]
 
     history = [e["state"] for e in client.get(f"/changes/{change['id']}").json()["events"]]
     assert history[0] == "proposed" and history[1:3] == ["proposed", "replayed"]

@@ -102,7 +102,8 @@ def test_facts_the_gate_rejects_answer_400_and_leave_the_run_waiting(
         )
 
         assert rejected.status_code == 400
-        error = rejected.json()["error"]
+        assert rejected.headers["content-type"] == "application/problem+json"
+        error = rejected.json()
         assert [(v["code"], v["subject"], v["value"]) for v in error["violations"]] == [
             ("range", "c1", "maybe")
         ]
@@ -144,7 +145,7 @@ def test_only_a_waiting_run_can_be_resumed(service: OpenService) -> None:
         missing = client.post("/runs/no-such-run/resume", json=facts)
 
     assert again.status_code == 409
-    assert "completed" in again.json()["error"]["message"]
+    assert "completed" in again.json()["detail"]
     assert missing.status_code == 404
 
 

@@ -106,7 +106,7 @@ def test_an_unknown_run_is_a_404_page_for_a_browser_and_json_for_clients(
     assert "Run not found" in page.text and "&lt;b&gt;nope" in page.text
 
     api = client.get("/runs/nope")
-    assert api.status_code == 404 and api.json()["error"]["code"] == "not-found"
+    assert api.status_code == 404 and api.json()["code"] == "not-found"
 
 
 def test_an_undecided_run_says_so(client: TestClient) -> None:

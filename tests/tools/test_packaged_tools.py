@@ -247,4 +247,4 @@ def test_the_server_does_not_serve_a_binding_to_a_broken_package(
     [problem] = deployment["problems"]
     assert deployment["status"] == "refused" and problem["node"].endswith("#issue_ticket")
     assert "broken-tools 0.1.0" in problem["message"] and "does not load" in problem["message"]
-    assert run.status_code == 503 and run.json()["error"]["problems"] == [problem]
+    assert run.status_code == 503 and run.json()["problems"] == [problem]
