@@ -45,9 +45,20 @@ def serve(
         ),
     ] = 1,
 ) -> None:
-    """Serve the CDS Hooks service (configuration from HORISMOS_* environment variables)."""
+    """Serve the CDS Hooks service (configuration from HORISMOS_* environment variables).
+
+    An SQLite database (the default ./horismos.db) is migrated first; a PostgreSQL database
+    that is not migrated is refused with the command that fixes it."""
     import uvicorn
 
+    from app.settings import get_settings
+    from app.store.migrate import NotMigrated, prepare_to_serve
+
+    try:
+        typer.echo(prepare_to_serve(get_settings().database_url))
+    except (NotMigrated, ValueError) as exc:  # ValueError: a URL of no supported database
+        _echo_err(f"horismos serve: {exc}")
+        raise typer.Exit(1) from None
     uvicorn.run(
         "app.main:create_app",
         factory=True,
@@ -179,7 +190,14 @@ def run_workflow_command(
     model: Annotated[
         str | None, typer.Option(help="Bridge model string (default: HORISMOS_BRIDGE_MODEL).")
     ] = None,
-    save: Annotated[bool, typer.Option(help="Persist the run in the database.")] = False,
+    save: Annotated[
+        bool,
+        typer.Option(
+            help="Store the run in the database (HORISMOS_DATABASE_URL; an SQLite file is "
+            "migrated first), so GET /runs/{id} and horismos replay know it. Without it "
+            "nothing is stored, and the command says so."
+        ),
+    ] = False,
 ) -> None:
     """Run a workflow on structured input and print its outcome."""
     from app.runtime.cli_commands import run_files

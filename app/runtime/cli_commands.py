@@ -125,6 +125,14 @@ def _run_files(
         except (OSError, json.JSONDecodeError) as exc:
             err(f"{facts}: {exc}")
             return 1
+    if save:  # the database must take the run before it is computed
+        from app.store.migrate import NotMigrated, prepare_to_serve
+
+        try:
+            prepare_to_serve(settings.database_url)
+        except (NotMigrated, ValueError) as exc:
+            err(f"--save: {exc}")
+            return 1
     if model:
         settings = settings.model_copy(update={"bridge_model": model})
     runner = Runner.from_settings(settings, tools=host)
@@ -148,8 +156,15 @@ def _run_files(
                 runner.save(connection, ontology, started, row=row)
         finally:
             engine.dispose()
+    stored = (
+        f"stored in {_shown(settings.database_url)}: GET /runs/{outcome.run_id}, "
+        f"horismos replay {outcome.run_id}"
+        if save
+        else "NOT stored (--save stores it for GET /runs/{id} and horismos replay)"
+    )
     if as_json:
         out(json.dumps(outcome.to_json(), indent=2, default=str))
+        err(f"run {outcome.run_id}: {stored}")  # stdout stays the outcome document
     else:
         decision = outcome.decision
         said = f"{decision['property']} = {decision['value']}" if decision else "no decision"
@@ -159,7 +174,15 @@ def _run_files(
         )
         for entry in outcome.trace:
             out(f"  {entry.step:<24} {entry.kind:<15} {entry.edge}")
+        out(stored)
     return 2 if outcome.status == "failed" else 0
+
+
+def _shown(url: str) -> str:
+    """A database URL as it may be printed (no password)."""
+    from app.store.db import normalize_url
+
+    return normalize_url(url).render_as_string(hide_password=True)
 
 
 def replay_runs(

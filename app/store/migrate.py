@@ -12,9 +12,10 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from app.resources import alembic_ini, resource_dir
-from app.store.db import normalize_url
+from app.store.db import describe_error, make_engine, normalize_url
 
 MIGRATIONS_DIR = resource_dir("migrations")
 
@@ -53,3 +54,45 @@ def head_revision() -> str | None:
 def current_revision(engine: Engine) -> str | None:
     with engine.connect() as connection:
         return MigrationContext.configure(connection).get_current_revision()
+
+
+class NotMigrated(Exception):
+    """Raised when ``horismos serve`` would start on a PostgreSQL database whose schema is not
+    the one this version needs: every hook would answer 503 until someone migrated it."""
+
+
+def prepare_to_serve(url: str) -> str:
+    """What ``horismos serve`` does to its database before it listens; a line saying what.
+
+    The embedded SQLite file is migrated here: it belongs to this one service. A PostgreSQL
+    database is shared and migrated on purpose (``horismos db upgrade``, once per release), so
+    one at another revision is refused with that fix (:class:`NotMigrated`); one not reachable
+    now is left to ``/readyz``, which says so until it is.
+    """
+    parsed = normalize_url(url)
+    shown = parsed.render_as_string(hide_password=True)
+    if parsed.get_backend_name() == "sqlite":
+        upgrade(url)
+        engine = make_engine(url)
+        try:
+            return (
+                f"SQLite database {parsed.database} migrated to revision {current_revision(engine)}"
+            )
+        finally:
+            engine.dispose()
+    head = head_revision()
+    engine = make_engine(url)
+    try:
+        current = current_revision(engine)
+    except SQLAlchemyError as exc:
+        return (
+            f"database {shown} not reachable now ({describe_error(exc)}); /readyz says when it is"
+        )
+    finally:
+        engine.dispose()
+    if current != head:
+        raise NotMigrated(
+            f"database {shown} is at revision {current or 'none (empty)'}, this version needs "
+            f"{head}: run `horismos db upgrade` first"
+        )
+    return f"database {shown} at revision {current}"

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -12,6 +15,8 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from app.cli import app as cli
+from app.main import create_app
+from app.settings import Settings
 from tests.runtime.conftest import CHEST_PAIN, ROOT, TRIAGE
 
 
@@ -64,7 +69,10 @@ def test_horismos_run_prints_the_outcome_json(tmp_path: Path) -> None:
     )
 
     assert result.exit_code == 0, result.output
-    outcome: dict[str, Any] = json.loads(result.output)
+    outcome: dict[str, Any] = json.loads(result.stdout)
+    assert result.stderr == f"run {outcome['runId']}: NOT stored " + (
+        "(--save stores it for GET /runs/{id} and horismos replay)\n"
+    )
     assert outcome["decision"] == {"property": "acuity", "value": "Immediate"}
     assert outcome["terminal"] == "Done"
 
@@ -126,3 +134,41 @@ def test_a_mock_bridge_configured_by_settings_perceives_the_request_text(
     assert outcome["decision"] == {"property": "acuity", "value": "Urgent"}
     (call,) = outcome["trace"][0]["calls"]
     assert call["op"] == "extract" and call["model"] == f"mock:{script}"
+
+
+def _horismos(*args: str, database_url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HORISMOS_")}
+    return subprocess.run(
+        [sys.executable, "-c", "from app.cli import main; main()", *args],
+        cwd=cwd,
+        env={**env, "HORISMOS_DATABASE_URL": database_url},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_horismos_run_says_plainly_whether_the_run_was_stored(tmp_path: Path) -> None:
+    facts = tmp_path / "facts.json"
+    facts.write_text(json.dumps(CHEST_PAIN))
+    database = tmp_path / "fresh.db"  # never migrated: --save migrates the SQLite file
+    url = f"sqlite:///{database}"
+    run = ["run", str(TRIAGE), "--workflow", "Triage", "--facts", str(facts)]
+
+    unsaved = _horismos(*run, database_url=url, cwd=tmp_path)
+    assert unsaved.returncode == 0, unsaved.stderr
+    assert unsaved.stdout.splitlines()[-1].startswith("NOT stored")
+    assert not database.exists()
+
+    saved = _horismos(*run, "--save", "--json", database_url=url, cwd=tmp_path)
+    assert saved.returncode == 0, saved.stderr
+    outcome = json.loads(saved.stdout)
+    assert f"run {outcome['runId']}: stored in sqlite" in saved.stderr
+    assert f"GET /runs/{outcome['runId']}" in saved.stderr
+
+    settings = Settings(database_url=url, ontology_paths=[TRIAGE])
+    with TestClient(create_app(settings)) as client:
+        stored = client.get(f"/runs/{outcome['runId']}")
+    assert stored.status_code == 200
+    assert stored.json()["decision"] == outcome["decision"]
+    assert stored.json()["proof"] == outcome["proof"]
