@@ -114,27 +114,13 @@ def load_run_page(session: Session, run_id: str) -> RunPage:
     """The stored run ``run_id``; raises ``NotFound`` like ``GET /runs/{id}``."""
     document = stored_outcome(session, run_id)
     row = repo.get_run(session, run_id)
-    effects = [
-        {
-            "effectId": e.effect_id,
-            "tool": e.tool,
-            "target": e.target_reference,
-            "expectedVersion": e.expected_version,
-            "state": e.state,
-            "attempts": e.attempts,
-            "newVersion": (e.remote_response or {}).get("newVersion"),
-            "detail": (e.remote_response or {}).get("reason")
-            or (e.remote_response or {}).get("error"),
-        }
-        for e in repo.list_effects(session, run_id=run_id)
-    ]
     return RunPage(
         document=document,
         created_at=row.created_at if row is not None else None,
         service_id=row.service_id if row is not None else None,
         hook=row.hook if row is not None else None,
         ontology_digest=row.ontology_digest if row is not None else None,
-        effects=effects,
+        effects=document.get("effects", ()),
     )
 
 

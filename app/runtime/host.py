@@ -70,6 +70,9 @@ def stored_outcome(session: Session, run_id: str) -> dict[str, Any]:
     if row.outcome is None:
         return _unfinished(session, row)
     document = _with_trace(session, run_id, {k: v for k, v in row.outcome.items() if k != "replay"})
+    effects = stored_effects(session, run_id)
+    if effects:
+        document["effects"] = effects
     sources = repo.list_sources(session, run_id)
     if sources:
         document["sources"] = [
@@ -82,6 +85,18 @@ def stored_outcome(session: Session, run_id: str) -> dict[str, Any]:
             for s in sources
         ]
     return document
+
+
+def stored_effects(session: Session, run_id: str) -> list[dict[str, Any]]:
+    """The writes the run proposed, in order, each with how far it got (``state``: proposed,
+    attempted, accepted, conflicted, failed, unknown, refused), what the server answered and
+    when the state last changed."""
+    from adapters.fhir.effect_log import effect_json
+
+    return [
+        effect_json(e) | {"updatedAt": e.updated_at.isoformat()}
+        for e in repo.list_effects(session, run_id=run_id)
+    ]
 
 
 _UNFINISHED = {

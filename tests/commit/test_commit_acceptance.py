@@ -180,6 +180,14 @@ def test_triage_patches_the_encounter_priority_against_the_version_it_read(
         read_version,
         history[-1]["meta"]["versionId"],
     )
+    # the run's record as JSON carries the write with its state
+    [recorded] = client.get(f"/runs/{run_id}").json()["effects"]
+    assert (recorded["effectId"], recorded["state"], recorded["newVersion"]) == (
+        effect["effectId"],
+        "accepted",
+        history[-1]["meta"]["versionId"],
+    )
+    assert (recorded["target"], recorded["element"]) == (effect["target"], "priority")
 
 
 Race = tuple[dict[str, tuple[str, dict[str, Any], list[dict[str, Any]]]], str, str]
@@ -249,8 +257,10 @@ def test_the_conflicted_decisions_card_says_the_record_changed(
 ) -> None:
     outcomes, _, loser = _race(client, fhir_server, pg_engine)
 
-    _, _, lost_cards = outcomes[loser]
+    lost_run, _, lost_cards = outcomes[loser]
     assert any(CHANGED in c.get("detail", "") for c in lost_cards)
+    [effect] = client.get(f"/runs/{lost_run}").json()["effects"]
+    assert effect["state"] == "conflicted"
 
 
 def test_twins_of_one_hook_call_that_writes_send_one_write_and_answer_alike(
