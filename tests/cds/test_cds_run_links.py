@@ -77,9 +77,10 @@ def test_a_tampered_or_borrowed_link_is_refused(signing: TestClient) -> None:
     for path in refused:
         resp = signing.get(path)
         assert resp.status_code == 401, path
-        outcome = resp.json()
-        assert outcome["resourceType"] == "OperationOutcome"
-        assert "not valid" in outcome["issue"][0]["diagnostics"]
+        problem = resp.json()
+        assert resp.headers["content-type"] == "application/problem+json"
+        assert (problem["status"], problem["code"]) == (401, "login")
+        assert "not valid" in problem["detail"]
         assert resp.headers["www-authenticate"].startswith("Bearer")
         page = signing.get(path, headers=BROWSER)
         assert page.status_code == 401
@@ -93,9 +94,7 @@ def test_an_expired_link_says_so(signing: TestClient) -> None:
     query = RunLinks(secret=SECRET.encode()).query(run_id, exp=past)
     resp = signing.get(f"/runs/{run_id}?{query}")
     assert resp.status_code == 401
-    assert resp.json()["issue"][0]["diagnostics"] == (
-        "this link has expired; open the decision again from the EHR"
-    )
+    assert resp.json()["detail"] == "this link has expired; open the decision again from the EHR"
     page = signing.get(f"/runs/{run_id}?{query}", headers=BROWSER)
     assert page.status_code == 401
     assert "this link has expired; open the decision again from the EHR" in page.text
@@ -115,7 +114,7 @@ def test_the_link_does_not_replay_or_resume_the_run(signing: TestClient) -> None
     query = urlsplit(link).query
     replay = signing.post(f"/runs/{run_id}/replay?{query}")
     assert replay.status_code == 401
-    assert "Bearer JWT" in replay.json()["issue"][0]["diagnostics"]
+    assert "Bearer JWT" in replay.json()["detail"]
     assert signing.post(f"/runs/{run_id}/resume?{query}", json={}).status_code == 401
     # with the client JWT the same replay is allowed: the refusal was about the credential
     ok = signing.post(f"/runs/{run_id}/replay", headers=_token(f"/runs/{run_id}/replay"))
