@@ -1,10 +1,11 @@
 """The run page: a stored run's decision, proof and trace as one self-contained HTML document.
 
-What a clinician sees after following a card's link (DESIGN §8). Everything on the page comes
-from what was stored when the run finished — the outcome document (DESIGN §9), the run row, the
-effects the commit adapter recorded and the FHIR source versions the run read; nothing is
-recomputed. The page has no script and no external asset (inline CSS only) and every value is
-passed through ``html.escape``: free text, FHIR ids and generated narration may hold markup.
+What a clinician sees after following a card's link (docs/runtime.md, "The run page").
+Everything on the page comes from what was stored when the run finished — the outcome document
+(``GET /runs/{id}``), the run row, the effects the commit adapter recorded and the FHIR source
+versions the run read; nothing is recomputed. The page has no script and no external asset
+(inline CSS only) and every value is passed through ``html.escape``: free text, FHIR ids and
+generated narration may hold markup.
 
 The proof is rendered from the stored proof JSON as nested lists that carry the same lines as
 ``Proof.render()`` (``proof_text`` returns them as text, which tests compare); a base fact also

@@ -1,4 +1,4 @@
-"""The Bridge protocol (DESIGN §5): the whole neural surface, three calls.
+"""The Bridge protocol (docs/bridge.md): the whole neural surface, three calls.
 
 Errors::
 

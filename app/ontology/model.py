@@ -300,7 +300,7 @@ class AdapterCommit:
 
 @dataclass(frozen=True, kw_only=True)
 class ToolDef:
-    """``T a horis:Tool`` (seeds/07)."""
+    """``T a horis:Tool`` (docs/tools.md)."""
 
     iri: str
     name: str

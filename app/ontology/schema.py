@@ -1,8 +1,8 @@
-"""JSON Schema derived from the ontology for a PerceptionStep (seeds/06, "Schema derivation").
+"""JSON Schema derived from the ontology for a PerceptionStep (docs/schema.md).
 
-The output mirrors structured input (DESIGN §9), so an extraction is loaded exactly like an API
+The output mirrors structured input, so an extraction is loaded exactly like an API
 body: ``{"instances": [{"id": "p1", "class": "Patient", "heartRate": 130, "hasSymptom": ["s1"]},
-{"id": "s1", "class": "ChestPain"}]}``. Per extracted class (seeds/06 table):
+{"id": "s1", "class": "ChestPain"}]}``. Per extracted class (the table of docs/schema.md):
 
 - an ``object`` with ``id``, ``class`` and the class's properties, ``required`` from ``1..``
   cardinalities, ``additionalProperties: false``;

@@ -1,7 +1,7 @@
 """Tool contracts on the interpreter's side: arguments from the graph, results against
 ``horis:effect``. Pure: the call itself happens behind ``RunContext.tools``.
 
-Arguments (DESIGN §3): ``horis:bind [ horis:arg "queue" ; horis:property :acuity ]`` reads the
+Arguments (docs/tools.md): ``horis:bind [ horis:arg "queue" ; horis:property :acuity ]`` reads the
 focus's property (one value for a single-valued property, else a list), ``horis:focus true``
 passes the focus instance id. Individuals and classes travel by local name, decimals as JSON
 numbers. A value the graph does not hold is passed as ``null`` (an escalation must still be able

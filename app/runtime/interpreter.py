@@ -1,4 +1,4 @@
-"""The workflow interpreter (seeds/05 "Execution semantics").
+"""The workflow interpreter (docs/runtime.md, "Execution semantics").
 
 One current step. Per step: snapshot the World (the trace records its version) → check
 ``horis:requires`` on the focus → run the step body → commit its transaction (the World gates,

@@ -83,7 +83,7 @@ def condition_json(ontology: Ontology, cond: Condition) -> dict[str, Any]:
 def qualify_structured(
     ontology: Ontology, data: Mapping[str, Any], namespace: str
 ) -> dict[str, Any]:
-    """DESIGN §9 structured input with its local names resolved in ``namespace`` first.
+    """Structured input (docs/schema.md) with its local names resolved in ``namespace`` first.
 
     When several deployments are loaded as one ontology, a local name such as ``Patient`` may
     exist in more than one; the running workflow's namespace decides. Names that resolve to

@@ -1,4 +1,4 @@
-"""A run's result (seeds/05 "Run outcomes") and a suspended run's position."""
+"""A run's result (docs/runtime.md, "Outcome and trace") and a suspended run's position."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@
 The output follows the schema derived from ``horis:extracts``: one key per extracted class (its
 local name), holding an object or a list of objects, each with property values by local name;
 a ``"class"``/``"type"`` key picks a class from the closed subclass tree; a bare string names a
-class of the tree (``"Symptom": ["ChestPain"]``). The DESIGN §9 form ``{"instances": [...]}`` is
-accepted too. Decisions made here:
+class of the tree (``"Symptom": ["ChestPain"]``). The structured-input form (docs/schema.md)
+``{"instances": [...]}`` is accepted too. Decisions made here:
 
 - an object of the workflow's focus class describes the focus instance (it exists already
   when structured input created it) — text adds facts to the patient, not a second patient;

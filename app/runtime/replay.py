@@ -1,4 +1,4 @@
-"""Replay (DESIGN §6): re-execute a recorded run from its recorded input.
+"""Replay (docs/replay.md): re-execute a recorded run from its recorded input.
 
 Recorded Bridge answers are substituted (the Bridge is never called), non-idempotent tool
 results are substituted (the tool is never called), idempotent tools are re-run only when

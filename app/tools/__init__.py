@@ -1,4 +1,4 @@
-"""Typed tools (seeds/07): bindings, invocation under timeouts, adapter schemes.
+"""Typed tools (docs/tools.md): bindings, invocation under timeouts, adapter schemes.
 
 Importing this package does no network I/O and imports neither httpx nor the MCP SDK; those
 load when an ``http(s):`` or ``mcp://`` tool is first called.

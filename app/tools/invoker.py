@@ -1,6 +1,6 @@
 """``ToolInvoker``: resolves a tool's binding and calls it under its timeout.
 
-Bindings (seeds/07):
+Bindings (docs/tools.md):
 
 - ``python:pkg.module.func`` or ``python:NAME`` — a dotted path, or a callable registered as
   ``tools={"NAME": fn}``; ``rust:NAME`` resolves to the same registry (this host has no Rust

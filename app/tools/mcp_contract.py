@@ -1,4 +1,4 @@
-"""An MCP tool's JSON Schemas against a declared ``horis:Tool`` contract (seeds/07: the
+"""An MCP tool's JSON Schemas against a declared ``horis:Tool`` contract (docs/tools.md: the
 declaration wins; out-of-contract calls cannot be made, out-of-contract results cannot land).
 
 At start (:func:`contract_problems`): the MCP tool must accept every declared argument, in the

@@ -1,4 +1,4 @@
-"""The World: facts behind a gate, rules kept at their fixed point, proofs (DESIGN §4).
+"""The World: facts behind a gate, rules kept at their fixed point, proofs (docs/world.md).
 
 Pure: no I/O, no clock, no randomness. See docs/world.md and docs/proofs.md.
 """

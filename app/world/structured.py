@@ -1,4 +1,4 @@
-"""Structured input (DESIGN §9): ``{"instances": [{"id": "p1", "class": "Patient",
+"""Structured input (docs/schema.md): ``{"instances": [{"id": "p1", "class": "Patient",
 "heartRate": 130, "hasSymptom": ["s1"]}, …]}`` as one gated transaction.
 
 Names are local names in the ontology's namespace or full IRIs. An entry with ``"class"``

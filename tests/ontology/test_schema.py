@@ -1,4 +1,5 @@
-"""Schema derivation: one test per row of the seeds/06 mapping table, and the output's shape."""
+"""Schema derivation: one test per row of docs/schema.md's mapping table, and the output's
+shape."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ED triage deployment (EXAMPLES.md A) is complete, faithful, and verifies."""
+"""The ED triage deployment (docs/examples.md) is complete, faithful, and verifies."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def test_one_rule_per_criterion(triage: Ontology) -> None:
     ]
 
 
-def test_workflow_as_in_the_seeds(triage: Ontology) -> None:
+def test_workflow_as_documented(triage: Ontology) -> None:
     w = triage.workflow("Triage")
     assert (w.decides, w.focus, w.version) == (N + "acuity", N + "Patient", "1.2.0")
     steps = {s.name: s for s in w.steps.values()}

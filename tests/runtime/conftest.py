@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "runtime"
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TRIAGE = ROOT / "ontologies" / "triage.ttl"
-#: structured input (DESIGN §9) that the triage rules decide as Immediate
+#: structured input that the triage rules decide as Immediate
 CHEST_PAIN = {
     "instances": [
         {"id": "p1", "class": "Patient", "heartRate": 130, "age": 70, "hasSymptom": ["s1"]},

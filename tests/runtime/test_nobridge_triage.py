@@ -1,7 +1,8 @@
 """The anti-wrapper gate: the triage deployment decides from structured input with no Bridge.
 
-One case per acuity rule of EXAMPLES.md A; each must end at Done with the stated acuity. With no
-data the goal is unreachable: the run ends at EscalateToNurse with no decision.
+One case per acuity rule of the triage deployment (docs/examples.md); each must end at Done with
+the stated acuity. With no data the goal is unreachable: the run ends at EscalateToNurse with no
+decision.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The seeds/07 failure table, one test per row, plus timeouts and retries."""
+"""The tool failure table (docs/tools.md), one test per row, plus timeouts and retries."""
 
 from __future__ import annotations
 

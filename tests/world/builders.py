@@ -116,7 +116,7 @@ LEVELS = ("Immediate", "Urgent", "Standard", "NonUrgent")
 
 
 def triage(resolution: str = "FirstListed") -> Ontology:
-    """The clinical content of EXAMPLES.md A, built in code."""
+    """The triage deployment's rules (docs/examples.md), built in code."""
     classes = [
         cls("Patient"),
         cls("Symptom"),

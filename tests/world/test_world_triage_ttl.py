@@ -1,4 +1,4 @@
-"""The World over the shipped triage ontology: the acuity table of EXAMPLES.md A."""
+"""The World over the shipped triage ontology: the acuity table of docs/examples.md."""
 
 from __future__ import annotations
 
