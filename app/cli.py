@@ -138,6 +138,39 @@ def verify_ontology(
     )
 
 
+@app.command("new")
+def new_command(
+    service: Annotated[str, typer.Argument(help="The CDS service id (/cds-services/<id>).")],
+    hook: Annotated[str, typer.Option(help="The CDS hook it answers, e.g. patient-view.")],
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Where to write it (default: SERVICE.ttl)."),
+    ] = None,
+    custom_hook: Annotated[
+        bool, typer.Option(help="The hook is your own, not one of the CDS Hooks registry.")
+    ] = False,
+    iri: Annotated[
+        str | None,
+        typer.Option(help="The deployment's IRI (default: https://example.org/cds/SERVICE)."),
+    ] = None,
+) -> None:
+    """Write a first deployment serving SERVICE on HOOK, complete and verified, to edit: it
+    warns on a severe systolic blood pressure (docs/first-service.md). Never overwrites a file."""
+    from app.deployments.scaffold import new_service
+
+    raise typer.Exit(
+        new_service(
+            service,
+            hook,
+            output=output,
+            custom_hook=custom_hook,
+            iri=iri,
+            out=typer.echo,
+            err=_echo_err,
+        )
+    )
+
+
 @app.command("deployments")
 def deployments_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the listing as JSON.")] = False,

@@ -109,6 +109,8 @@ def test_the_wheel_carries_the_bundled_ontologies_and_migrations(tmp_path: Path)
     names = set(zipfile.ZipFile(wheel).namelist())
     data = next(n.split("/", 1)[0] for n in names if ".data/" in n) + "/data/share/horismos"
     expected = [f"ontologies/{p.name}" for p in (ROOT / "ontologies").glob("*.ttl")]
+    templates = (ROOT / "ontologies" / "templates").glob("*.template")
+    expected += [f"ontologies/templates/{p.name}" for p in templates]
     versions = (ROOT / "migrations" / "versions").glob("*.py")
     expected += [f"migrations/versions/{p.name}" for p in versions]
     expected += ["migrations/env.py", "migrations/script.py.mako"]
