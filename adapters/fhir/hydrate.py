@@ -32,14 +32,13 @@ source-version vector lists every resource the call read.
 
 from __future__ import annotations
 
-import calendar
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from adapters.fhir.inputs import InputRecorder, is_stale, unit_refusal
 from adapters.fhir.instances import Instance, InstanceReading
 from adapters.fhir.links import calendar_date, period_days, resolve
 from adapters.fhir.notes import DataNote
@@ -47,26 +46,23 @@ from adapters.fhir.reading import as_codings as _as_codings
 from adapters.fhir.reading import codings as _codings
 from adapters.fhir.reading import evaluate, source_of
 from adapters.fhir.reading import resources_of as resources_of  # re-exported for callers
+from adapters.fhir.times import UNDATED, effective, when_key, years_since
 from adapters.fhir.units import UnitError, convert
 from app.digest import canonical_digest
-from app.ontology.model import XSD, FhirMapping, Ontology, PropertyDef, TextSource
-from app.world.facts import AddInstance, Assert, Change, Source, Violation
+from app.ontology.model import (
+    XSD,
+    FhirMapping,
+    Ontology,
+    PrefetchTemplate,
+    PropertyDef,
+    TextSource,
+)
+from app.world.facts import AddInstance, Assert, Change, Source, Violation, ViolationCode
 from app.world.inputs import InputStatus
 
 UCUM = "http://unitsofmeasure.org"
 _DATE = XSD + "date"
 _STRING = XSD + "string"
-_TIME_PATHS = (
-    ("effectiveDateTime",),
-    ("effectiveInstant",),
-    ("effectivePeriod", "end"),
-    ("effectivePeriod", "start"),
-    ("issued",),
-    ("recordedDate",),
-    ("onsetDateTime",),
-    ("authoredOn",),
-    ("meta", "lastUpdated"),
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,17 +110,35 @@ _IN_ERROR = "entered-in-error"
 _ABSENT = "dataAbsentReason"  # on a resource or component: there is no value to read
 
 
-def _is_record(resource: Mapping[str, Any]) -> bool:
-    """Whether the resource's status lets it become a fact at all: a usable status for its type
-    (an Observation that is registered, cancelled or of unknown status is no result), and never
-    ``entered-in-error`` as ``status`` or ``verificationStatus``."""
+def _record_problem(resource: Mapping[str, Any]) -> str | None:
+    """Why the resource's status keeps it from becoming a fact at all, or None: a status its
+    type does not count as a result (an Observation that is registered, cancelled or of unknown
+    status), or ``entered-in-error`` as ``status`` or ``verificationStatus``."""
     status = resource.get("status")
-    usable = _USABLE_STATUS.get(str(resource.get("resourceType")))
-    if status == _IN_ERROR or (usable is not None and status not in usable):
-        return False
     verification = resource.get("verificationStatus")
     codings = verification.get("coding") if isinstance(verification, dict) else None
-    return not any(isinstance(c, dict) and c.get("code") == _IN_ERROR for c in codings or [])
+    if status == _IN_ERROR or any(
+        isinstance(c, dict) and c.get("code") == _IN_ERROR for c in codings or []
+    ):
+        return "it was entered in error"
+    usable = _USABLE_STATUS.get(str(resource.get("resourceType")))
+    if usable is not None and status not in usable:
+        return f"its status is {status!r}, not a result" if status else "it has no status"
+    return None
+
+
+def _is_record(resource: Mapping[str, Any]) -> bool:
+    return _record_problem(resource) is None
+
+
+def _absent_reason(node: Mapping[str, Any]) -> str:
+    """A ``dataAbsentReason`` in words: its text, else its code."""
+    reason = node.get(_ABSENT)
+    if not isinstance(reason, dict):
+        return "it has no value"
+    codes = [c.get("code") for c in reason.get("coding") or [] if isinstance(c, dict)]
+    said = [str(w) for w in (reason.get("text"), *codes) if w]
+    return f"it has no value ({said[0]})" if said else "it has no value"
 
 
 _FOCUS_TYPE = "Patient"  # the resource type of CDS Hooks' context.patientId
@@ -156,51 +170,6 @@ def refers_to(reference: str, target: str) -> bool:
     return plain == target or plain.endswith("/" + target)
 
 
-def _effective(resource: Mapping[str, Any]) -> str:
-    for path in _TIME_PATHS:
-        node: Any = resource
-        for part in path:
-            node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, str):
-            return node
-    return ""
-
-
-def _when_key(text: str) -> datetime:
-    """Effective times compare as instants; a date-only value counts as its midnight UTC."""
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return datetime.min.replace(tzinfo=UTC)
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed
-
-
-_FHIR_DATE = re.compile(r"(\d{4})(?:-(\d{2})(?:-(\d{2})(?:T.+)?)?)?")
-
-
-def latest_day(text: str) -> date:
-    """The last day a FHIR ``date`` (or ``dateTime``) can mean: ``1960-06`` → 1960-06-30,
-    ``1960`` → 1960-12-31. A value that is not a FHIR date raises ``ValueError``."""
-    found = _FHIR_DATE.fullmatch(text)
-    if found is None:
-        raise ValueError(f"{text!r} is not a FHIR date")
-    year, month, day = found.groups()
-    y, m = int(year), int(month or 12)
-    if not 1 <= m <= 12:
-        raise ValueError(f"{text!r} is not a FHIR date")
-    return date(y, m, int(day) if day else calendar.monthrange(y, m)[1])
-
-
-def years_since(born: str, now: datetime) -> int:
-    """Whole years from ``born`` to ``now``. A partial date counts from the latest day it can
-    mean, so the result is never older than the person can be."""
-    d = latest_day(born)
-    today = now.date()
-    return today.year - d.year - ((today.month, today.day) < (d.month, d.day))
-
-
 def _not_ucum(quantity: Mapping[str, Any], wanted: str) -> str:
     system, display = quantity.get("system"), quantity.get("unit")
     if system not in (None, UCUM):
@@ -222,13 +191,23 @@ class _Hydrator(InstanceReading):
         data: Mapping[str, Any],
         context: Mapping[str, Any],
         now: datetime,
+        prefetch: Sequence[PrefetchTemplate] | None = None,
+        truncated: Mapping[str, str] | None = None,
     ) -> None:
         self.o = ontology
         self.focus_id = focus_id
         self.focus_class = focus_class
         self.context = context
         self.now = now
+        self._at = now if now.tzinfo is not None else now.replace(tzinfo=UTC)
         self.out = Hydration()
+        self.inputs = InputRecorder(
+            self.out.inputs,
+            data=data,
+            context=context,
+            prefetch=prefetch,
+            truncated=truncated or {},
+        )
         self.pool: list[dict[str, Any]] = []
         self._seen: dict[tuple[str, str], dict[str, Any]] = {}
         for value in data.values():
@@ -303,14 +282,21 @@ class _Hydrator(InstanceReading):
         a fact: it is recorded, once, as a ``subject`` violation, and read no further."""
         key = (str(r.get("resourceType")), str(r.get("id")))
         known = self._about_focus_of.get(key)
-        if known is not None:
-            return known
+        if known is None:
+            known = self._check_subject(r, prop)
+            self._about_focus_of[key] = known
+        if not known and prop is not None and prop in self.o.properties:
+            whom = about(r)
+            why = f"it is about {whom}, not this patient" if whom else "it names no patient"
+            self.inputs.refused(self.o.properties[prop], source_of(r).reference, why)
+        return known
+
+    def _check_subject(self, r: Mapping[str, Any], prop: str | None) -> bool:
         focus = f"{_FOCUS_TYPE}/{self.focus_id}"
         whom = about(r)
         ok = whom is not None and refers_to(whom, focus)
         if not ok and whom is not None and _is_bare(whom):
             ok = self._bare_subject(r, whom)
-        self._about_focus_of[key] = ok
         if not ok:
             said = f"is about {whom}" if whom is not None else "names no subject"
             message = f"{source_of(r).reference} {said}, not {focus}: not read"
@@ -344,11 +330,19 @@ class _Hydrator(InstanceReading):
     def run(self, texts: Iterable[TextSource]) -> Hydration:
         focus_source = self._seen.get(("Patient", self.focus_id))
         for prop in self.o.properties_of(self.focus_class):
+            if not prop.from_fhir:
+                continue
+            self.inputs.read(prop)
+            first = len(self.out.changes)
             for m in prop.from_fhir:
                 if prop.is_object:
                     self._object(prop, m)
                 else:
                     self._datum(prop, m)
+            read = any(
+                isinstance(c, Assert) and c.property == prop.iri for c in self.out.changes[first:]
+            )
+            self.inputs.settle(prop, has_value=read)
         self._instance_properties()
         self._inverses()
         self.out.changes[:0] = [
@@ -379,17 +373,33 @@ class _Hydrator(InstanceReading):
 
     def _datum(self, prop: PropertyDef, m: FhirMapping) -> None:
         found: list[tuple[datetime, dict[str, Any], Any]] = []
+        unusable: list[tuple[Mapping[str, Any], str]] = []
         for r in self._candidates(m):
             targets = self._targets(m, r)
-            if targets and not self._about_focus(r, prop.iri):
+            if not targets:
+                why = self._unusable(m, r)
+                if why is not None:
+                    unusable.append((r, why))
+                continue
+            if not self._about_focus(r, prop.iri):
                 continue
             for node, origin in self._linked(m, r, targets):
                 for v in evaluate(node, m.fhir_path):
                     for item in _as_codings(v) if prop.range == _STRING else (v,):
                         if item is not None:
-                            found.append((_when_key(_effective(r)), dict(origin), item))
+                            found.append((when_key(effective(r)), dict(origin), item))
         if not found:
+            for res, why in unusable:  # only unusable readings: say why none was read
+                self.inputs.refused(prop, source_of(res).reference, why)
             return
+        if m.max_age is not None:
+            fresh = [f for f in found if not is_stale(f[0], self._at, m.max_age)]
+            if not fresh:
+                when, r, _raw = max(found, key=lambda f: f[0])
+                taken = None if when == UNDATED else when
+                self.inputs.stale(prop, m, source_of(r).reference, taken)
+                return
+            found = fresh
         if m.pick == "Latest":
             found.sort(key=lambda item: item[0], reverse=True)
             found = found[:1]
@@ -414,20 +424,20 @@ class _Hydrator(InstanceReading):
         elif prop.range == _DATE and isinstance(raw, str) and "T" in raw:
             day = calendar_date(raw)  # a dateTime read as a date keeps its day as written
             if day is None:
-                self._problem("range", prop, raw, f"{src.reference}: {raw!r} is not a date")
+                self._problem("range", prop, raw, src, f"{raw!r} is not a date")
                 return
             value = day.isoformat()
         elif m.transform == "YearsSince":
             try:
                 value = years_since(str(raw), self.now)
             except ValueError:
-                self._problem("range", prop, raw, f"{src.reference}: {raw!r} is not a date")
+                self._problem("range", prop, raw, src, f"{raw!r} is not a date")
                 return
         elif isinstance(raw, dict) and "value" in raw:
             try:
                 value = Decimal(str(raw["value"]))
             except InvalidOperation:
-                self._problem("range", prop, raw, f"{src.reference}: not a number")
+                self._problem("range", prop, raw, src, "not a number")
                 return
             # a code is UCUM only in the UCUM system (or with no system); display text never
             # is, unless it is literally the unit wanted
@@ -438,14 +448,16 @@ class _Hydrator(InstanceReading):
                 if code is None:
                     if display != prop.unit:
                         why = _not_ucum(raw, prop.unit)
-                        self._problem("unit", prop, raw.get("value"), f"{src.reference}: {why}")
+                        said = unit_refusal(raw, prop.unit)
+                        self._problem("unit", prop, raw.get("value"), src, why, said)
                         return
                     unit = prop.unit
                 else:
                     try:
                         value, unit = convert(value, str(code), prop.unit), prop.unit
                     except UnitError as exc:
-                        self._problem("unit", prop, raw.get("value"), f"{src.reference}: {exc}")
+                        said = unit_refusal(raw, prop.unit)
+                        self._problem("unit", prop, raw.get("value"), src, str(exc), said)
                         return
         elif isinstance(raw, float):
             value = Decimal(repr(raw))
@@ -459,9 +471,15 @@ class _Hydrator(InstanceReading):
     def _object(self, prop: PropertyDef, m: FhirMapping) -> None:
         tree = set(self.o.subclasses(prop.range))
         coded = self._coded_tree(prop.range)
+        old: list[tuple[datetime, Mapping[str, Any]]] = []
+        first = len(self.out.changes)
         for r in self._candidates(m):
             targets = self._targets(m, r)
             if not targets:
+                continue
+            when = when_key(effective(r))
+            if is_stale(when, self._at, m.max_age):
+                old.append((when, r))
                 continue
             classes = [
                 c
@@ -482,6 +500,10 @@ class _Hydrator(InstanceReading):
             src = source_of(r)
             instance_id = self._instance_id(r, cls, from_context=m.context_key is not None)
             self.out.changes.append(Assert(self.focus_id, prop.iri, instance_id, src))
+        if old and len(self.out.changes) == first:  # records there were, all too old
+            when, res = max(old, key=lambda item: item[0])
+            taken = None if when == UNDATED else when
+            self.inputs.stale(prop, m, source_of(res).reference, taken)
 
     def _instance_id(self, r: Mapping[str, Any], cls: str, *, from_context: bool = False) -> str:
         """The instance a resource is, created on first sight. Two different resources named
@@ -512,10 +534,45 @@ class _Hydrator(InstanceReading):
         )
         return iid
 
-    def _problem(self, code: str, prop: PropertyDef, value: Any, message: str) -> None:
-        self.out.violations.append(
-            Violation(code, self.focus_id, prop.iri, value, message)  # type: ignore[arg-type]
-        )
+    def _problem(
+        self,
+        code: ViolationCode,
+        prop: PropertyDef,
+        value: Any,
+        src: Source,
+        message: str,
+        said: str | None = None,
+    ) -> None:
+        """A value of ``prop`` read from ``src`` is not used: a violation (``message``) and a
+        refused input (``said``, in a clinician's words; ``message`` when not given)."""
+        problem = Violation(code, self.focus_id, prop.iri, value, f"{src.reference}: {message}")
+        self.out.violations.append(problem)
+        self.inputs.refused(prop, src.reference, said or message)
+
+    def _unusable(self, m: FhirMapping, r: Mapping[str, Any]) -> str | None:
+        """Why a resource about the focus that the mapping's code and ``horis:where`` select
+        gives no value (its status, or no value at all); None when it is not such a resource."""
+        whom = about(r)
+        focus = f"{_FOCUS_TYPE}/{self.focus_id}"
+        if whom is None or not (refers_to(whom, focus) or whom == self.focus_id):
+            return None
+        if m.where is not None and evaluate(r, m.where) != [True]:
+            return None
+        if not (m.codings or m.value_sets) or self._coded(m, r.get("code")):
+            nodes: list[Mapping[str, Any]] = [r]
+        else:
+            nodes = [
+                c
+                for c in r.get("component") or []
+                if isinstance(c, dict) and self._coded(m, c.get("code"))
+            ]
+        if not nodes:
+            return None
+        problem = _record_problem(r)
+        if problem is not None:
+            return problem
+        absent = [n for n in nodes if _ABSENT in n]
+        return _absent_reason(absent[0]) if len(absent) == len(nodes) else None
 
 
 def hydrate(
@@ -527,8 +584,13 @@ def hydrate(
     context: Mapping[str, Any],
     now: datetime,
     texts: Iterable[TextSource] = (),
+    prefetch: Sequence[PrefetchTemplate] | None = None,
+    truncated: Mapping[str, str] | None = None,
 ) -> Hydration:
-    """Read ``data`` (prefetch keys → resources) and ``context`` into changes for the focus."""
+    """Read ``data`` (prefetch keys → resources) and ``context`` into changes for the focus,
+    with the input status of every mapped property. ``prefetch`` (the service's templates)
+    says which key feeds which resource type, so a key without data is an *absent* input;
+    ``truncated`` names the keys whose search was cut off, and why (``adapters.fhir.inputs``)."""
     return _Hydrator(
         ontology,
         focus_id=focus_id,
@@ -536,4 +598,6 @@ def hydrate(
         data=data,
         context=context,
         now=now,
+        prefetch=prefetch,
+        truncated=truncated,
     ).run(texts)

@@ -29,6 +29,7 @@ from app.world.facts import Assert, Change
 
 if TYPE_CHECKING:
     from adapters.fhir.hydrate import Hydration
+    from adapters.fhir.inputs import InputRecorder
 
 _STRING = XSD + "string"
 
@@ -55,6 +56,7 @@ class InstanceReading:
         focus_id: str
         focus_class: str
         out: Hydration
+        inputs: InputRecorder
         instances: dict[str, Instance]
         _seen: dict[tuple[str, str], dict[str, Any]]
 
@@ -104,6 +106,7 @@ class InstanceReading:
                     for m in prop.from_fhir:
                         if m.resource_type != rtype or m.context_key is not None:
                             continue
+                        self.inputs.read(prop)
                         if prop.is_object:
                             self._instance_link(iid, inst, prop, m)
                         else:

@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.api.run_inputs import inputs_section
 from app.runtime.host import stored_outcome
 from app.store import repo
 
@@ -454,6 +455,7 @@ def render_run_page(page: RunPage) -> str:
         facts.append(("Ontology digest", f"<code>{_e(page.ontology_digest[:16])}</code>"))
     parts.append("<dl>" + "".join(f"<dt>{escape(k)}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>")
     parts.append("</section>")
+    parts.append(inputs_section(doc.get("inputs")))
 
     for step, narration in _narrations(trace):
         if narration.get("generated"):

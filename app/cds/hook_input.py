@@ -6,9 +6,10 @@ World alone lets replay re-reason over the same facts; storing the FHIR input it
 **hydrate again** under another version of the deployment — a changed mapping, unit, code or
 value set — and see what the change does to real calls.
 
-:class:`HookInput` is that input: the hook, the service, the context, the prefetch data and the
-run's time. It is stored in ``runs.input`` as compact JSON compressed with zlib (a triage call's
-~15 KB of FHIR takes ~2 KB), in the run's own row and statement: no extra round trip.
+:class:`HookInput` is that input: the hook, the service, the context, the prefetch data, the
+keys whose search was cut off (so they are read as *truncated* again) and the run's time. It is
+stored in ``runs.input`` as compact JSON compressed with zlib (a triage call's ~15 KB of FHIR
+takes ~2 KB), in the run's own row and statement: no extra round trip.
 :func:`rehydrate` turns it into an input World for any ontology that declares the service.
 """
 
@@ -17,14 +18,16 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from adapters.fhir.hydrate import hydrate
+from adapters.fhir.inputs import note_gate_refusals
 from app.ontology.model import Ontology
 from app.runtime.replay import RecordedRun
 from app.world.facts import Change, Violation
+from app.world.inputs import InputStatus
 from app.world.world import World
 
 #: Version of the stored form; read back by :meth:`HookInput.from_bytes`.
@@ -47,9 +50,11 @@ class HookInput:
     context: Mapping[str, Any]
     prefetch: Mapping[str, Any]
     now: str
+    #: prefetch keys whose search was cut off → why (absent from inputs stored before it)
+    truncated: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "v": INPUT_VERSION,
             "service": self.service,
             "hook": self.hook,
@@ -57,6 +62,9 @@ class HookInput:
             "prefetch": self.prefetch,
             "now": self.now,
         }
+        if self.truncated:
+            out["truncated"] = dict(self.truncated)
+        return out
 
     def to_bytes(self) -> bytes:
         """The stored form: compact JSON, zlib-compressed."""
@@ -73,19 +81,29 @@ class HookInput:
                 context=dict(data["context"]),
                 prefetch=dict(data["prefetch"]),
                 now=str(data["now"]),
+                truncated={str(k): str(v) for k, v in dict(data.get("truncated") or {}).items()},
             )
         except (zlib.error, ValueError, KeyError, TypeError) as exc:
             raise InputUnusable(f"the stored input cannot be read: {exc}") from None
 
 
-def apply_api_facts(world: World, changes: list[Change], problems: list[Violation]) -> None:
-    """One ``api`` transaction; facts the gate refuses are dropped one by one and recorded."""
+def apply_api_facts(
+    world: World,
+    changes: list[Change],
+    problems: list[Violation],
+    *,
+    inputs: InputStatus | None = None,
+) -> None:
+    """One ``api`` transaction; facts the gate refuses are dropped one by one and recorded (as
+    *refused* inputs of their properties in ``inputs``, when given)."""
     pending = list(changes)
     for _attempt in range(len(pending) + 1):
         result = world.transact(pending, provenance="api")
         if result.ok:
             return
         problems.extend(result.violations)
+        if inputs is not None:
+            note_gate_refusals(inputs, world.ontology.properties, result.violations)
         bad = {(v.subject, v.property) for v in result.violations}
         # AddInstance has no subject/property: it is only dropped when its instance is refused
         kept = [
@@ -109,6 +127,8 @@ class Rehydrated:
     world: World
     text: str | None
     violations: list[Violation]
+    #: the input status hydration recorded, as the run would have it now
+    inputs: InputStatus = field(default_factory=InputStatus)
 
 
 def rehydrate(ontology: Ontology, stored: HookInput) -> Rehydrated:
@@ -130,11 +150,15 @@ def rehydrate(ontology: Ontology, stored: HookInput) -> Rehydrated:
         context=stored.context,
         now=now,
         texts=service.text,
+        prefetch=service.prefetch,
+        truncated=stored.truncated,
     )
     world = World(ontology, now=now)
     problems: list[Violation] = list(hydration.violations)
-    apply_api_facts(world, hydration.changes, problems)
-    return Rehydrated(world=world, text=hydration.text, violations=problems)
+    apply_api_facts(world, hydration.changes, problems, inputs=hydration.inputs)
+    return Rehydrated(
+        world=world, text=hydration.text, violations=problems, inputs=hydration.inputs
+    )
 
 
 def rehydrated_recording(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
@@ -62,6 +62,9 @@ class Gathered:
 
     data: dict[str, dict[str, Any] | None]
     fetched: tuple[str, ...]  # keys read from fhirServer by the service
+    #: keys whose search was cut off (a page or byte budget, a paging loop) → why; their data
+    #: is what was read before the cut (None when nothing could be)
+    truncated: dict[str, str] = field(default_factory=dict)
 
 
 def _is_outcome(value: Any) -> bool:

@@ -51,7 +51,7 @@ from app.cds.fhir_data import resource_issues
 from app.cds.hook_input import HookInput, apply_api_facts
 from app.cds.leases import LeaseKeeper, abandoned, take_over_claim
 from app.cds.leniency import as_service_hook
-from app.cds.prefetch import gather
+from app.cds.prefetch import Gathered, gather
 from app.cds.requests import HookRequest, parse_hook_request
 from app.cds.response_check import check_response
 from app.deployments import Deployment, Deployments
@@ -333,6 +333,8 @@ class HookService:
             context=req.context,
             now=now,
             texts=service.text,
+            prefetch=service.prefetch,
+            truncated=gathered.truncated,
         )
         # one call however the client spells its hookInstance (upper or lower case)
         digest = request_digest({**body, "hookInstance": req.hook_instance})
@@ -359,7 +361,7 @@ class HookService:
                 workflow,
                 req,
                 hydration,
-                gathered.data,
+                gathered,
                 claim,
                 now,
                 base_url,
@@ -456,7 +458,7 @@ class HookService:
         workflow: WorkflowDef,
         req: HookRequest,
         hydration: Hydration,
-        data: Mapping[str, Any],
+        gathered: Gathered,
         claim: RunClaim,
         now: datetime,
         base_url: str,
@@ -471,7 +473,7 @@ class HookService:
                 workflow,
                 req,
                 hydration,
-                data,
+                gathered,
                 claim,
                 now,
                 base_url,
@@ -508,7 +510,7 @@ class HookService:
         workflow: WorkflowDef,
         req: HookRequest,
         hydration: Hydration,
-        data: Mapping[str, Any],
+        gathered: Gathered,
         claim: RunClaim,
         now: datetime,
         base_url: str,
@@ -526,8 +528,9 @@ class HookService:
         focus_id = str(req.context["patientId"])
         world = World(ontology, now=now)
         problems: list[Violation] = list(hydration.violations)
-        apply_api_facts(world, hydration.changes, problems)
+        apply_api_facts(world, hydration.changes, problems, inputs=hydration.inputs)
         input_world = world.to_json()
+        data = gathered.data
         tools = d.runner.invoker()
         resources = [r for v in data.values() for r in resources_of(v)]
         handler: Any = None
@@ -554,6 +557,7 @@ class HookService:
             tools=ClaimFirstTools(tools, claim),
             wrap_bridge=lambda bridge: claim_first_bridge(bridge, claim),
             deadline=send_before,
+            inputs=hydration.inputs,
         )
         outcome = run_workflow(ontology, workflow.iri, world, ctx)
         if claim.moved:  # the claim found a newer active version: run again on it
@@ -609,6 +613,7 @@ class HookService:
             inputViolations=[v.to_json() for v in problems],
             dataQuality=[n.to_json() for n in (*req.notes, *hydration.notes)],
         )
+        record.values["inputs"] = hydration.inputs.to_json()
         # what hydration read, so replay can hydrate it again under another version
         stored_input = HookInput(
             service=service.id,
@@ -616,6 +621,7 @@ class HookService:
             context=req.context,
             prefetch=data,
             now=now.isoformat(),
+            truncated=gathered.truncated,
         )
         record.values["input"] = stored_input.to_bytes()
         rows = [s.to_row() for s in hydration.sources]

@@ -73,6 +73,8 @@ def stored_outcome(session: Session, run_id: str) -> dict[str, Any]:
     effects = stored_effects(session, run_id)
     if effects:
         document["effects"] = effects
+    if row.inputs is not None:
+        document["inputs"] = row.inputs
     sources = repo.list_sources(session, run_id)
     if sources:
         document["sources"] = [

@@ -42,6 +42,7 @@ from app.runtime.trace import parse_trace, trace_json
 from app.store import repo
 from app.tools.invoker import ToolInvoker
 from app.world import World, load_structured
+from app.world.inputs import InputStatus
 
 #: Keys of the outcome document a run's outcome sets; a resume replaces exactly these and
 #: keeps every other key (``replay``, ``inputViolations``, ``dataQuality`` …).
@@ -130,11 +131,13 @@ class Runner:
         tools: ToolPort | None = None,
         wrap_bridge: BridgeWrap | None = None,
         deadline: float | None = None,
+        inputs: InputStatus | None = None,
     ) -> RunContext:
         """The context of one run. ``tools`` replaces the fresh invoker (a hook passes its
         own, wrapped); ``wrap_bridge`` wraps every Bridge the run may call (a hook's claim);
         ``deadline`` (on :attr:`timer`) is when the run's outside calls must be done by (a hook
-        call's own deadline), else :attr:`deadline` seconds from now."""
+        call's own deadline), else :attr:`deadline` seconds from now; ``inputs`` is what
+        hydration could not read completely (a hook run's)."""
         wrap = wrap_bridge or (lambda bridge: bridge)
         resolve = self.bridges
         return RunContext(
@@ -149,6 +152,7 @@ class Runner:
             deadline=deadline
             if deadline is not None or self.deadline is None
             else self.timer() + self.deadline,
+            inputs=inputs,
         )
 
     # --- runs on structured input -----------------------------------------------------------

@@ -1,0 +1,188 @@
+"""The input status hydration records: for every FHIR-mapped property, whether its inputs came
+in complete, and if not why, in a clinician's words (``app.world.inputs`` defines the states).
+
+Hydration calls :class:`InputRecorder` as it reads:
+
+- ``refused`` when data was there but not admitted: a unit that is not UCUM or cannot be
+  converted, a resource about another patient, a reading whose status makes it no result (the
+  only readings cancelled, entered in error, without a value), a value the World's gate refused;
+- ``stale`` when every reading is older than the mapping's ``horis:maxAge`` at the hook's time;
+- ``truncated`` when a search feeding the property was cut off (page or byte budget, a paging
+  loop): more data may exist, so what was read is never the whole answer;
+- ``absent`` when no value came in at all, unless the property is a record list declared
+  ``horis:absentMeans horis:None`` and every search feeding it was answered whole: then an
+  empty answer means there is none (closed world) and the input is complete.
+
+Which prefetch keys feed a property is read from the templates: a key feeds the mappings of the
+resource type its query reads (``Observation?patient=…`` feeds every ``Observation`` mapping).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from app.ontology.model import FhirMapping, PrefetchTemplate, PropertyDef
+from app.ucum import is_ucum
+from app.world.facts import Violation
+from app.world.inputs import InputReason, InputState, InputStatus
+
+UCUM = "http://unitsofmeasure.org"
+
+
+def query_type(query: str) -> str:
+    """The resource type a prefetch query reads: ``Observation?patient=…`` → ``Observation``."""
+    return re.split(r"[/?]", query.strip(), maxsplit=1)[0]
+
+
+def label_of(prop: PropertyDef) -> str:
+    """How a clinician names the property: its ``rdfs:label``, else its local name."""
+    return prop.label or prop.name
+
+
+def _noun(prop: PropertyDef) -> str:
+    return "record" if prop.is_object else "reading"
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def span(seconds: float) -> str:
+    """A ``horis:maxAge`` in words: ``21600`` → ``6 h``, ``7776000`` → ``90 days``."""
+    whole = int(seconds)
+    for size, one, many in ((86_400, "day", "days"), (3_600, "h", "h"), (60, "min", "min")):
+        if whole >= size and whole % size == 0:
+            n = whole // size
+            return f"{n} {one if n == 1 else many}"
+    return f"{whole} s"
+
+
+def unit_refusal(quantity: Mapping[str, Any], wanted: str) -> str:
+    """Why a Quantity's unit cannot be read as ``wanted``, in a clinician's words."""
+    system, code, display = quantity.get("system"), quantity.get("code"), quantity.get("unit")
+    if system not in (None, UCUM):
+        shown = code if code is not None else display
+        return f"unit {shown!r} is not a recognized unit (its system is {system})"
+    if code is None:
+        if display is None:
+            return "the value has no unit"
+        return f"unit {display!r} is not a recognized unit"
+    if not is_ucum(str(code)):
+        return f"unit {code!r} is not a recognized unit"
+    return f"unit {code!r} cannot be converted to {wanted!r}"
+
+
+class InputRecorder:
+    """Records one hydration's input status as it reads (see the module docstring)."""
+
+    def __init__(
+        self,
+        status: InputStatus,
+        *,
+        data: Mapping[str, Any],
+        context: Mapping[str, Any],
+        prefetch: Sequence[PrefetchTemplate] | None,
+        truncated: Mapping[str, str],
+    ) -> None:
+        self.status = status
+        self._data = data
+        self._context = context
+        self._prefetch = prefetch
+        self._truncated = truncated
+
+    def read(self, prop: PropertyDef) -> None:
+        self.status.read(prop.iri)
+
+    def _note(self, prop: PropertyDef, state: InputState, source: str | None, detail: str) -> None:
+        self.status.note(prop.iri, InputReason(state=state, source=source, detail=detail))
+
+    def refused(self, prop: PropertyDef, source: str | None, why: str) -> None:
+        """A value of ``prop`` was there and not admitted, for the reason ``why``."""
+        said = f"{_sentence(label_of(prop))} {_noun(prop)} not used: {why}"
+        self._note(prop, "refused", source, said)
+
+    def stale(
+        self, prop: PropertyDef, m: FhirMapping, source: str | None, taken: datetime | None
+    ) -> None:
+        """Every reading of ``prop`` is older than the mapping's ``horis:maxAge``."""
+        assert m.max_age is not None
+        latest = (
+            f"the latest was taken {taken.date().isoformat()}"
+            if taken is not None
+            else "the latest has no time"
+        )
+        self._note(
+            prop, "stale", source, f"No {label_of(prop)} in the last {span(m.max_age)}: {latest}"
+        )
+
+    def _keys(self, m: FhirMapping) -> list[str]:
+        """The prefetch keys that feed mapping ``m`` (none when the templates are unknown)."""
+        if self._prefetch is None or m.context_key is not None:
+            return []
+        return [t.key for t in self._prefetch if query_type(t.query) == m.resource_type]
+
+    def settle(self, prop: PropertyDef, *, has_value: bool) -> None:
+        """After every mapping of ``prop`` was read: its truncated searches, and whether having
+        no value is an absent input or (closed world, every search answered whole) none."""
+        answered = True
+        fed = False
+        for m in prop.from_fhir:
+            if m.context_key is not None:
+                fed = True
+                answered = answered and self._context.get(m.context_key) is not None
+                continue
+            for key in self._keys(m):
+                fed = True
+                if key in self._truncated:
+                    self._note(
+                        prop,
+                        "truncated",
+                        f"prefetch.{key}",
+                        f"The {key!r} search was cut off ({self._truncated[key]}): more "
+                        f"{label_of(prop)} data may exist than was read",
+                    )
+                if self._data.get(key) is None:
+                    answered = False
+            if self._prefetch is not None and not self._keys(m):
+                answered = False  # no key reads this resource type: nothing could come in
+        if has_value or not self.status.of(prop.iri).complete:
+            return
+        if prop.closed_world and answered:
+            return  # an answered search without a match: there is none
+        self._note(prop, "absent", None, self._absent_words(prop, fed=fed, answered=answered))
+
+    def _absent_words(self, prop: PropertyDef, *, fed: bool, answered: bool) -> str:
+        name = label_of(prop)
+        if answered or not fed:
+            return f"No {name} {_noun(prop)} in the data the service received"
+        missing = sorted(
+            {key for m in prop.from_fhir for key in self._keys(m) if self._data.get(key) is None}
+            | {
+                f"context.{m.context_key}"
+                for m in prop.from_fhir
+                if m.context_key is not None and self._context.get(m.context_key) is None
+            }
+        )
+        where = ", ".join(repr(k) for k in missing)
+        return f"No {name}: no data for {where} (not provided or null)"
+
+
+def is_stale(when: datetime, now: datetime, max_age: float | None) -> bool:
+    """Whether a reading taken at ``when`` is older than ``max_age`` seconds at ``now``."""
+    return max_age is not None and (now - when).total_seconds() > max_age
+
+
+def note_gate_refusals(
+    status: InputStatus, properties: Mapping[str, PropertyDef], violations: Sequence[Violation]
+) -> None:
+    """Values hydration read but the World's gate refused (out of range, not allowed): each is a
+    *refused* input of its property."""
+    for v in violations:
+        prop = properties.get(v.property) if v.property is not None else None
+        if prop is None or not prop.from_fhir:
+            continue
+        said = f"{_sentence(label_of(prop))} {_noun(prop)} not used: {v.message}"
+        status.note(prop.iri, InputReason(state="refused", source=v.subject, detail=said))
