@@ -110,8 +110,11 @@ class Settings(BaseSettings):
     allowed_fhir_servers: Annotated[list[str], NoDecode] = Field(default_factory=list)
     #: Largest request body the CDS routes read, in bytes (larger: 413).
     max_request_bytes: int = Field(default=5_000_000, gt=0)
-    #: Largest FHIR answer one prefetch key may read, all its pages together, in bytes.
+    #: Largest FHIR answer one prefetch key may read, all its pages together, in bytes; a search
+    #: that reaches it is read as *truncated* (an incomplete input), not as the whole answer.
     max_fhir_response_bytes: int = Field(default=20_000_000, gt=0)
+    #: Most searchset pages one prefetch key follows; a search with more is *truncated*.
+    max_fhir_pages: int = Field(default=10, gt=0)
     #: The longest one hook call may take, end to end, before it is answered 503 (the run
     #: itself carries on and stores its answer for a retry of the same hookInstance).
     hook_deadline_seconds: float = Field(default=10.0, gt=0)

@@ -51,6 +51,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,9 @@ def noop_factory() -> Any:
 # --- the requests -----------------------------------------------------------------------------
 
 
+TAKEN = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+
+
 def _obs(pid: str, code: str, value: float, unit: str, minutes: int, n: int) -> dict[str, Any]:
     return {
         "resourceType": "Observation",
@@ -110,7 +114,8 @@ def _obs(pid: str, code: str, value: float, unit: str, minutes: int, n: int) -> 
         "category": [{"coding": [{"code": "vital-signs"}]}],
         "code": {"coding": [{"system": "http://loinc.org", "code": code}]},
         "subject": {"reference": f"Patient/{pid}"},
-        "effectiveDateTime": f"2025-06-01T10:{minutes:02d}:00Z",
+        # taken this hour, so every reading is within the deployment's horis:maxAge
+        "effectiveDateTime": (TAKEN + timedelta(minutes=minutes)).isoformat(timespec="seconds"),
         "valueQuantity": {
             "value": value,
             "unit": unit,

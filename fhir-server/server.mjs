@@ -8,7 +8,8 @@
 // --log) so tests can prove what did and did not reach the server.
 //
 // Test-only: a PUT with `X-Test-Keep-Last-Updated: true` keeps the body's meta.lastUpdated, so a
-// test can store records as they were last changed in the past. `_include` is added to searches.
+// test can store records as they were last changed in the past. `_include` is added to searches,
+// and a search limited by `_count` links its next page (`_offset`), as a paging server does.
 //
 // Usage: node server.mjs [--host 127.0.0.1] [--port 8090] [--base /fhir] [--log requests.jsonl]
 // (or env FHIR_HOST, FHIR_PORT, FHIR_BASE, FHIR_LOG). Port 0 picks a free port; the first stdout
@@ -184,7 +185,25 @@ async function handle(req, res, entry) {
   if (req.method === 'PUT' && req.headers[KEEP_LAST_UPDATED] === 'true' && body?.meta?.lastUpdated) {
     return send(res, 200, await storeAsOf(pathname, body));
   }
-  // Medplum checks If-Match on PUT only; a PATCH is a conditional update too (FHIR R4 http.html)
+  // A searchset cut by `_count` gets the `next` link of the page after it (`_offset`), absolute
+// on the host the request named: the memory repository pages with `_count`/`_offset` and
+// reports `total`, but links no pages.
+function addNextLink(bundle, req, pathname, searchParams) {
+  const count = Number(searchParams.get('_count'));
+  if (bundle?.resourceType !== 'Bundle' || bundle.type !== 'searchset' || !(count > 0)) {
+    return bundle;
+  }
+  const offset = Number(searchParams.get('_offset') ?? 0);
+  if (!(typeof bundle.total === 'number' && offset + count < bundle.total)) {
+    return bundle;
+  }
+  const next = new URLSearchParams(searchParams);
+  next.set('_offset', String(offset + count));
+  const url = `http://${req.headers.host}${base}${pathname}?${next.toString()}`;
+  return { ...bundle, link: [...(bundle.link ?? []), { relation: 'next', url }] };
+}
+
+// Medplum checks If-Match on PUT only; a PATCH is a conditional update too (FHIR R4 http.html)
   const stale = req.method === 'PATCH' && (await staleVersion(pathname, req.headers['if-match']));
   if (stale) {
     return send(res, 412, stale);
@@ -197,7 +216,7 @@ async function handle(req, res, entry) {
   let resource = found;
   if (req.method === 'GET' && status === 200) {
     try {
-      resource = await addIncludes(found, url.searchParams);
+      resource = addNextLink(await addIncludes(found, url.searchParams), req, pathname, url.searchParams);
     } catch (err) {
       return send(res, 400, badRequest(err.message));
     }

@@ -4,8 +4,14 @@ Errors are typed by who must act next::
 
     FhirError                      a read failed; ``retryable`` says whether trying again can help
     ├── FhirUnavailable            connection failure, timeout, 5xx, 429        (retryable)
-    └── FhirRefused                4xx: not found, forbidden, bad query; an invalid URL, an answer
-                                   too large, a ``next`` link to another origin (not retryable)
+    └── FhirRefused                4xx: not found, forbidden, bad query; an invalid URL, a
+        │                          ``next`` link to another origin (not retryable)
+        └── FhirTooLarge           the answer passed the read's byte budget (``read`` turns it
+                                   into a truncated read, never raises it)
+
+A search that reaches its page or byte budget, or whose ``next`` link leads back to a page
+already read, is not an error: :meth:`FhirClient.read` returns what it read with the reason it
+is *truncated*, and the caller treats that key as incomplete (never as the whole answer).
 
 Error messages reach the CDS client (in a 412), so they never quote low-level connection errors
 (which would make the service a port scanner for whoever picks ``fhirServer``); the detail is
@@ -29,6 +35,7 @@ log = logging.getLogger("horismos.fhir")
 FHIR_JSON = "application/fhir+json"
 #: What the caller learns when no FHIR answer came back, whatever the reason.
 NO_ANSWER = "the FHIR server could not be reached or did not answer in time"
+#: The most pages one ``read`` follows, unless the caller says otherwise.
 MAX_PAGES = 10
 #: The most one ``read`` (all its pages) takes in, in bytes, unless the caller says otherwise.
 MAX_RESPONSE_BYTES = 20_000_000
@@ -58,6 +65,21 @@ class FhirUnavailable(FhirError):
 @dataclass(kw_only=True)
 class FhirRefused(FhirError):
     """Raised on 4xx answers: the same request will fail again."""
+
+
+@dataclass(kw_only=True)
+class FhirTooLarge(FhirRefused):
+    """Raised by a page read past the read's byte budget; ``read`` makes it a truncation."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FhirRead:
+    """What one ``read`` got: the resource, or the searchset with every page read merged (None
+    when not even the first answer fitted the byte budget), and why it is not the whole answer
+    (``truncated``; None when it is)."""
+
+    body: dict[str, Any] | None
+    truncated: str | None = None
 
 
 def _diagnostics(body: Any) -> str:
@@ -104,11 +126,13 @@ class FhirClient:
         token: str | None,
         *,
         max_bytes: int = MAX_RESPONSE_BYTES,
+        max_pages: int = MAX_PAGES,
     ) -> None:
         self._http = http
         self._base = base_url.rstrip("/")
         self._headers = {"Accept": FHIR_JSON}
         self._max_bytes = max_bytes
+        self._max_pages = max_pages
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
 
@@ -128,39 +152,46 @@ class FhirClient:
             )
         return url
 
-    async def read(self, query: str) -> dict[str, Any]:
-        """GET a resource or a search; searchset pages are followed and merged (at most 10, all
-        of them together at most ``max_bytes``), only while they stay on ``fhirServer``'s origin.
+    async def read(self, query: str) -> FhirRead:
+        """GET a resource or a search; searchset pages are followed and merged (at most
+        ``max_pages``, all of them together at most ``max_bytes``), only while they stay on
+        ``fhirServer``'s origin.
 
-        A search is read whole or not at all: a ``next`` link back to a page already read (a
-        paging loop) or an eleventh page is a refusal, never a silently shortened list."""
+        A search that reaches either budget, or whose ``next`` link leads back to a page already
+        read (a paging loop), is returned as read so far and *truncated*, with the reason: never
+        a silently shortened list, and never a failed read either."""
         url = self._checked(self.url(query))
         budget = [self._max_bytes]
-        body = await self._get(url, budget)
+        try:
+            body = await self._get(url, budget)
+        except FhirTooLarge as exc:
+            return FhirRead(body=None, truncated=exc.message)
         if body.get("resourceType") != "Bundle":
-            return body
+            return FhirRead(body=body)
         entries = list(body.get("entry") or [])
         seen = {url}
+        truncated: str | None = None
         while (nxt := _next_link(body)) is not None:
             page = self._checked(self._same_origin(url, nxt))
             if page in seen:
-                raise FhirRefused(
-                    message="the search's next link leads back to a page already read (a paging "
-                    "loop); the search was not read whole",
-                    url=page,
-                )
-            if len(seen) >= MAX_PAGES:
-                raise FhirRefused(
-                    message=f"the search has more than {MAX_PAGES} pages; it was not read whole",
-                    url=page,
-                )
+                truncated = "its next link leads back to a page already read, a paging loop"
+                break
+            if len(seen) >= self._max_pages:
+                truncated = f"it has more than {self._max_pages} pages"
+                break
             seen.add(page)
-            body = await self._get(page, budget)
+            try:
+                body = await self._get(page, budget)
+            except FhirTooLarge as exc:
+                truncated = exc.message
+                break
             entries.extend(body.get("entry") or [])
+        if truncated is not None:
+            log.warning("search %s truncated: %s", url, truncated)
         merged = dict(body)
         merged["entry"] = entries
         merged.pop("link", None)
-        return merged
+        return FhirRead(body=merged, truncated=truncated)
 
     def _same_origin(self, first: str, nxt: str) -> str:
         """The ``next`` link, resolved against the page that carried it; refused unless it is on
@@ -251,9 +282,9 @@ class FhirClient:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _too_large(self, url: str) -> FhirRefused:
+    def _too_large(self, url: str) -> FhirTooLarge:
         log.warning("FHIR answer from %s exceeds %d bytes", url, self._max_bytes)
-        return FhirRefused(
+        return FhirTooLarge(
             message=f"the FHIR server's answer exceeds the {self._max_bytes}-byte limit",
             url=url,
         )

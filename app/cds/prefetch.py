@@ -5,6 +5,10 @@ send, or sent as an ``OperationOutcome`` (its own fetch failed), are read from `
 with the client's Bearer token, concurrently and under one deadline for the whole hook. A key
 whose data cannot be obtained stops the call with 412 naming the key and a reason; a failed
 connection is reported generically (the detail is logged, not sent to the caller).
+
+A search cut off — its page or byte budget reached, a paging loop, or a searchset the client
+sent with a ``next`` page it did not send — is no failure of the call: the key is *truncated*
+(:attr:`Gathered.truncated`), and every property it feeds is an incomplete input.
 """
 
 from __future__ import annotations
@@ -18,7 +22,14 @@ from urllib.parse import quote
 import anyio
 import httpx
 
-from adapters.fhir.client import MAX_RESPONSE_BYTES, NO_ANSWER, FhirClient, FhirError
+from adapters.fhir.client import (
+    MAX_PAGES,
+    MAX_RESPONSE_BYTES,
+    NO_ANSWER,
+    FhirClient,
+    FhirError,
+    FhirRead,
+)
 from app.cds.errors import Issue, PrefetchUnavailable, RequestInvalid
 from app.cds.fhir_data import resource_issues
 from app.cds.requests import HookRequest
@@ -71,6 +82,16 @@ def _is_outcome(value: Any) -> bool:
     return isinstance(value, dict) and value.get("resourceType") == "OperationOutcome"
 
 
+def _has_next(value: Any) -> bool:
+    """Whether a Bundle the client sent says it has a next page (which it did not send)."""
+    if not isinstance(value, dict) or value.get("resourceType") != "Bundle":
+        return False
+    links = value.get("link")
+    return isinstance(links, list) and any(
+        isinstance(link, dict) and link.get("relation") == "next" for link in links
+    )
+
+
 async def gather(
     templates: Sequence[PrefetchTemplate],
     request: HookRequest,
@@ -78,16 +99,20 @@ async def gather(
     *,
     deadline: float,
     max_bytes: int = MAX_RESPONSE_BYTES,
+    max_pages: int = MAX_PAGES,
 ) -> Gathered:
     data: dict[str, dict[str, Any] | None] = {}
     to_fetch: dict[str, str] = {}
     reasons: dict[str, str] = {}
+    truncated: dict[str, str] = {}
     client_issues: list[Issue] = []
     for t in templates:
         if t.key in request.prefetch and not _is_outcome(request.prefetch[t.key]):
             value = request.prefetch[t.key]
             if value is not None:
                 client_issues.extend(resource_issues(value, f"prefetch.{t.key}"))
+            if _has_next(value):
+                truncated[t.key] = "the client sent its first page only"
             data[t.key] = value
             continue
         if _is_outcome(request.prefetch.get(t.key)):
@@ -100,7 +125,7 @@ async def gather(
     if client_issues:
         raise RequestInvalid(issues=client_issues)
     if not to_fetch:
-        return Gathered(data=data, fetched=())
+        return Gathered(data=data, fetched=(), truncated=truncated)
     if request.fhir_server is None:
         raise PrefetchUnavailable(
             issues=[
@@ -117,8 +142,8 @@ async def gather(
             ]
         )
     token = request.authorization.access_token if request.authorization else None
-    client = FhirClient(http, request.fhir_server, token, max_bytes=max_bytes)
-    results: dict[str, dict[str, Any]] = {}
+    client = FhirClient(http, request.fhir_server, token, max_bytes=max_bytes, max_pages=max_pages)
+    results: dict[str, FhirRead] = {}
     failures: dict[str, FhirError] = {}
 
     async def fetch(key: str, query: str) -> None:
@@ -150,9 +175,12 @@ async def gather(
                     expression=f"prefetch.{key}",
                 )
             )
-        else:
-            issues.extend(resource_issues(results[key], f"prefetch.{key}"))
+        elif results[key].body is not None:
+            issues.extend(resource_issues(results[key].body, f"prefetch.{key}"))
     if issues or scope.cancelled_caught:
         raise PrefetchUnavailable(issues=issues)
-    data.update(results)
-    return Gathered(data=data, fetched=tuple(to_fetch))
+    for key, read in results.items():
+        data[key] = read.body
+        if read.truncated is not None:
+            truncated[key] = read.truncated
+    return Gathered(data=data, fetched=tuple(to_fetch), truncated=truncated)

@@ -102,6 +102,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             fhir_timeout=settings.fhir_timeout_seconds,
             allowed_fhir_servers=tuple(settings.allowed_fhir_servers),
             max_fhir_response_bytes=settings.max_fhir_response_bytes,
+            max_fhir_pages=settings.max_fhir_pages,
             commit_handler=_commit_factory(app, commits_http),
             leases=leases,
             deadline=settings.hook_deadline_seconds,

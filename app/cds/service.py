@@ -92,8 +92,10 @@ class HookDeps:
     fhir_timeout: float
     #: URL prefixes ``fhirServer`` must lie under (empty: any server, open mode)
     allowed_fhir_servers: tuple[str, ...] = ()
-    #: the most one prefetch key's FHIR answer (all its pages) may take in, in bytes
+    #: the most one prefetch key's FHIR answer (all its pages) may take in, in bytes, and the
+    #: most pages it follows; a search reaching either is truncated
     max_fhir_response_bytes: int = 20_000_000
+    max_fhir_pages: int = 10
     #: Called with the hook's ``fhir_server``, ``fhir_authorization``, ``sources``, ``resources``,
     #: ``context`` and ``ensure_run`` (the run's claim: call it before a request leaves). The
     #: handler it builds may offer ``notices() -> [sentence]`` (what happened to each write the
@@ -323,6 +325,7 @@ class HookService:
             d.http,
             deadline=fhir_deadline,
             max_bytes=d.max_fhir_response_bytes,
+            max_pages=d.max_fhir_pages,
         )
         now = d.runner.clock()
         hydration = hydrate(

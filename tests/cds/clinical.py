@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 LOINC = "http://loinc.org"
@@ -10,10 +13,17 @@ SNOMED = "http://snomed.info/sct"
 RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
 UCUM = "http://unitsofmeasure.org"
 AUTH_SCOPE = "user/*.read user/Encounter.write"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def new_id() -> str:
     return uuid.uuid4().hex[:16]
+
+
+def recent(minutes: int = 30) -> str:
+    """A time ``minutes`` before now (the wall clock hook runs read), as FHIR writes it: fresh
+    for every ``horis:maxAge`` of the bundled deployments."""
+    return (datetime.now(UTC) - timedelta(minutes=minutes)).isoformat(timespec="seconds")
 
 
 def patient(pid: str, birth_date: str = "1985-03-01") -> dict[str, Any]:
@@ -40,8 +50,9 @@ def observation(
     unit: str,
     *,
     category: str = "vital-signs",
-    when: str = "2025-06-01T10:00:00Z",
+    when: str | None = None,
 ) -> dict[str, Any]:
+    """An Observation taken ``when`` (default: :func:`recent`)."""
     return {
         "resourceType": "Observation",
         "id": new_id(),
@@ -58,7 +69,7 @@ def observation(
         ],
         "code": {"coding": [{"system": LOINC, "code": code}]},
         "subject": {"reference": f"Patient/{pid}"},
-        "effectiveDateTime": when,
+        "effectiveDateTime": when or recent(),
         "valueQuantity": {"value": value, "unit": unit, "system": UCUM, "code": unit},
     }
 
@@ -145,3 +156,10 @@ def hook_request(
     if prefetch is not None:
         body["prefetch"] = prefetch
     return body
+
+
+def example(name: str) -> dict[str, Any]:
+    """A hook request of ``examples/``, its readings stamped :func:`recent` as the README's
+    ``sed`` does: the files say when they were written, a decision reads them as taken now."""
+    text = (EXAMPLES / name).read_text()
+    return dict(json.loads(text.replace('"2025-06-01T10:00:00Z"', json.dumps(recent()))))

@@ -1,5 +1,6 @@
-"""The FHIR read client's limits: the token stays on fhirServer's origin, answers are bounded,
-an invalid URL is a typed refusal (httpx MockTransport: a unit test of the HTTP client)."""
+"""The FHIR read client's limits: the token stays on fhirServer's origin, answers are bounded
+(a search past its budget is truncated, never whole), an invalid URL is a typed refusal (httpx
+MockTransport: a unit test of the HTTP client)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import anyio
 import httpx
 import pytest
 
-from adapters.fhir.client import FhirClient, FhirRefused
+from adapters.fhir.client import FhirClient, FhirRead, FhirRefused
 
 BASE = "https://ehr.example.test/fhir"
 
@@ -55,7 +56,8 @@ def test_next_pages_on_the_same_origin_are_followed_and_merged() -> None:
         f"{BASE}/Observation?page=2": _page(1, None),
     }
     result, seen = _read(pages, "Observation?patient=1")
-    assert len(result["entry"]) == 3
+    assert isinstance(result, FhirRead) and result.truncated is None
+    assert result.body is not None and len(result.body["entry"]) == 3
     assert len(seen) == 2
 
 
@@ -78,22 +80,46 @@ def test_a_next_link_to_another_scheme_or_port_is_refused(nxt: str) -> None:
     assert len(seen) == 1
 
 
-def test_an_answer_larger_than_the_limit_is_refused() -> None:
+def test_an_answer_larger_than_the_limit_is_truncated_with_nothing_read() -> None:
     pages = {f"{BASE}/Observation?patient=1": _page(200, None)}
     result, _seen = _read(pages, "Observation?patient=1", max_bytes=1_000)
-    assert isinstance(result, FhirRefused)
-    assert "1000-byte limit" in result.message
+    assert isinstance(result, FhirRead) and result.body is None
+    assert result.truncated is not None and "1000-byte limit" in result.truncated
 
 
-def test_the_limit_covers_all_pages_of_one_read() -> None:
+def test_the_byte_limit_covers_all_pages_and_keeps_the_pages_read_as_truncated() -> None:
     pages = {
         f"{BASE}/Observation?patient=1": _page(5, f"{BASE}/Observation?page=2"),
         f"{BASE}/Observation?page=2": _page(5, None),
     }
     first_page = len(httpx.Response(200, json=pages[f"{BASE}/Observation?patient=1"]).content)
     result, seen = _read(pages, "Observation?patient=1", max_bytes=first_page + 10)
-    assert isinstance(result, FhirRefused)
+    assert isinstance(result, FhirRead) and result.body is not None
+    assert len(result.body["entry"]) == 5
+    assert result.truncated is not None and "byte limit" in result.truncated
     assert len(seen) == 2
+
+
+def test_a_search_past_its_page_budget_is_truncated_after_the_budget() -> None:
+    pages = {
+        f"{BASE}/Observation?page={n}": _page(1, f"{BASE}/Observation?page={n + 1}")
+        for n in range(1, 6)
+    }
+    result, seen = _read(pages, "Observation?page=1", max_pages=3)
+    assert isinstance(result, FhirRead) and result.body is not None
+    assert len(result.body["entry"]) == 3 and len(seen) == 3
+    assert result.truncated == "it has more than 3 pages"
+
+
+def test_a_paging_loop_is_truncated_at_the_page_read_again() -> None:
+    pages = {
+        f"{BASE}/Observation?page=1": _page(1, f"{BASE}/Observation?page=2"),
+        f"{BASE}/Observation?page=2": _page(1, f"{BASE}/Observation?page=1"),
+    }
+    result, seen = _read(pages, "Observation?page=1")
+    assert isinstance(result, FhirRead) and result.body is not None
+    assert len(result.body["entry"]) == 2 and len(seen) == 2
+    assert result.truncated is not None and "paging loop" in result.truncated
 
 
 def test_an_invalid_server_url_is_a_refusal_not_a_crash() -> None:

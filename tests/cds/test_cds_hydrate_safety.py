@@ -413,10 +413,10 @@ def test_triage_over_http_ignores_retracted_and_foreign_readings(
     pid, eid, other = fx.new_id(), fx.new_id(), fx.new_id()
     patient = fhir_server.create(fx.patient(pid))
     enc = fhir_server.create(fx.encounter(eid, pid))
-    final = fx.observation(pid, HR, 80, "/min", when="2025-06-01T10:00:00Z")
-    retracted = fx.observation(pid, HR, 170, "/min", when="2025-06-01T11:00:00Z")
+    final = fx.observation(pid, HR, 80, "/min", when=fx.recent(90))
+    retracted = fx.observation(pid, HR, 170, "/min", when=fx.recent(60))
     retracted["status"] = "entered-in-error"
-    foreign = fx.observation(other, HR, 35, "/min", when="2025-06-01T11:30:00Z")
+    foreign = fx.observation(other, HR, 35, "/min", when=fx.recent(30))
     refuted = fx.condition(pid, "422768004")
     refuted["verificationStatus"] = {"coding": [{"code": "refuted"}]}
     body = fx.hook_request(

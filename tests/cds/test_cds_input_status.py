@@ -7,17 +7,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from tests.cds import clinical as fx
+from tests.support.fhir_server import FhirServer
 
 OpenClient = Callable[..., AbstractContextManager[TestClient]]
 TRIAGE = "/cds-services/horismos-triage"
 MED_SAFETY = "/cds-services/horismos-med-safety"
 UNSET: Any = object()
+TRIAGE_TTL = Path(__file__).resolve().parents[2] / "ontologies/triage.ttl"
 
 
 @pytest.fixture
@@ -78,6 +81,64 @@ def test_a_reading_in_a_unit_that_is_not_ucum_is_a_refused_input(client: TestCli
     assert "<h2>Inputs" in page.text
     assert "unit &#x27;mmHg&#x27; is not a recognized unit" in page.text
     assert '<span class="st warn">refused</span>' in page.text
+
+
+def test_a_heart_rate_older_than_six_hours_is_stale_not_a_fact(client: TestClient) -> None:
+    pid = fx.new_id()
+    old = fx.observation(pid, "8867-4", 130, "/min", when="2025-06-01T10:00:00Z")
+    fresh_rr = fx.observation(pid, "9279-1", 16, "/min", when=fx.recent(300))  # 5 h ago
+    body = _triage(pid, [old, fresh_rr], [fx.condition(pid, "29857009")])
+    inputs = _inputs(client, body)
+    assert inputs["heartRate"]["state"] == "stale"
+    assert _details(inputs["heartRate"]) == [
+        "No heart rate in the last 6 h: the latest was taken 2025-06-01"
+    ]
+    assert inputs["heartRate"]["reasons"][0]["source"] == f"Observation/{old['id']}"
+    assert inputs["respRate"]["state"] == "complete"
+    # the stale reading is no fact: chest pain with 130/min would have been Immediate
+    record = client.get(f"/runs/{inputs['heartRate']['runId']}").json()
+    assert "heartRate" not in str(record["proof"])
+
+
+def test_a_newer_stale_reading_never_hides_behind_an_older_fresh_one(client: TestClient) -> None:
+    pid = fx.new_id()
+    readings = [
+        fx.observation(pid, "8867-4", 80, "/min", when=fx.recent(7 * 60)),  # 7 h ago: stale
+        fx.observation(pid, "8867-4", 155, "/min", when=fx.recent(10)),
+    ]
+    inputs = _inputs(client, _triage(pid, readings))
+    assert inputs["heartRate"]["state"] == "complete"
+
+
+def test_an_egfr_older_than_ninety_days_is_stale_for_medication_safety(
+    client: TestClient,
+) -> None:
+    pid = fx.new_id()
+    old = fx.observation(
+        pid, "33914-3", 25, "mL/min/{1.73_m2}", category="laboratory", when="2026-01-15"
+    )
+    body = fx.hook_request(
+        "order-sign",
+        {
+            "patientId": pid,
+            "draftOrders": {
+                "resourceType": "Bundle",
+                "type": "collection",
+                "entry": [{"resource": fx.draft_order(pid, "5640")}],
+            },
+        },
+        fhir_server=None,
+        prefetch={
+            "patient": fx.patient(pid),
+            "allergies": fx.searchset([]),
+            "labs": fx.searchset([old]),
+        },
+    )
+    inputs = _inputs(client, body, MED_SAFETY)
+    assert inputs["egfr"]["state"] == "stale"
+    assert _details(inputs["egfr"]) == [
+        "No eGFR in the last 90 days: the latest was taken 2026-01-15"
+    ]
 
 
 def test_a_null_vitals_key_makes_every_vital_an_absent_input(client: TestClient) -> None:
@@ -167,3 +228,58 @@ def test_draft_orders_and_an_answered_allergy_search_are_complete_record_lists(
     assert inputs["hasDraftOrder"]["state"] == "complete"
     assert inputs["egfr"]["state"] == "absent"
     assert _details(inputs["egfr"]) == ["No eGFR: no data for 'labs' (not provided or null)"]
+
+
+def test_a_prefetched_searchset_with_a_next_page_not_sent_is_truncated(client: TestClient) -> None:
+    pid = fx.new_id()
+    body = _triage(pid, [fx.observation(pid, "8867-4", 80, "/min")])
+    body["prefetch"]["vitals"]["link"] = [
+        {"relation": "next", "url": "https://ehr.example/fhir/Observation?page=2"}
+    ]
+    inputs = _inputs(client, body)
+    assert inputs["heartRate"]["state"] == "truncated"
+    assert _details(inputs["heartRate"]) == [
+        "The 'vitals' search was cut off (the client sent its first page only): more heart "
+        "rate data may exist than was read"
+    ]
+    assert inputs["hasSymptom"]["state"] == "complete"
+
+
+@pytest.mark.fhirserver
+def test_a_vitals_search_paging_past_its_budget_is_truncated_and_the_page_beyond_is_not_read(
+    make_app_client: OpenClient, fhir_server: FhirServer, tmp_path: Path
+) -> None:
+    # the bundled triage deployment, its vitals search paged 5 readings at a time
+    text = TRIAGE_TTL.read_text()
+    assert text.count('&category=vital-signs"') == 1
+    paged = tmp_path / "triage.ttl"
+    paged.write_text(text.replace('&category=vital-signs"', '&category=vital-signs&_count=5"'))
+    pid, eid = fx.new_id(), fx.new_id()
+    fhir_server.create(fx.patient(pid))
+    for _ in range(10):  # pages 1 and 2: a normal heart rate
+        fhir_server.create(fx.observation(pid, "8867-4", 80, "/min"))
+    beyond = fhir_server.create(fx.observation(pid, "8867-4", 160, "/min"))  # page 3
+    body = fx.hook_request(
+        "encounter-start",
+        {"patientId": pid, "encounterId": eid},
+        fhir_server=fhir_server.base_url,
+        prefetch={"encounter": fx.encounter(eid, pid), "conditions": fx.searchset([])},
+    )
+    mark = fhir_server.mark()
+    with make_app_client(
+        ontology_paths=[paged], max_fhir_pages=2, reconcile_interval_seconds=0
+    ) as client:
+        inputs = _inputs(client, body)
+        record = client.get(f"/runs/{inputs['heartRate']['runId']}").json()
+
+    assert inputs["heartRate"]["state"] == "truncated"
+    assert _details(inputs["heartRate"]) == [
+        "The 'vitals' search was cut off (it has more than 2 pages): more heart rate data may "
+        "exist than was read"
+    ]
+    assert inputs["age"]["state"] == "complete"
+    searches = [
+        r for r in fhir_server.requests(mark) if r["url"].split("?")[0].endswith("/Observation")
+    ]
+    assert len(searches) == 2  # pages 1 and 2; the page holding the 160/min reading never asked for
+    assert beyond["id"] not in {s["id"] for s in record["sources"]}

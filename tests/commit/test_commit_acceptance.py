@@ -26,6 +26,7 @@ from app.main import create_app
 from app.runtime.host import stored_recording
 from app.runtime.replay import replay_run
 from app.settings import Settings
+from tests.cds import clinical as fx
 from tests.commit.dropping_proxy import dropping_proxy
 from tests.support.fhir_server import FhirServer
 
@@ -62,7 +63,7 @@ def _heart_rate(pid: str, value: float) -> dict[str, Any]:
         ],
         "code": {"coding": [{"system": LOINC, "code": "8867-4"}]},
         "subject": {"reference": f"Patient/{pid}"},
-        "effectiveDateTime": "2026-01-01T10:00:00Z",
+        "effectiveDateTime": fx.recent(),
         "valueQuantity": {
             "value": value,
             "unit": "/min",

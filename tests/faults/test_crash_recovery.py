@@ -17,6 +17,7 @@ import httpx
 import pytest
 from sqlalchemy import Engine, text
 
+from tests.cds import clinical as fx
 from tests.support.fhir_server import FhirServer
 from tests.support.holding_proxy import holding_proxy
 from tests.support.live_server import launch
@@ -38,7 +39,7 @@ def _heart_rate(pid: str, value: float) -> dict[str, Any]:
         "category": [{"coding": [{"system": category, "code": "vital-signs"}]}],
         "code": {"coding": [{"system": LOINC, "code": "8867-4"}]},
         "subject": {"reference": f"Patient/{pid}"},
-        "effectiveDateTime": "2026-01-01T10:00:00Z",
+        "effectiveDateTime": fx.recent(),
         "valueQuantity": {
             "value": value,
             "unit": "/min",

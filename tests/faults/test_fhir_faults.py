@@ -1,7 +1,9 @@
 """A FHIR server that misbehaves, as the EHR sees the hook call it serves: slow, failing,
-malformed, redirecting, paging for ever, huge. Every case is a prompt 412 naming the prefetch key
-and what went wrong; nothing is decided from what could not be read, nothing is stored, and the
-service stays bounded in time and memory (a loopback server scripted per test; real database on
+malformed, redirecting, paging for ever, huge. A read that failed is a prompt 412 naming the
+prefetch key and what went wrong, and nothing is stored; a search cut off (paging for ever, past
+its page or byte budget) is answered with every input it feeds recorded *truncated*, never as the
+whole answer. Nothing is decided from what could not be read, and the service stays bounded in
+time and memory (a loopback server scripted per test; real database on
 both backends, real HTTP through the ASGI app)."""
 
 from __future__ import annotations
@@ -125,21 +127,35 @@ def test_a_redirect_is_not_followed_and_the_token_stays_home(
     _nothing_stored(engine)
 
 
-def test_a_paging_loop_is_a_412_not_a_list_read_ten_times(
-    client: TestClient, fhir: RogueServer, engine: Engine
+def _truncated(client: TestClient, resp: Any) -> dict[str, Any]:
+    """The answered call's input status by property, read back from ``GET /runs/{id}``; every
+    vital sign fed by the cut-off search is truncated."""
+    assert resp.status_code == 200, resp.text
+    run_id = resp.json()["extension"]["dev.horismos.run"]["runId"]
+    rows = client.get(f"/runs/{run_id}").json()["inputs"]
+    inputs = {r["property"].rsplit("#", 1)[-1]: r for r in rows}
+    for name in ("heartRate", "respRate", "spo2", "systolicBP", "temperature"):
+        assert inputs[name]["state"] == "truncated", inputs[name]
+    assert inputs["age"]["state"] == "complete"  # the Patient key was read whole
+    return inputs
+
+
+def test_a_paging_loop_is_a_truncated_input_not_a_list_read_ten_times(
+    client: TestClient, fhir: RogueServer
 ) -> None:
     body, pid = _vitals_from(fhir)
     page = fx.searchset([fx.observation(pid, "8867-4", 80, "/min")])
     page["link"] = [{"relation": "next", "url": fhir.base + "/fhir/Observation?page=again"}]
     fhir.on("/fhir/Observation", Answer.json(page))
-    issue = _issue(client.post(TRIAGE, json=body))
-    assert "paging loop" in issue["diagnostics"]
+    inputs = _truncated(client, client.post(TRIAGE, json=body))
+    (reason,) = inputs["heartRate"]["reasons"]
+    assert reason["source"] == "prefetch.vitals"
+    assert "paging loop" in reason["detail"]
     assert len(fhir.seen) == 2  # the first page and the link back to it: no more
-    _nothing_stored(engine)
 
 
-def test_a_search_with_more_pages_than_read_is_a_412_not_a_shortened_list(
-    client: TestClient, fhir: RogueServer, engine: Engine
+def test_a_search_with_more_pages_than_read_is_truncated_not_a_shortened_list(
+    client: TestClient, fhir: RogueServer
 ) -> None:
     body, pid = _vitals_from(fhir)
 
@@ -150,14 +166,17 @@ def test_a_search_with_more_pages_than_read_is_a_412_not_a_shortened_list(
         return Answer.json(bundle)
 
     fhir.on("/fhir/Observation", page)
-    issue = _issue(client.post(TRIAGE, json=body))
-    assert "more than 10 pages" in issue["diagnostics"]
+    inputs = _truncated(client, client.post(TRIAGE, json=body))
+    (reason,) = inputs["heartRate"]["reasons"]
+    assert reason["detail"] == (
+        "The 'vitals' search was cut off (it has more than 10 pages): more heart rate data "
+        "may exist than was read"
+    )
     assert len(fhir.seen) == 10
-    _nothing_stored(engine)
 
 
-def test_a_huge_answer_is_a_412_and_is_not_read_to_the_end(
-    client: TestClient, fhir: RogueServer, engine: Engine
+def test_a_huge_answer_is_a_truncated_input_and_is_not_read_to_the_end(
+    client: TestClient, fhir: RogueServer
 ) -> None:
     body, pid = _vitals_from(fhir)
     sent: list[int] = []
@@ -171,7 +190,6 @@ def test_a_huge_answer_is_a_412_and_is_not_read_to_the_end(
         yield b"]}"
 
     fhir.on("/fhir/Observation", lambda _path: Answer(body=endless()))
-    issue = _issue(client.post(TRIAGE, json=body))
-    assert "200000-byte limit" in issue["diagnostics"]
+    inputs = _truncated(client, client.post(TRIAGE, json=body))
+    assert "200000-byte limit" in inputs["heartRate"]["reasons"][0]["detail"]
     assert sum(sent) < 5_000_000  # the service stopped reading long before the end
-    _nothing_stored(engine)

@@ -17,6 +17,7 @@ from app.ontology import load_ontology
 from app.runtime.host import stored_input, stored_recording
 from app.runtime.replay import replay_run
 from app.store import session_scope
+from tests.cds import clinical as fx
 
 ROOT = Path(__file__).resolve().parents[2]
 TRIAGE = ROOT / "ontologies/triage.ttl"
@@ -24,7 +25,7 @@ OpenClient = Callable[..., AbstractContextManager[TestClient]]
 
 
 def _hook_run(client: TestClient) -> str:
-    body = json.loads((ROOT / "examples/triage-encounter-start.json").read_text())
+    body = fx.example("triage-encounter-start.json")
     body["hookInstance"] = str(uuid.uuid4())
     answer = client.post("/cds-services/horismos-triage", json=body)
     assert answer.status_code == 200, answer.text

@@ -3,7 +3,6 @@ was answered and its replay material, and the trace is stored once (both backend
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -19,7 +18,6 @@ from tests.cds import clinical as fx
 
 ROOT = Path(__file__).resolve().parents[2]
 HOOK_WAIT = ROOT / "tests/data/runtime/hook_wait.ttl"
-TRIAGE_REQUEST = json.loads((ROOT / "examples/triage-encounter-start.json").read_text())
 
 OpenClient = Callable[..., AbstractContextManager[TestClient]]
 
@@ -37,7 +35,9 @@ def test_every_step_of_a_hook_run_has_a_measured_duration(
     make_app_client: OpenClient, engine: Engine
 ) -> None:
     with make_app_client() as client:
-        answer = client.post("/cds-services/horismos-triage", json=TRIAGE_REQUEST)
+        answer = client.post(
+            "/cds-services/horismos-triage", json=fx.example("triage-encounter-start.json")
+        )
         assert answer.status_code == 200, answer.text
         run_id = answer.json()["extension"]["dev.horismos.run"]["runId"]
         stored = client.get(f"/runs/{run_id}").json()
