@@ -556,8 +556,6 @@ class _Hydrator(InstanceReading):
         focus = f"{_FOCUS_TYPE}/{self.focus_id}"
         if whom is None or not (refers_to(whom, focus) or whom == self.focus_id):
             return None
-        if m.where is not None and evaluate(r, m.where) != [True]:
-            return None
         if not (m.codings or m.value_sets) or self._coded(m, r.get("code")):
             nodes: list[Mapping[str, Any]] = [r]
         else:
@@ -566,7 +564,7 @@ class _Hydrator(InstanceReading):
                 for c in r.get("component") or []
                 if isinstance(c, dict) and self._coded(m, c.get("code"))
             ]
-        if not nodes:
+        if not nodes or (m.where is not None and evaluate(r, m.where) != [True]):
             return None
         problem = _record_problem(r)
         if problem is not None:

@@ -251,7 +251,8 @@ class Runner:
         """Continue a suspended run with structured facts, on the ontology ``ontology_of``
         gives for its stored row (its deployment's). The run's row stays locked from reading
         it to storing the outcome, so two concurrent resumes cannot both continue it (the
-        second gets 409). The stored response and replay material are kept."""
+        second gets 409). The stored response, replay material and input status are kept, and
+        the input status is the resumed run's context again."""
         moment = now or self.clock()
         with engine.begin() as connection:
             row = repo.lock_run(connection, run_id)
@@ -272,7 +273,12 @@ class Runner:
                 tx = load_structured(trial, dict(facts), provenance="human")
                 if not tx.ok:
                     raise FactsRejected([v.to_json() for v in tx.violations])
-            ctx = self.context(run_id=run_id, now=moment)
+            stored_inputs = row.get("inputs")
+            ctx = self.context(  # a hook run goes on knowing what its hydration could not read
+                run_id=run_id,
+                now=moment,
+                inputs=None if stored_inputs is None else InputStatus.from_json(stored_inputs),
+            )
             outcome = resume_workflow(ontology, suspended, dict(facts), ctx)
             stored = dict(row["outcome"] or {})
             document = {k: v for k, v in stored.items() if k not in OUTCOME_KEYS}

@@ -103,6 +103,7 @@ def test_resuming_a_hook_run_keeps_its_hook_response_and_replay_material(
 
     assert "waitingAt" not in done and done["terminal"] == "Done"
     assert done["dataQuality"] == waiting["dataQuality"]  # what the hook run noted stays
+    assert done["inputs"] == waiting["inputs"] and waiting["inputs"]  # and what it could read
     steps = [e.step for e in parse_trace(done["trace"])]
     assert steps == ["Decide", "AwaitPharmacist", "AwaitPharmacist", "AwaitPharmacist", "Done"]
     with session_scope(engine) as session:
