@@ -175,6 +175,7 @@ def rehydrated_recording(
         now=recorded.now,
         outcome=recorded.outcome,
         facts=recorded.facts,
+        inputs=again.inputs.to_json(),
     )
 
 

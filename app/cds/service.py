@@ -608,7 +608,13 @@ class HookService:
                 f"run {run_id} built a response that breaks CDS Hooks 2.0 and was not answered: "
                 + "; ".join(str(p) for p in problems_in_response),
             )
-        recorded = RecordedRun.of(outcome, input_world=input_world, text=hydration.text, now=now)
+        recorded = RecordedRun.of(
+            outcome,
+            input_world=input_world,
+            text=hydration.text,
+            now=now,
+            inputs=hydration.inputs,
+        )
         record = d.runner.record(  # replayable: the outcome plus the recorded input
             ontology,
             recorded,

@@ -25,11 +25,13 @@ from app.runtime.context import Recording, RunContext, ToolPort
 from app.runtime.interpreter import run_workflow
 from app.runtime.outcome import Outcome
 from app.world import World, WorldError
+from app.world.inputs import InputStatus
 
 
 @dataclass(frozen=True, kw_only=True)
 class RecordedRun:
-    """What replay needs: the input World, the text, the run's time, and its outcome."""
+    """What replay needs: the input World, the text, the run's time, its outcome, and for a hook
+    run the input status its context carried (``InputStatus.to_json``)."""
 
     run_id: str
     workflow: str
@@ -38,10 +40,17 @@ class RecordedRun:
     now: str
     outcome: dict[str, Any]  # Outcome.to_json(), with its trace
     facts: list[list[Any]] = field(default_factory=list)
+    inputs: list[dict[str, Any]] | None = None
 
     @classmethod
     def of(
-        cls, outcome: Outcome, *, input_world: dict[str, Any], text: str | None, now: datetime
+        cls,
+        outcome: Outcome,
+        *,
+        input_world: dict[str, Any],
+        text: str | None,
+        now: datetime,
+        inputs: InputStatus | None = None,
     ) -> RecordedRun:
         return cls(
             run_id=outcome.run_id,
@@ -51,10 +60,11 @@ class RecordedRun:
             now=now.isoformat(),
             outcome=outcome.to_json(),
             facts=outcome.facts,
+            inputs=None if inputs is None else inputs.to_json(),
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "runId": self.run_id,
             "workflow": self.workflow,
             "inputWorld": self.input_world,
@@ -63,6 +73,9 @@ class RecordedRun:
             "outcome": self.outcome,
             "facts": self.facts,
         }
+        if self.inputs is not None:
+            out["inputs"] = self.inputs
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RecordedRun:
@@ -74,6 +87,7 @@ class RecordedRun:
             now=str(data["now"]),
             outcome=dict(data["outcome"]),
             facts=list(data.get("facts", [])),
+            inputs=data.get("inputs"),
         )
 
 
@@ -136,6 +150,7 @@ def replay_run(
         run_id=recorded.run_id,
         recorded=Recording.from_trace(list(recorded.outcome.get("trace", []))),
         rerun_idempotent=rerun_idempotent,
+        inputs=None if recorded.inputs is None else InputStatus.from_json(recorded.inputs),
     )
     try:
         outcome = run_workflow(ontology, recorded.workflow, world, ctx)

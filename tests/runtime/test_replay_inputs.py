@@ -47,6 +47,12 @@ def test_replay_hydrates_the_stored_input_again_under_a_changed_mapping(
         recorded = stored_recording(session, run_id)
         raw = stored_input(session, run_id)
     assert raw is not None
+    # the input status the run's context carried is replay material too, so a replay decides
+    # on the same inputs
+    assert recorded.inputs is not None
+    assert {r["property"].rsplit("#", 1)[-1]: r["state"] for r in recorded.inputs}["heartRate"] == (
+        "complete"
+    )
     stored = HookInput.from_bytes(raw)
     assert stored.service == "horismos-triage" and stored.hook == "encounter-start"
     assert stored.prefetch["vitals"]["entry"][0]["resource"]["id"] == "hr-1"
