@@ -33,6 +33,7 @@ from app.ontology.model import (
     ClassDef,
     CommitOperation,
     Conclusion,
+    DatedDef,
     EffectDecl,
     FhirMapping,
     Individual,
@@ -280,6 +281,27 @@ class Compiler(FlowCompiler):
             of=of,
             where=self.conditions(agg, H("where")),
             span=span,
+            dated=self._dated(agg),
+        )
+
+    def _dated(self, agg: Node) -> DatedDef | None:
+        """``horis:dated [ horis:property P ; horis:anchor A ; horis:windowFrom ;
+        horis:windowTo ]``: the window, before the subject's A, a kept instance's P lies in."""
+        r = self.r
+        node = r.one(agg, H("dated"))
+        if node is None:
+            return None
+        prop = self.ref(node, H("property"), r.one(node, H("property")), ("property",))
+        anchor = self.ref(node, H("anchor"), r.one(node, H("anchor")), ("property",))
+        window_from = self._window(node, "windowFrom")
+        window_to = self._window(node, "windowTo")
+        for term, found in (("property", prop), ("anchor", anchor), ("windowFrom", window_from)):
+            if found is None and not r.peek(node, H(term)):
+                r.problem("missing", node, f"horis:dated needs horis:{term}")
+        if prop is None or anchor is None or window_from is None:
+            return None
+        return DatedDef(
+            property=prop, anchor=anchor, window_from=window_from, window_to=window_to or "P0D"
         )
 
     def _span(self, agg: Node, function: str | None) -> SpanDef | None:

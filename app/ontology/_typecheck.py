@@ -11,6 +11,7 @@ from app.ontology.errors import Problem, ProblemCode
 from app.ontology.model import (
     XSD,
     Condition,
+    DatedDef,
     Ontology,
     PropertyDef,
     SpanDef,
@@ -206,6 +207,8 @@ class TypeChecker:
         if agg.function != "Count" and agg.of is not None and of is not None and of.is_object:
             self.add("type-check", p.iri, f"horis:of {of.name} holds instances, not values", where)
             return
+        if agg.dated is not None:
+            self._dated(p, agg.dated, ends, where)
         if agg.span is not None:
             self._span(p, agg.span, ends, where)
         elif agg.function == "Count":
@@ -237,6 +240,30 @@ class TypeChecker:
                     f"a {agg.function} keeps one of the values ({names}): they must be numbers "
                     "or dates, and the property of their type",
                 )
+
+    def _dated(self, p: PropertyDef, dated: DatedDef, ends: list[PropertyDef], where: str) -> None:
+        """horis:dated compares a date of each reached instance with a date of the subject."""
+        prop = self.o.properties.get(dated.property)
+        anchor = self.o.properties.get(dated.anchor)
+        if anchor is not None:
+            self.check_domain(anchor, p.domain, p.iri, f"{where}/horis:dated/horis:anchor")
+            if anchor.range not in _TIME:
+                self.add("type-check", p.iri, f"horis:anchor {anchor.name} must be a date", where)
+        if prop is None:
+            return
+        if prop.range not in _TIME:
+            self.add("type-check", p.iri, f"horis:dated {prop.name} must be a date", where)
+        for end in ends:
+            if not end.is_object:
+                self.add(
+                    "type-check",
+                    p.iri,
+                    f"horis:over ends at {end.name}, whose values are literals: horis:dated "
+                    "reads instances",
+                    where,
+                )
+                return
+            self.check_domain(prop, end.range, p.iri, f"{where}/horis:dated")
 
     def _span(self, p: PropertyDef, span: SpanDef, ends: list[PropertyDef], where: str) -> None:
         """A DaysCovered aggregate counts whole days of spans read from instances."""

@@ -113,6 +113,9 @@ class ReachChecker(TypeChecker):
                     yield from path
                 if p.aggregate.of is not None:
                     yield p.aggregate.of
+                if p.aggregate.dated is not None:
+                    yield p.aggregate.dated.property
+                    yield p.aggregate.dated.anchor
                 span = p.aggregate.span
                 if span is not None:
                     yield from (q for q in (span.start, span.end, span.length) if q is not None)

@@ -142,6 +142,21 @@ class AggregateDef:
     #: (or ``start`` plus ``length`` days), counted within the window from ``window_from``
     #: before now to ``window_to`` before now
     span: SpanDef | None = None
+    #: keep a reached instance only when it is dated within a window before the subject's date
+    dated: DatedDef | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatedDef:
+    """``horis:dated [ horis:property P ; horis:anchor A ; horis:windowFrom "P31D" ;
+    horis:windowTo "P1D" ]`` in an aggregate: a reached instance is kept only when some value of
+    its P (a date) lies on a day from ``window_from`` to ``window_to`` before the day of some
+    value of the subject's A ("prescribed in the month before the screen")."""
+
+    property: str
+    anchor: str
+    window_from: str
+    window_to: str = "P0D"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,12 +12,12 @@ then is exact, and an activation whose recomputation differs is replaced (truth 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, TypeAlias
 
 from app.ontology.durations import CalendarDuration, parse_window
-from app.ontology.model import SpanDef, Value
+from app.ontology.model import DatedDef, SpanDef, Value
 from app.world.facts import FactKey
 from app.world.store import Chain
 from app.world.values import compare, is_number
@@ -71,6 +71,11 @@ def aggregate_witness(engine: Engine, s: str, agg: CompiledAggregate) -> Witness
             filters = _filters(engine, value, agg)
             if filters is None:
                 continue
+            if agg.dated is not None:
+                dated = _dated(engine, s, value, agg.dated)
+                if dated is None:
+                    continue
+                filters[0].extend(dated)
             kept[value] = None
             premises.extend(chain)
             premises.extend(filters[0])
@@ -161,6 +166,26 @@ def _covered(spans: list[tuple[date, date]], span: SpanDef, now: datetime | None
     if current is not None:
         total += (current[1] - current[0]).days
     return total
+
+
+def _dated(engine: Engine, s: str, value: Value, dated: DatedDef) -> list[FactKey] | None:
+    """The facts by which ``value`` is dated within the window before one of the subject's
+    anchor days, or None when it is not."""
+    if not isinstance(value, str) or isinstance(value, bool):
+        return None
+    start = parse_window(dated.window_from) or CalendarDuration()
+    end = parse_window(dated.window_to) or CalendarDuration()
+    for a in engine.st.values(s, dated.anchor):
+        anchor = _day(a)
+        if anchor is None:
+            continue
+        at = datetime.combine(anchor, time())
+        low, high = day_before(start, at), day_before(end, at)
+        for v in engine.st.values(value, dated.property):
+            d = _day(v)
+            if d is not None and low <= d <= high:
+                return [(s, dated.anchor, a), (value, dated.property, v)]
+    return None
 
 
 def _reach(engine: Engine, s: str, path: tuple[str, ...]) -> list[tuple[Value, Chain]]:

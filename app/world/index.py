@@ -14,6 +14,7 @@ from app.ontology.model import (
     XSD,
     AggregateDef,
     Condition,
+    DatedDef,
     Ontology,
     PropertyDef,
     Rule,
@@ -48,6 +49,7 @@ class CompiledAggregate:
     where: tuple[CompiledCondition, ...]
     integer: bool  # the property's range is xsd:integer
     span: SpanDef | None = None  # DaysCovered: each kept instance's span and the window
+    dated: DatedDef | None = None  # keep an instance dated within a window before the subject's
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +252,9 @@ def _aggregate_reads(agg: AggregateDef) -> tuple[tuple[str, ...], ...]:
         reads.extend(path + tuple(c.path) for c in agg.where)
         if agg.of is not None:
             reads.append((*path, agg.of))
+        if agg.dated is not None:
+            reads.append((agg.dated.anchor,))
+            reads.append((*path, agg.dated.property))
         if agg.span is not None:
             for p in (agg.span.start, agg.span.end, agg.span.length):
                 if p is not None:
@@ -285,6 +290,7 @@ def _compile_rules(
             where=tuple(index.compiled(c) for c in agg.where),
             integer=prop.range == XSD + "integer",
             span=agg.span,
+            dated=agg.dated,
         )
         out.append(
             CompiledRule(
