@@ -234,7 +234,9 @@ class _Hydrator(InstanceReading):
                 if r.get("resourceType") == m.resource_type:
                     self._remember(r)
         else:
-            found = self.pool
+            # a prefetch mapping reads the EHR's records, never what the hook context carries
+            # (the orders being signed are not yet stored orders)
+            found = [r for r in self.pool if id(r) not in self._from_context]
         return [r for r in found if r.get("resourceType") == m.resource_type]
 
     def _coded(self, m: FhirMapping, concept: Any) -> bool:

@@ -218,6 +218,22 @@ def test_a_draft_and_a_stored_resource_under_one_id_read_the_draft(onto: Ontolog
     assert "in the hook context is read" in h.violations[0].message
 
 
+def test_a_draft_order_is_not_read_as_a_stored_order(
+    deployment: Callable[..., Ontology],
+) -> None:
+    # the draft orders read first: a stored-order mapping read after them must not see them
+    has_draft = ORDERS[ORDERS.index(":hasDraft a") : ORDERS.index(":hasCondition a")]
+    onto = deployment(has_draft + ORDERS.replace(has_draft, ""))
+    draft = order("d1", medicationCodeableConcept={"coding": [{"system": RX, "code": "197696"}]})
+    h = run(
+        onto, {"patient": PATIENT, "orders": bundle(REFERENCED)}, {"draftOrders": bundle(draft)}
+    )
+    got = facts(h)
+    assert ("p", "hasDraft", "d1") in got
+    assert ("p", "hasOrder", "d1") not in got
+    assert ("p", "hasOrder", "mr-ref") in got
+
+
 def test_an_inverse_must_reverse_the_classes(deployment: Callable[..., Ontology]) -> None:
     broken = ORDERS.replace(
         ":hasDiagnosis a horis:Property ; horis:domain :Encounter ; horis:range :Condition ;",
