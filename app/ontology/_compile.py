@@ -39,6 +39,7 @@ from app.ontology.model import (
     Individual,
     PropertyDef,
     Rule,
+    SharingDef,
     SpanDef,
     ToolArg,
     ToolDef,
@@ -282,7 +283,23 @@ class Compiler(FlowCompiler):
             where=self.conditions(agg, H("where")),
             span=span,
             dated=self._dated(agg),
+            sharing=self._sharing(agg),
         )
+
+    def _sharing(self, agg: Node) -> SharingDef | None:
+        """``horis:sharing [ horis:property P ; horis:anchor A ]``."""
+        r = self.r
+        node = r.one(agg, H("sharing"))
+        if node is None:
+            return None
+        prop = self.ref(node, H("property"), r.one(node, H("property")), ("property",))
+        anchor = self.ref(node, H("anchor"), r.one(node, H("anchor")), ("property",))
+        for term, found in (("property", prop), ("anchor", anchor)):
+            if found is None and not r.peek(node, H(term)):
+                r.problem("missing", node, f"horis:sharing needs horis:{term}")
+        if prop is None or anchor is None:
+            return None
+        return SharingDef(property=prop, anchor=anchor)
 
     def _dated(self, agg: Node) -> DatedDef | None:
         """``horis:dated [ horis:property P ; horis:anchor A ; horis:windowFrom ;

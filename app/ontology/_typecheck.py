@@ -14,6 +14,7 @@ from app.ontology.model import (
     DatedDef,
     Ontology,
     PropertyDef,
+    SharingDef,
     SpanDef,
     StepDef,
     Value,
@@ -209,6 +210,8 @@ class TypeChecker:
             return
         if agg.dated is not None:
             self._dated(p, agg.dated, ends, where)
+        if agg.sharing is not None:
+            self._sharing(p, agg.sharing, ends, where)
         if agg.span is not None:
             self._span(p, agg.span, ends, where)
         elif agg.function == "Count":
@@ -264,6 +267,36 @@ class TypeChecker:
                 )
                 return
             self.check_domain(prop, end.range, p.iri, f"{where}/horis:dated")
+
+    def _sharing(
+        self, p: PropertyDef, sharing: SharingDef, ends: list[PropertyDef], where: str
+    ) -> None:
+        """horis:sharing compares a value of each reached instance with one of the subject."""
+        prop = self.o.properties.get(sharing.property)
+        anchor = self.o.properties.get(sharing.anchor)
+        if anchor is not None:
+            self.check_domain(anchor, p.domain, p.iri, f"{where}/horis:sharing/horis:anchor")
+        if prop is None:
+            return
+        if anchor is not None and prop.range != anchor.range:
+            self.add(
+                "type-check",
+                p.iri,
+                f"horis:sharing compares {prop.name} ({local_name(prop.range)}) with "
+                f"{anchor.name} ({local_name(anchor.range)}): they must have one range",
+                where,
+            )
+        for end in ends:
+            if not end.is_object:
+                self.add(
+                    "type-check",
+                    p.iri,
+                    f"horis:over ends at {end.name}, whose values are literals: horis:sharing "
+                    "reads instances",
+                    where,
+                )
+                return
+            self.check_domain(prop, end.range, p.iri, f"{where}/horis:sharing")
 
     def _span(self, p: PropertyDef, span: SpanDef, ends: list[PropertyDef], where: str) -> None:
         """A DaysCovered aggregate counts whole days of spans read from instances."""

@@ -113,9 +113,10 @@ class ReachChecker(TypeChecker):
                     yield from path
                 if p.aggregate.of is not None:
                     yield p.aggregate.of
-                if p.aggregate.dated is not None:
-                    yield p.aggregate.dated.property
-                    yield p.aggregate.dated.anchor
+                for relation in (p.aggregate.dated, p.aggregate.sharing):
+                    if relation is not None:
+                        yield relation.property
+                        yield relation.anchor
                 span = p.aggregate.span
                 if span is not None:
                     yield from (q for q in (span.start, span.end, span.length) if q is not None)

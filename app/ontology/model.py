@@ -144,6 +144,18 @@ class AggregateDef:
     span: SpanDef | None = None
     #: keep a reached instance only when it is dated within a window before the subject's date
     dated: DatedDef | None = None
+    #: keep a reached instance only when a value of it equals a value of the subject
+    sharing: SharingDef | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SharingDef:
+    """``horis:sharing [ horis:property P ; horis:anchor A ]`` in an aggregate: a reached
+    instance is kept only when some value of its P equals some value of the subject's A (the
+    prescriber of an order being signed is the author of the plan)."""
+
+    property: str
+    anchor: str
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, TypeAlias
 
 from app.ontology.durations import CalendarDuration, parse_window
-from app.ontology.model import DatedDef, SpanDef, Value
+from app.ontology.model import DatedDef, SharingDef, SpanDef, Value
 from app.world.facts import FactKey
 from app.world.store import Chain
 from app.world.values import compare, is_number
@@ -76,6 +76,11 @@ def aggregate_witness(engine: Engine, s: str, agg: CompiledAggregate) -> Witness
                 if dated is None:
                     continue
                 filters[0].extend(dated)
+            if agg.sharing is not None:
+                shared = _sharing(engine, s, value, agg.sharing)
+                if shared is None:
+                    continue
+                filters[0].extend(shared)
             kept[value] = None
             premises.extend(chain)
             premises.extend(filters[0])
@@ -185,6 +190,18 @@ def _dated(engine: Engine, s: str, value: Value, dated: DatedDef) -> list[FactKe
             d = _day(v)
             if d is not None and low <= d <= high:
                 return [(s, dated.anchor, a), (value, dated.property, v)]
+    return None
+
+
+def _sharing(engine: Engine, s: str, value: Value, sharing: SharingDef) -> list[FactKey] | None:
+    """The facts by which ``value`` has a value of its property equal to one of the subject's
+    anchor values, or None when it has none."""
+    if not isinstance(value, str) or isinstance(value, bool):
+        return None
+    anchors = set(engine.st.values(s, sharing.anchor))
+    for v in engine.st.values(value, sharing.property):
+        if v in anchors:
+            return [(s, sharing.anchor, v), (value, sharing.property, v)]
     return None
 
 

@@ -18,6 +18,7 @@ from app.ontology.model import (
     Ontology,
     PropertyDef,
     Rule,
+    SharingDef,
     SpanDef,
     Value,
     local_name,
@@ -50,6 +51,7 @@ class CompiledAggregate:
     integer: bool  # the property's range is xsd:integer
     span: SpanDef | None = None  # DaysCovered: each kept instance's span and the window
     dated: DatedDef | None = None  # keep an instance dated within a window before the subject's
+    sharing: SharingDef | None = None  # keep an instance with a value equal to the subject's
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,9 +254,10 @@ def _aggregate_reads(agg: AggregateDef) -> tuple[tuple[str, ...], ...]:
         reads.extend(path + tuple(c.path) for c in agg.where)
         if agg.of is not None:
             reads.append((*path, agg.of))
-        if agg.dated is not None:
-            reads.append((agg.dated.anchor,))
-            reads.append((*path, agg.dated.property))
+        for relation in (agg.dated, agg.sharing):
+            if relation is not None:
+                reads.append((relation.anchor,))
+                reads.append((*path, relation.property))
         if agg.span is not None:
             for p in (agg.span.start, agg.span.end, agg.span.length):
                 if p is not None:
@@ -291,6 +294,7 @@ def _compile_rules(
             integer=prop.range == XSD + "integer",
             span=agg.span,
             dated=agg.dated,
+            sharing=agg.sharing,
         )
         out.append(
             CompiledRule(
