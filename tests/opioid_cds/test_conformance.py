@@ -51,6 +51,14 @@ DIVERGENT: dict[str, Divergence] = {
             "order sharing the draft's id, which it took for an order being signed"
         ),
     ),
+    "rec-06-out-extended-release-27-days": Divergence(
+        indicators=["warning"],
+        reason=(
+            "an extended-release opioid for acute pain with 27 days of supply: the reference's "
+            "shipped logic (acute, more than 7 days) gives a card; the example's answer "
+            "predates that logic"
+        ),
+    ),
 }
 
 
