@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from tests.support.fhir_server import FhirServer
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "data" / "opioid-cds" / "examples"
+#: cases of our own at the boundaries of each recommendation, in the examples' format
+CASES_DIR = EXAMPLES_DIR.parent / "cases"
 _REFERENCE = re.compile(r"^([A-Z][A-Za-z]+)/([A-Za-z0-9\-.]{1,64})$")
 _CONTEXT_IDS = ("patientId", "encounterId")
 _TOKEN = re.compile(r"\{\{\s*([^}\s]+)\s*\}\}")
@@ -81,9 +83,9 @@ def deployed_services() -> frozenset[str]:
     return frozenset(s.id for s, _ in deployments.services())
 
 
-def load_examples() -> list[Example]:
+def load_examples(folder: Path = EXAMPLES_DIR) -> list[Example]:
     examples = []
-    for path in sorted(EXAMPLES_DIR.glob("*.json")):
+    for path in sorted(folder.glob("*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
         examples.append(
             Example(

@@ -1,0 +1,58 @@
+"""Cases of our own at the boundaries of each recommendation Horismos carries beyond the guide's
+examples (``tests/data/opioid-cds/cases/``: day 90 against day 91, a screen 366 days ago, 7 days
+of supply against 8…), in the examples' format, rolled to today and called over HTTP in both
+prefetch modes exactly as the conformance tests call the guide's examples. Each case's ``note``
+says what it pins down; its ``expectedCards`` are what the guide's logic answers."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
+from tests.support.fhir_server import FhirServer
+from tests.support.opioid_examples import CASES_DIR, Example, call_service, load_examples
+
+pytestmark = pytest.mark.fhirserver
+
+CASES = load_examples(CASES_DIR)
+
+
+@pytest.fixture(scope="module")
+def client(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    path = tmp_path_factory.mktemp("opioid-boundaries") / "horismos.db"
+    path.write_bytes(sqlite_template.read_bytes())
+    with TestClient(create_app(Settings(database_url=f"sqlite:///{path}"))) as app_client:
+        yield app_client
+
+
+@pytest.mark.parametrize("mode", ["prefetch", "fetch"])
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_case_answers_as_the_guides_logic(
+    case: Example, mode: str, client: TestClient, fhir_server: FhirServer
+) -> None:
+    response = call_service(
+        client, fhir_server, case, service_id=case.service, mode=mode,
+        today=datetime.now(UTC).date(),
+    )  # fmt: skip
+    assert response.status_code == 200, response.text
+    cards = response.json()["cards"]
+    assert sorted(c["indicator"] for c in cards) == case.expected_indicators, (
+        case.request.get("note"),
+        [c["summary"] for c in cards],
+    )
+
+
+def test_every_service_has_three_boundary_cases_or_more() -> None:
+    per_service = Counter(c.service for c in CASES)
+    assert set(per_service) == {
+        "opioidcds-01", "opioidcds-02", "opioidcds-06", "opioidcds-07", "opioidcds-09",
+        "opioidcds-10-order-sign", "opioidcds-10-patient-view", "opioidcds-12-patient-view",
+    }  # fmt: skip
+    assert min(per_service.values()) >= 3, per_service
