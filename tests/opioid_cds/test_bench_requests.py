@@ -42,3 +42,28 @@ def test_two_active_opioids_and_a_draft_patch_answer_one_warning(client: TestCli
 
     assert response.status_code == 200, response.text
     assert [card["indicator"] for card in response.json()["cards"]] == ["warning"]
+
+
+PATIENT_VIEW = "opioidcds-10-patient-view"
+
+
+@pytest.mark.xfail(
+    PATIENT_VIEW not in deployed_services(),
+    strict=True,
+    raises=AssertionError,
+    reason=f"{PATIENT_VIEW} is not deployed yet",
+)
+def test_several_screenings_answer_one_unexpected_results_card(client: TestClient) -> None:
+    request = json.loads((BENCH / "opioidcds-10-patient-view-several-screenings.json").read_text())
+    request = roll(request, datetime.now(UTC).date())
+
+    response = client.post(f"/cds-services/{PATIENT_VIEW}", json=request)
+
+    assert response.status_code == 200, response.text
+    cards = response.json()["cards"]
+    assert [card["indicator"] for card in cards] == ["warning"]
+    assert "unexpected" in cards[0]["summary"]
+    # the proof names the finding that decided it, with its screen's code and day
+    detail = cards[0]["detail"]
+    assert "unexpected = cocaine found" in detail
+    assert "observationCode = http://loinc.org|3394-4" in detail
