@@ -31,7 +31,7 @@ from app.cds.auth import (
     require_client_or_run_link,
 )
 from app.cds.hook_input import HookInput, InputUnusable, rehydrated_recording
-from app.deployments import for_workflow, of_run, run_columns, served
+from app.deployments import for_workflow, of_run, run_columns, run_deployment_json, served
 from app.deps import DeploymentsDep, EngineDep, JsonBodyChecked, SessionDep, app_runner
 from app.errors import Conflict, NotFound
 from app.ontology.model import Ontology
@@ -91,7 +91,7 @@ def create_run(
     started = runner.start(ontology, wf.iri, body.model_dump())
     with engine.begin() as connection:
         runner.save(connection, ontology, started, row=run_columns(dep))
-    return started.outcome.to_json()
+    return {**started.outcome.to_json(), "deployment": run_deployment_json(dep)}
 
 
 _READ_RUN_RESPONSES: dict[int | str, dict[str, Any]] = {

@@ -354,6 +354,7 @@ class HookService:
             "ontology_digest": dep.digest,
             "deployment": dep.iri,
             "deployment_version": dep.version,
+            "deployment_imports": dep.imports_json(),
             "request_digest": digest,
         }
         claim = RunClaim(d.engine, row, leases=d.leases, guard=lambda c: d.catalog.check(c, dep))

@@ -12,6 +12,7 @@ from app.deployments.registry import (
     of_run,
     problem_json,
     run_columns,
+    run_deployment_json,
     served,
 )
 
@@ -26,5 +27,6 @@ __all__ = [
     "of_run",
     "problem_json",
     "run_columns",
+    "run_deployment_json",
     "served",
 ]

@@ -20,7 +20,7 @@ from app.errors import BadRequest, NotFound, Unavailable
 from app.ontology import OntologyError, Problem, load_ontology, verify
 from app.ontology.deployments import DeploymentSource, find_deployments
 from app.ontology.loader import vocabulary_path
-from app.ontology.model import CdsServiceDef, Ontology, WorkflowDef, local_name
+from app.ontology.model import CdsServiceDef, Ontology, OntologyPart, WorkflowDef, local_name
 from app.tools.packaged import PackagedTools
 
 DeploymentStatus = Literal["serving", "refused"]
@@ -31,6 +31,8 @@ def problem_json(problem: Problem) -> dict[str, Any]:
     out: dict[str, Any] = {"code": problem.code, "node": problem.node, "message": problem.message}
     if problem.path:
         out["path"] = problem.path
+    if problem.file:
+        out["file"] = problem.file
     return out
 
 
@@ -54,6 +56,12 @@ class Deployment:
     change_id: str | None = None
     #: the activation count of the deployment when this version was seen active
     generation: int = 0
+    #: what it imports (``owl:imports``), each with its own version and digest
+    imported: tuple[OntologyPart, ...] = ()
+
+    def imports_json(self) -> list[dict[str, Any]]:
+        """What a run records of the ontologies the deployment imports."""
+        return [{"iri": p.iri, "version": p.version, "digest": p.digest} for p in self.imported]
 
     @property
     def serving(self) -> bool:
@@ -69,6 +77,7 @@ class Deployment:
             "services": list(self.services),
             "files": list(self.files),
             "imports": list(self.imports),
+            "imported": self.imports_json(),
             "change": self.change_id,
             "generation": self.generation,
         }
@@ -161,7 +170,18 @@ def run_columns(deployment: Deployment) -> dict[str, Any]:
     return {
         "deployment": deployment.iri,
         "deployment_version": deployment.version,
+        "deployment_imports": deployment.imports_json(),
         "ontology_digest": deployment.digest,
+    }
+
+
+def run_deployment_json(deployment: Deployment) -> dict[str, Any]:
+    """What a run's JSON says of the deployment it ran on (as ``GET /runs/{id}`` shows it)."""
+    return {
+        "iri": deployment.iri,
+        "version": deployment.version,
+        "digest": deployment.digest,
+        "imports": deployment.imports_json(),
     }
 
 
@@ -240,6 +260,7 @@ def build_deployment(source: DeploymentSource, packaged: PackagedTools) -> Deplo
         workflows=source.workflows,
         problems=problems,
         ontology=ontology,
+        imported=tuple(p for p in ontology.parts if p.iri != source.iri) if ontology else (),
     )
 
 
@@ -298,5 +319,6 @@ __all__ = [
     "of_run",
     "problem_json",
     "run_columns",
+    "run_deployment_json",
     "served",
 ]

@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from app.ontology.deployments import find_deployments
+from app.ontology.deployments import find_deployments, with_imports
 from app.ontology.errors import OntologyError
 from app.ontology.loader import Registry, default_ontology_paths, load_ontology, vocabulary_path
 from app.ontology.model import Ontology
@@ -35,16 +35,17 @@ def verify_files(
 ) -> int:
     """Load and verify; 0 and a summary when sound, else 1 and one line per problem.
 
-    ``files`` load as one ontology. With no ``files``, what ``horismos serve`` would load: the
-    ``configured`` paths (``HORISMOS_ONTOLOGY_PATHS``), else the bundled ontologies, as
-    deployments, each loaded with its imports and verified on its own (serve does not serve one
-    that fails, and neither passes here).
+    ``files`` load as one ontology, with the files they import (``owl:imports``). With no
+    ``files``, what ``horismos serve`` would load: the ``configured`` paths
+    (``HORISMOS_ONTOLOGY_PATHS``), else the bundled ontologies, as deployments, each loaded with
+    its imports and verified on its own (serve does not serve one that fails, and neither
+    passes here).
 
     ``registry`` is what ``python:NAME``/``rust:NAME`` bindings may name (the installed
     packages' tools; a name outside it is a load error); ``host_problems`` adds what the host
     cannot serve (a bound entry point that does not load)."""
     if files:
-        return _verify_one(list(files), None, out, err, registry, host_problems)
+        return _verify_one(with_imports(files), None, out, err, registry, host_problems)
     paths = [Path(p) for p in configured] or default_ontology_paths()
     code = 0
     for source in find_deployments(paths, skip=vocabulary_path()):

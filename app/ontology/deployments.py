@@ -3,8 +3,9 @@
 A **deployment** is a set of Turtle files with one canonical IRI — the ``owl:Ontology`` node its
 files declare — and a version, that node's ``owl:versionInfo``. What it builds on (the shared
 vocabulary of a guideline, a common file) it names with ``owl:imports``; an ontology some other
-loaded file imports is such a common file, not a deployment of its own. A file that declares no
-``owl:Ontology`` is a deployment by itself, named after the file.
+loaded file imports is such a common file, not a deployment of its own unless it declares CDS
+services. A file that declares no ``owl:Ontology`` is a deployment by itself, named after the
+file.
 
 :func:`find_deployments` reads the headers of the given files (each file parsed once per
 content, cached by path, size and modification time) and returns each deployment's own files
@@ -153,7 +154,8 @@ def find_deployments(paths: Sequence[Path], *, skip: Path | None = None) -> list
         if h.problem is not None or not h.ontologies:
             roots.append((h.path.resolve().as_uri(), [h]))
     for iri, files in declared.items():
-        if iri not in imported:
+        # an imported (common) file is a deployment of its own only when it declares services
+        if iri not in imported or any(h.services for h in files):
             roots.append((iri, files))
     taken: set[str] = set()
     out: list[DeploymentSource] = []
@@ -197,6 +199,18 @@ def _deployment(
     )
 
 
+def with_imports(paths: Sequence[Path]) -> list[Path]:
+    """``paths`` and, after them, the files of what they import, transitively (found among
+    ``paths``, else beside the importing files), each once."""
+    headers = [read_header(Path(p)) for p in paths]
+    declared: dict[str, list[FileHeader]] = {}
+    for h in headers:
+        for iri in h.ontologies:
+            declared.setdefault(iri, []).append(h)
+    found = _deployment("", "", headers, declared)
+    return [*(Path(p) for p in paths), *found.imports]
+
+
 def _beside(iri: str, own: list[Path]) -> list[FileHeader]:
     """Files next to the deployment's own files that declare ``iri``."""
     found: list[FileHeader] = []
@@ -208,4 +222,11 @@ def _beside(iri: str, own: list[Path]) -> list[FileHeader]:
     return found
 
 
-__all__ = ["DeploymentSource", "FileHeader", "find_deployments", "read_header", "short_id"]
+__all__ = [
+    "DeploymentSource",
+    "FileHeader",
+    "find_deployments",
+    "read_header",
+    "short_id",
+    "with_imports",
+]

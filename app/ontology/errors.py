@@ -12,7 +12,8 @@ Hierarchy::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Literal
 
 ProblemCode = Literal[
@@ -56,7 +57,9 @@ class Problem:
     ``node`` is the IRI of the offending node, or of the nearest named node above a blank node,
     in which case ``path`` is the predicate path from it (``horis:when[2]/horis:greaterThan``).
     ``message`` says what is wrong and what to add; ``suggestion`` is the value most likely meant
-    (``valueQuantity`` for ``valueQuantiy``), when there is one.
+    (``valueQuantity`` for ``valueQuantiy``), when there is one. ``file`` is the file that
+    declares the node (relative to the folder of the first file loaded: ``common.ttl`` for a node
+    of an imported common file), when the node was read from a file.
     """
 
     code: ProblemCode
@@ -64,10 +67,20 @@ class Problem:
     message: str
     path: str | None = None
     suggestion: str | None = None  # what was most likely meant (already said in ``message``)
+    file: str | None = None
 
     def __str__(self) -> str:
         where = f"{self.node} {self.path}" if self.path else self.node
-        return f"{where}: {self.message}"
+        origin = f" (in {self.file})" if self.file else ""
+        return f"{where}: {self.message}{origin}"
+
+
+def in_files(problems: list[Problem], origins: Mapping[str, str]) -> list[Problem]:
+    """``problems`` with the file of each node they name (``origins``: node → file)."""
+    return [
+        p if p.file is not None or p.node not in origins else replace(p, file=origins[p.node])
+        for p in problems
+    ]
 
 
 class OntologyError(Exception):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import os
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
@@ -25,8 +26,8 @@ from rdflib.term import Node
 
 from app.ontology._compile import Compiler
 from app.ontology._rdf import OrderedGraph, Reader, short
-from app.ontology.errors import OntologyError, Problem
-from app.ontology.model import HORIS, Ontology
+from app.ontology.errors import OntologyError, Problem, in_files
+from app.ontology.model import HORIS, Ontology, OntologyPart
 from app.ontology.schema import derive_schema
 from app.ontology.valuesets import folders_beside, load_value_sets
 from app.resources import resource_dir
@@ -91,11 +92,13 @@ def load_ontology(paths: Sequence[str | Path], *, registry: Registry | None = No
     value_sets, vs_problems = load_value_sets(folders_beside(sources))
     reader = Reader(graphs)
     reader.problems.extend(vs_problems)
+    origins = _origins(reader, sources)
     _check_terms(reader)
+    _check_imports(reader, graphs)
     compiler = Compiler(reader, registry or {}, value_sets)
     parts = compiler.compile()
     if reader.problems:
-        raise OntologyError(_dedupe(reader.problems))
+        raise OntologyError(in_files(_dedupe(reader.problems), origins))
     digest = _with_value_sets(_digest(graphs), value_sets)
     ontology = Ontology(
         namespace=namespaces[0],
@@ -103,6 +106,8 @@ def load_ontology(paths: Sequence[str | Path], *, registry: Registry | None = No
         digest=digest,
         sources=tuple(sources),
         namespaces=tuple(dict.fromkeys(namespaces)),
+        parts=_parts(graphs, sources),
+        origins=origins,
         **parts,
     )
     # Every PerceptionStep's schema is derived once here, so a run never derives one.
@@ -150,6 +155,68 @@ def _check_terms(reader: Reader) -> None:
             reader.consumed.add((s, p, o))
             if p == RDF.type:
                 reader.dismissed.add(s)
+
+
+def _relative(sources: list[str]) -> list[str]:
+    """Each file's name relative to the folder of the first (``common.ttl``, ``../x.ttl``)."""
+    root = Path(sources[0]).resolve().parent
+    return [Path(os.path.relpath(Path(s).resolve(), root)).as_posix() for s in sources]
+
+
+def _origins(reader: Reader, sources: list[str]) -> dict[str, str]:
+    """The file each named node is first read from, when several files are loaded."""
+    if len(sources) < 2:
+        return {}
+    names = _relative(sources)
+    out: dict[str, str] = {}
+    for (s, _, _), (index, _) in sorted(reader.order.items(), key=lambda kv: kv[1]):
+        if isinstance(s, URIRef):
+            out.setdefault(str(s), names[index])
+    return out
+
+
+def _declared(graph: Graph) -> list[str]:
+    return sorted(str(s) for s in graph.subjects(RDF.type, OWL.Ontology))
+
+
+def _check_imports(reader: Reader, graphs: list[OrderedGraph]) -> None:
+    """Every ``owl:imports`` names an ontology one of the loaded files declares."""
+    declared = {iri for g in graphs for iri in _declared(g)}
+    for g in graphs:
+        for iri in _declared(g):
+            for target in sorted(str(t) for t in g.objects(URIRef(iri), OWL.imports)):
+                if target not in declared:
+                    reader.problem(
+                        "dangling-reference",
+                        URIRef(iri),
+                        f"<{target}>: no file declares this imported ontology; put the file "
+                        "that declares it (`<…> a owl:Ontology`) beside this one",
+                        via=OWL.imports,
+                    )
+
+
+def _parts(graphs: list[OrderedGraph], sources: list[str]) -> tuple[OntologyPart, ...]:
+    """Each ``owl:Ontology`` loaded, with the version and digest of its own files."""
+    names = _relative(sources)
+    groups: dict[str, list[int]] = {}
+    for index, graph in enumerate(graphs):
+        declared = _declared(graph)
+        key = declared[0] if declared else Path(sources[index]).resolve().as_uri()
+        groups.setdefault(key, []).append(index)
+    parts: list[OntologyPart] = []
+    for iri, indexes in groups.items():
+        versions = [
+            str(v) for i in indexes for v in graphs[i].objects(URIRef(iri), OWL.versionInfo)
+        ]
+        parts.append(
+            OntologyPart(
+                iri=iri,
+                version=versions[0] if versions else None,
+                digest=_digest([graphs[i] for i in indexes]),
+                files=tuple(names[i] for i in indexes),
+            )
+        )
+    return tuple(parts)
 
 
 def _version(reader: Reader, digest: str) -> str:

@@ -554,6 +554,17 @@ class CdsServiceDef:
 
 
 @dataclass(frozen=True, kw_only=True)
+class OntologyPart:
+    """One ``owl:Ontology`` among the files loaded together (a deployment and each file it
+    imports): its IRI, ``owl:versionInfo``, the digest of its own files' triples, its files."""
+
+    iri: str
+    version: str | None
+    digest: str
+    files: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
 class Ontology:
     """Everything loaded from one or more Turtle files, checked and indexed."""
 
@@ -572,6 +583,12 @@ class Ontology:
     unreachable_steps: tuple[str, ...] = ()  # declared steps no workflow's start reaches
     #: FHIR value sets by canonical URL, read from the ``valuesets`` folders beside the files
     value_sets: dict[str, ValueSetDef] = field(default_factory=dict)
+    #: each ``owl:Ontology`` loaded (a file without one is a part named by its file URI), in
+    #: load order: the deployment's own first, then what it imports
+    parts: tuple[OntologyPart, ...] = ()
+    #: the file each named node was first read from (relative to the first file's folder), so
+    #: a problem about a node of an imported file names that file
+    origins: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     _index: _Index = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -34,7 +34,7 @@ from app.ontology._typecheck import conditions_of
 from app.ontology._verify_fhir import FhirChecker
 from app.ontology._verify_hooks import HookChecker
 from app.ontology._verify_reach import ReachChecker
-from app.ontology.errors import Problem
+from app.ontology.errors import Problem, in_files
 from app.ontology.model import (
     CdsServiceDef,
     Condition,
@@ -63,7 +63,7 @@ def verify(ontology: Ontology) -> list[Problem]:
             "no workflow reaches this step from its horis:startsAt: link it with an edge, or "
             "remove it",
         )
-    return list(dict.fromkeys(v.problems))
+    return in_files(list(dict.fromkeys(v.problems)), ontology.origins)
 
 
 _NEEDS_NEXT = (

@@ -75,6 +75,7 @@ def stored_outcome(session: Session, run_id: str) -> dict[str, Any]:
         document["effects"] = effects
     if row.inputs is not None:
         document["inputs"] = row.inputs
+    document["deployment"] = _deployment(row)
     sources = repo.list_sources(session, run_id)
     if sources:
         document["sources"] = [
@@ -108,6 +109,20 @@ _UNFINISHED = {
 }
 
 
+def _deployment(row: Any) -> dict[str, Any] | None:
+    """The deployment a run ran on: its IRI, version and digest, and the IRI, version and
+    digest of each ontology it imports (None for runs stored before deployments were
+    recorded)."""
+    if row.deployment is None:
+        return None
+    return {
+        "iri": row.deployment,
+        "version": row.deployment_version,
+        "digest": row.ontology_digest,
+        "imports": list(row.deployment_imports or []),
+    }
+
+
 def _unfinished(session: Session, row: Any) -> dict[str, Any]:
     """What is known of a run that has no outcome (still running, interrupted, or failed): the
     same keys as an outcome, empty where nothing was decided, and what the run logged."""
@@ -124,6 +139,7 @@ def _unfinished(session: Session, row: Any) -> dict[str, Any]:
         "violations": [],
         "note": _UNFINISHED.get(str(row.status), "the run has no stored outcome"),
     }
+    document["deployment"] = _deployment(row)
     if row.status == "running" and row.lease_expires_at is not None:
         document["leaseExpiresAt"] = row.lease_expires_at.isoformat()
     return document

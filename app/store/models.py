@@ -114,6 +114,8 @@ class Run(Base):
     #: The deployment the run ran on: its IRI, version and digest (``ontology_digest``).
     deployment: Mapped[str | None] = mapped_column(String(1000))
     deployment_version: Mapped[str | None] = mapped_column(String(100))
+    #: What the deployment imports (``owl:imports``), each ``{"iri", "version", "digest"}``.
+    deployment_imports: Mapped[list[dict[str, Any]] | None] = mapped_column(JsonDoc)
     ontology_digest: Mapped[str | None] = mapped_column(String(100))
     status: Mapped[str] = mapped_column(String(20), default="running")
     terminal: Mapped[str | None] = mapped_column(String(1000))
