@@ -13,10 +13,11 @@ to the FHIR resource each instance was read from, never from generated text. The
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.ontology import card_text
 from app.ontology.model import (
     CardDecl,
     CdsServiceDef,
@@ -98,8 +99,7 @@ def _detail(ontology: Ontology, workflow: WorkflowDef, world: World, run: RunVie
         parts.append(f"Not completed: {failure}")
     for v in run.violations:
         parts.append(f"Refused input ({v.code}): {v.message}")
-    text = "\n\n".join(parts)
-    return text if len(text) <= DETAIL_LIMIT else text[: DETAIL_LIMIT - 1] + "…"
+    return "\n\n".join(parts)
 
 
 def cited_resources(world: World, workflow: WorkflowDef, focus_id: str, cites: str) -> list[str]:
@@ -148,18 +148,70 @@ def cited_action(
 
 
 def _suggestions(
-    decl: SuggestionDecl, world: World, workflow: WorkflowDef, run: RunView
+    decl: SuggestionDecl,
+    world: World,
+    workflow: WorkflowDef,
+    run: RunView,
+    label: str,
+    instance: str | None,
 ) -> list[dict[str, Any]]:
     if decl.cites is None:
-        return []
+        # in a horis:forEach card: the card's own instance, read from its resource
+        found = world.instance(instance) if instance is not None else None
+        if found is None or found.source is None:
+            return []
+        action = cited_action(
+            decl.action_type, decl.description or label, found.source.reference, run.resources
+        )
+        if action is None:
+            return []
+        return [{"label": label, "uuid": str(uuid.uuid4()), "actions": [action]}]
     out = []
     for ref in cited_resources(world, workflow, run.focus_id, decl.cites):
-        action = cited_action(decl.action_type, decl.description or decl.label, ref, run.resources)
+        action = cited_action(decl.action_type, decl.description or label, ref, run.resources)
         if action is None:
             continue
-        out.append(
-            {"label": f"{decl.label} ({ref})", "uuid": str(uuid.uuid4()), "actions": [action]}
-        )
+        out.append({"label": f"{label} ({ref})", "uuid": str(uuid.uuid4()), "actions": [action]})
+    return out
+
+
+def _instances(decl: CardDecl, world: World, focus_id: str) -> list[str | None]:
+    """The instances a card is about: one card per instance its ``horis:forEach`` reaches (in
+    hydration's order), else one card about the run as a whole (None)."""
+    if not decl.for_each:
+        return [None]
+    return list(world.each(focus_id, decl.for_each, decl.each_where))
+
+
+def _texts(
+    ontology: Ontology, decl: CardDecl, world: World, focus_id: str, instance: str | None
+) -> Callable[[str], str]:
+    """Looks a card placeholder up: the values of its property on the focus or the instance."""
+    variables = dict(decl.variables)
+
+    def label(iri: str) -> str | None:
+        if iri in ontology.individuals or iri in ontology.classes:
+            return _label(ontology, iri)
+        return None
+
+    def lookup(name: str) -> str:
+        prop = variables.get(name)
+        subject = instance if name.startswith("instance.") else focus_id
+        if prop is None or subject is None:
+            return card_text.UNKNOWN
+        return card_text.show(world.values(subject, prop), label)
+
+    return lookup
+
+
+def _reasons(decl: CardDecl, world: World, instance: str | None) -> list[str]:
+    """For a card about one instance: the proof of each property its filter read on it."""
+    if instance is None:
+        return []
+    out: list[str] = []
+    for prop in dict.fromkeys(c.path[0] for c in decl.each_where):
+        if world.values(instance, prop):
+            out.append(world.proof(instance, prop).render())
     return out
 
 
@@ -172,26 +224,53 @@ def build_cards(
     run: RunView,
     run_url: str,
 ) -> list[dict[str, Any]]:
+    """The cards of every matching declaration, in document order (one per instance for a
+    ``horis:forEach`` declaration), their texts filled from the run's facts."""
     cards: list[dict[str, Any]] = []
+    run_detail: str | None = None
     for decl in sorted(service.cards, key=lambda d: d.order):
         if not _matches(decl, world, run):
             continue
-        summary = decl.summary if len(decl.summary) <= SUMMARY_LIMIT else decl.summary[:138] + "…"
-        card: dict[str, Any] = {
-            "uuid": str(uuid.uuid4()),
-            "summary": summary,
-            "indicator": decl.indicator,
-            "detail": _detail(ontology, workflow, world, run),
-            "source": {"label": f"Horismos · {service.title} (ontology {ontology.version})"},
-            "links": [
-                {"label": "Decision record: proof and trace", "url": run_url, "type": "absolute"}
-            ],
-        }
-        suggestions = [s for d in decl.suggestions for s in _suggestions(d, world, workflow, run)]
-        if suggestions:
-            card["suggestions"] = suggestions
-            card["selectionBehavior"] = decl.selection_behavior or "at-most-one"
-        cards.append(card)
+        if run_detail is None:
+            run_detail = _detail(ontology, workflow, world, run)
+        for instance in _instances(decl, world, run.focus_id):
+            lookup = _texts(ontology, decl, world, run.focus_id, instance)
+            full = card_text.fill(decl.summary, lookup, markdown=False)
+            summary = card_text.shorten(full, SUMMARY_LIMIT)
+            parts: list[str] = []
+            if summary != full:
+                parts.append(f"Summary in full: {card_text.markdown_escape(full)}")
+            if decl.detail is not None:
+                parts.append(card_text.fill(decl.detail, lookup, markdown=True))
+            parts.extend(_reasons(decl, world, instance))
+            parts.append(run_detail)
+            detail = "\n\n".join(p for p in parts if p)
+            card: dict[str, Any] = {
+                "uuid": str(uuid.uuid4()),
+                "summary": summary,
+                "indicator": decl.indicator,
+                "detail": detail
+                if len(detail) <= DETAIL_LIMIT
+                else detail[: DETAIL_LIMIT - 1] + "…",
+                "source": {"label": f"Horismos · {service.title} (ontology {ontology.version})"},
+                "links": [{"label": RUN_LINK_LABEL, "url": run_url, "type": "absolute"}],
+            }
+            suggestions = [
+                s
+                for d in decl.suggestions
+                for s in _suggestions(
+                    d,
+                    world,
+                    workflow,
+                    run,
+                    card_text.fill(d.label, lookup, markdown=False),
+                    instance,
+                )
+            ]
+            if suggestions:
+                card["suggestions"] = suggestions
+                card["selectionBehavior"] = decl.selection_behavior or "at-most-one"
+            cards.append(card)
     return cards
 
 

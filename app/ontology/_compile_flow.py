@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from rdflib import Literal
+from rdflib import Literal, URIRef
 from rdflib.term import Node
 
+from app.ontology import card_text
 from app.ontology._compile_base import CompilerBase, H
 from app.ontology.model import (
     ArgBinding,
@@ -84,16 +85,7 @@ class FlowCompiler(CompilerBase):
         elif kind == "ProposalStep":
             cand = r.one(node, H("candidates"))
             if cand is not None:
-                path_nodes = r.members(cand, H("path"))
-                f["candidates"] = CandidateQuery(
-                    path=tuple(
-                        p
-                        for p in (self.ref(cand, H("path"), i, ("property",)) for i in path_nodes)
-                        if p
-                    ),
-                    class_iri=self.ref(cand, H("class"), r.one(cand, H("class")), ("class",)),
-                    where=self.conditions(cand, H("where")),
-                )
+                f["candidates"] = self._query(cand)
             f["rank_by"] = self.string(node, H("rankBy"))
             f["selects"] = self.ref(node, H("selects"), r.one(node, H("selects")), ("property",))
         elif kind == "WaitStep":
@@ -182,7 +174,7 @@ class FlowCompiler(CompilerBase):
             )
             for t in r.objects(node, H("text"))
         )
-        cards = tuple(self._card(c, i) for i, c in enumerate(r.objects(node, H("card"))))
+        cards = tuple(self._card(node, c, i) for i, c in enumerate(r.objects(node, H("card"))))
         actions = tuple(
             self._system_action(a, i) for i, a in enumerate(r.objects(node, H("systemAction")))
         )
@@ -204,7 +196,7 @@ class FlowCompiler(CompilerBase):
             custom_hook=bool(self.boolean(node, H("customHook"))),
         )
 
-    def _card(self, node: Node, order: int) -> CardDecl:
+    def _card(self, service: Node, node: Node, order: int) -> CardDecl:
         r = self.r
         indicator = self.string(node, H("indicator"), required=True) or "info"
         if indicator not in ("info", "warning", "critical"):
@@ -214,11 +206,22 @@ class FlowCompiler(CompilerBase):
         if behavior not in (None, "at-most-one", "any"):
             r.problem("literal-type", node, 'selectionBehavior must be "at-most-one" or "any"')
             behavior = None
+        for_each = self._paths(node, "forEach")
+        each_where = self.conditions(node, H("where"))
+        if each_where and not for_each:
+            r.problem("missing", node, "horis:where on a card filters horis:forEach instances")
+        summary = self.string(node, H("summary"), required=True) or ""
+        detail = self.string(node, H("detail"))
+        texts: list[tuple[Node, Node, str]] = [(node, H("summary"), summary)]
+        if detail is not None:
+            texts.append((node, H("detail"), detail))
         suggestions: list[SuggestionDecl] = []
         for s in r.objects(node, H("suggest")):
+            label = self.string(s, H("label"), required=True) or ""
+            texts.append((s, H("label"), label))
             suggestions.append(
                 SuggestionDecl(
-                    label=self.string(s, H("label"), required=True) or "",
+                    label=label,
                     action_type=self._action_type(s),
                     cites=self.ref(s, H("cites"), r.one(s, H("cites")), ("property",)),
                     description=self.string(s, H("description")),
@@ -226,13 +229,82 @@ class FlowCompiler(CompilerBase):
             )
         return CardDecl(
             indicator=cast(Any, indicator),
-            summary=self.string(node, H("summary"), required=True) or "",
+            summary=summary,
             when=self.conditions(node, H("when")),
             terminal=self._edge(node, "terminal"),
             suggestions=tuple(suggestions),
             selection_behavior=cast(Any, behavior),
             order=order,
+            for_each=for_each,
+            each_where=each_where,
+            detail=detail,
+            variables=self._variables(service, texts, bool(for_each)),
         )
+
+    def _query(self, node: Node) -> CandidateQuery:
+        """``[ horis:path ( … ) | horis:class C ; horis:where ( … ) ]``."""
+        r = self.r
+        path_nodes = r.members(node, H("path"))
+        return CandidateQuery(
+            path=tuple(
+                p for p in (self.ref(node, H("path"), i, ("property",)) for i in path_nodes) if p
+            ),
+            class_iri=self.ref(node, H("class"), r.one(node, H("class")), ("class",)),
+            where=self.conditions(node, H("where")),
+        )
+
+    def _variables(
+        self, service: Node, texts: list[tuple[Node, Node, str]], per_instance: bool
+    ) -> tuple[tuple[str, str], ...]:
+        """The property each placeholder of a card's texts names; a name that is not
+        ``focus.P`` or ``instance.P`` with ``P`` a declared property is a load error."""
+        namespace = str(service)[: len(str(service)) - len(local_name(str(service)))]
+        found: dict[str, str] = {}
+        for owner, pred, text in texts:
+            for name in card_text.placeholders(text):
+                parsed = card_text.parse_name(name)
+                if parsed is None:
+                    self.r.problem(
+                        "literal-type",
+                        owner,
+                        f"{{{{{name}}}}} is not a placeholder: write {{{{focus.P}}}} or "
+                        "{{instance.P}} with P a declared property",
+                        via=pred,
+                    )
+                    continue
+                scope, prop_name = parsed
+                if scope == "instance" and not per_instance:
+                    self.r.problem(
+                        "literal-type",
+                        owner,
+                        f"{{{{{name}}}}} names the card's instance, but the card has no "
+                        "horis:forEach",
+                        via=pred,
+                    )
+                    continue
+                iri = self._property_named(prop_name, namespace)
+                if iri is None:
+                    self.r.problem(
+                        "dangling-reference",
+                        owner,
+                        f"{{{{{name}}}}}: {prop_name} is not a declared property (or is declared "
+                        "in several namespaces)",
+                        via=pred,
+                    )
+                    continue
+                found[name] = iri
+        return tuple(found.items())
+
+    def _property_named(self, name: str, namespace: str) -> str | None:
+        """The declared property with local name ``name`` (the service's namespace first)."""
+        if self.kinds.get(URIRef(namespace + name)) == "property":
+            return namespace + name
+        matches = [
+            str(n)
+            for n, kind in self.kinds.items()
+            if kind == "property" and local_name(str(n)) == name
+        ]
+        return matches[0] if len(matches) == 1 else None
 
     def _action_type(self, node: Node) -> Any:
         """``horis:actionType`` of a suggestion or system action."""

@@ -4,7 +4,8 @@ A coded class that hydration can make an instance of, but that no ``horis:isA`` 
 ancestor) and no reader of the whole property can see, is hydrated on every call and changes
 nothing: usually the trace of a renamed rule or class. Readers: conditions anywhere (rules,
 requires, goals, branches, cards, system actions, candidates), rules ``horis:about`` the class,
-aggregates (their paths and filters), ActionStep bindings, narrations, ``horis:decides``,
+aggregates (their paths and filters), card ``horis:forEach`` (paths and filters) and card
+placeholders, ActionStep bindings, narrations, ``horis:decides``,
 ``horis:selects``, ``horis:cites`` and candidate paths.
 
 A condition that reads the *absence* of a FHIR-mapped property (``horis:isAssigned false``)
@@ -102,6 +103,7 @@ class ReachChecker(TypeChecker):
         for s in self.o.services.values():
             for card in s.cards:
                 yield from card.when
+                yield from card.each_where
             for action in s.system_actions:
                 yield from action.when
 
@@ -136,4 +138,7 @@ class ReachChecker(TypeChecker):
         for s in self.o.services.values():
             for card in s.cards:
                 yield from (x.cites for x in card.suggestions if x.cites is not None)
+                for path in card.for_each:
+                    yield from path
+                yield from (iri for _name, iri in card.variables)
             yield from (a.cites for a in s.system_actions if a.cites is not None)

@@ -485,7 +485,9 @@ class SuggestionDecl:
     """``horis:suggest [ horis:label "…" ; horis:actionType "delete" ; horis:cites P ]``.
 
     The action's resource is the FHIR source of the instance that the decision's proof reaches
-    through property ``cites`` (e.g. the draft order a contraindication rule used).
+    through property ``cites`` (e.g. the draft order a contraindication rule used); in a
+    ``horis:forEach`` card without ``cites``, the FHIR source of the card's own instance. The
+    label may hold placeholders (``app.ontology.card_text``).
     """
 
     label: str
@@ -501,15 +503,23 @@ class CardDecl:
 
     Cards are tried in document order; every matching one is emitted. ``when`` is evaluated on
     the run's focus after the run ends; ``terminal`` matches the terminal step that ended it.
+    With ``for_each`` a matching declaration yields one card per instance it selects.
     """
 
     indicator: Indicator
-    summary: str
+    summary: str  # may hold placeholders (``app.ontology.card_text``), as may ``detail``
     when: tuple[Condition, ...] = ()
     terminal: str | None = None
     suggestions: tuple[SuggestionDecl, ...] = ()
     selection_behavior: Literal["at-most-one", "any"] | None = None
     order: int = 0
+    #: horis:forEach ( path )…: one card per instance reached from the focus (their union)
+    for_each: tuple[tuple[str, ...], ...] = ()
+    #: horis:where on a horis:forEach card: conditions each instance must satisfy
+    each_where: tuple[Condition, ...] = ()
+    detail: str | None = None  # horis:detail: Markdown shown before the run's own detail
+    #: each placeholder name its texts use (``instance.mme``) → the property IRI it reads
+    variables: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -34,8 +34,10 @@ from app.ontology._typecheck import conditions_of
 from app.ontology._verify_fhir import FhirChecker
 from app.ontology._verify_hooks import HookChecker
 from app.ontology._verify_reach import ReachChecker
+from app.ontology.card_text import static_length
 from app.ontology.errors import Problem, in_files
 from app.ontology.model import (
+    CardDecl,
     CdsServiceDef,
     Condition,
     Ontology,
@@ -205,7 +207,11 @@ class _Verifier(FhirChecker, HookChecker, ReachChecker):
         if tool is None:
             self.add("type-check", s.iri, "an ActionStep needs horis:tool naming a declared tool")
             return
-        subject = self._each_class(w, s) if s.for_each else w.focus
+        subject = (
+            self.each_class(w.focus, s.for_each, s.each_where, s.iri, "horis:forEach")
+            if s.for_each
+            else w.focus
+        )
         args = {a.name: a for a in tool.args}
         bound = Counter(b.arg for b in s.bindings)
         for name in args:
@@ -261,25 +267,32 @@ class _Verifier(FhirChecker, HookChecker, ReachChecker):
                     f"{local_name(prop.range)}",
                 )
 
-    def _each_class(self, w: WorkflowDef, s: StepDef) -> str | None:
-        """The class of the instances a ``horis:forEach`` step calls its tool for (the range
-        its paths end at), after checking the paths and ``horis:where``; None when unknown."""
+    def each_class(
+        self,
+        focus: str | None,
+        paths: tuple[tuple[str, ...], ...],
+        where: tuple[Condition, ...],
+        node: str,
+        at: str,
+    ) -> str | None:
+        """The class of the instances a ``horis:forEach`` step or card is about (the range its
+        paths end at), after checking the paths and ``horis:where``; None when unknown."""
         ends: set[str] = set()
-        for path in s.for_each:
-            current: str | None = w.focus
+        for path in paths:
+            current: str | None = focus
             for iri in path:
                 prop = self.o.properties.get(iri)
                 if prop is None:
                     return None
                 if current is not None:
-                    self.check_domain(prop, current, s.iri, "horis:forEach")
+                    self.check_domain(prop, current, node, at)
                 if not prop.is_object:
                     self.add(
                         "type-check",
-                        s.iri,
+                        node,
                         f"horis:forEach reaches {prop.name}, whose values are literals: it must "
                         "end at instances",
-                        "horis:forEach",
+                        at,
                     )
                     return None
                 current = prop.range
@@ -290,15 +303,15 @@ class _Verifier(FhirChecker, HookChecker, ReachChecker):
                 names = ", ".join(sorted(local_name(e) for e in ends))
                 self.add(
                     "type-check",
-                    s.iri,
+                    node,
                     f"the horis:forEach paths end at different classes ({names}): one class "
-                    "carries the bound properties",
-                    "horis:forEach",
+                    "carries what is read on each instance",
+                    at,
                 )
             return None
         (end,) = ends
-        for c in s.each_where:
-            self.condition_on(c, end, s.iri, "horis:where")
+        for c in where:
+            self.condition_on(c, end, node, at.replace("horis:forEach", "horis:where"))
         return end
 
     def _proposal(self, w: WorkflowDef, s: StepDef) -> None:
@@ -452,11 +465,16 @@ class _Verifier(FhirChecker, HookChecker, ReachChecker):
                 )
             for card in s.cards:
                 where = f"horis:card[{card.order + 1}]"
-                if len(card.summary) > 140:
+                if static_length(card.summary) > 140:
                     self.add(
-                        "service", s.iri, "a card summary must be at most 140 characters", where
+                        "service",
+                        s.iri,
+                        "a card summary must be at most 140 characters (its text without "
+                        "placeholders)",
+                        where,
                     )
                 self._match(s, w, card.terminal, card.when, where)
+                self._card_instances(s, w, card, where)
             for action in s.system_actions:
                 self._system_action(s, w, action)
 
@@ -480,6 +498,18 @@ class _Verifier(FhirChecker, HookChecker, ReachChecker):
                 )
         for c in when:
             self.condition_on(c, w.focus, s.iri, where)
+
+    def _card_instances(self, s: CdsServiceDef, w: WorkflowDef, card: CardDecl, where: str) -> None:
+        """A card's ``horis:forEach`` and the properties its placeholders read."""
+        instance: str | None = None
+        if card.for_each:
+            at = f"{where}/horis:forEach"
+            instance = self.each_class(w.focus, card.for_each, card.each_where, s.iri, at)
+        for name, iri in card.variables:
+            prop = self.o.properties.get(iri)
+            if prop is not None:
+                subject = instance if name.startswith("instance.") else w.focus
+                self.check_domain(prop, subject, s.iri, f"{where} {{{{{name}}}}}")
 
     def _system_action(self, s: CdsServiceDef, w: WorkflowDef, a: SystemActionDecl) -> None:
         where = f"horis:systemAction[{a.order + 1}]"

@@ -313,14 +313,7 @@ class _Run:
     def each_instance(self, step: StepDef, focus: str | None) -> list[str]:
         """The instances a ``horis:forEach`` step calls its tool for, each once, in the order
         the paths reach them (hydration's order, so a replay takes its calls in the same order)."""
-        if focus is None:
-            return []
-        found: dict[str, None] = {}
-        for path in step.for_each:
-            for value in self.world.reach(focus, path):
-                if isinstance(value, str) and self.world.instance(value) is not None:
-                    found.setdefault(value, None)
-        return [i for i in found if not step.each_where or self.world.holds(i, step.each_where)]
+        return self.world.each(focus, step.for_each, step.each_where)
 
     def invoke(
         self,

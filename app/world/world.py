@@ -369,6 +369,24 @@ class World:
                 out.append(v)
         return tuple(out)
 
+    def each(
+        self,
+        focus: str | None,
+        paths: Sequence[Sequence[str]],
+        where: Sequence[Condition] = (),
+    ) -> list[str]:
+        """The instances a ``horis:forEach`` is about: those its paths reach from ``focus``
+        (their union, each once, in the order the paths reach them: hydration's order) that
+        satisfy every ``where`` condition."""
+        if focus is None:
+            return []
+        found: dict[str, None] = {}
+        for path in paths:
+            for value in self.reach(focus, path):
+                if isinstance(value, str) and self.instance(value) is not None:
+                    found.setdefault(value, None)
+        return [i for i in found if not where or self.holds(i, where)]
+
     def instances(self, class_iri: str | None = None) -> tuple[Instance, ...]:
         """Instances of ``class_iri`` or any subclass (all instances when None)."""
         insts = self._st.instances
