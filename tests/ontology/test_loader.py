@@ -277,7 +277,19 @@ def test_cds_service(full: Ontology) -> None:
         ("patient", "Patient/{{context.patientId}}")
     ]
     assert [(t.resource_type, t.fhir_path) for t in svc.text] == [("Encounter", "reasonCode.text")]
-    assert [c.summary for c in svc.cards] == ["Gold", "Failed", "Assigned"]  # document order
+    assert [c.summary for c in svc.cards][:3] == ["Gold", "Failed", "Assigned"]  # document order
+    each = svc.cards[3]
+    assert each.for_each == ((F + "hasDraft",),)
+    assert [(c.path, c.op, c.value) for c in each.each_where] == [
+        ((F + "stayNights",), "atLeast", 7)
+    ]
+    assert each.detail == "Booked: {{instance.bookedItem}}."
+    assert dict(each.variables) == {
+        "instance.stayNights": F + "stayNights",
+        "focus.code": F + "code",
+        "instance.bookedItem": F + "bookedItem",
+    }
+    assert each.suggestions[0].cites is None
     gold = svc.cards[0]
     assert gold.selection_behavior == "at-most-one" and gold.indicator == "critical"
     (suggestion,) = gold.suggestions
