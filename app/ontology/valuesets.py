@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ def load_value_sets(folders: Iterable[Path]) -> tuple[dict[str, ValueSetDef], li
     problems: list[Problem] = []
     for folder in folders:
         for path in sorted(folder.glob("*.json")):
-            vs, problem = _read(path)
+            vs, problem = _read_once(path)
             if problem is not None:
                 problems.append(problem)
                 continue
@@ -53,6 +54,21 @@ def load_value_sets(folders: Iterable[Path]) -> tuple[dict[str, ValueSetDef], li
                     )
                 )
     return found, problems
+
+
+def _read_once(path: Path) -> tuple[ValueSetDef | None, Problem | None]:
+    """A value set file read once per content (by path, modification time and size): the
+    deployments beside one ``valuesets`` folder share what it holds."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return _read(path)
+    return _read_cached(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=1024)
+def _read_cached(name: str, mtime_ns: int, size: int) -> tuple[ValueSetDef | None, Problem | None]:
+    return _read(Path(name))
 
 
 def _read(path: Path) -> tuple[ValueSetDef | None, Problem | None]:
