@@ -54,6 +54,7 @@ from app.cds.leniency import as_service_hook
 from app.cds.prefetch import Gathered, gather
 from app.cds.requests import HookRequest, parse_hook_request
 from app.cds.response_check import check_response
+from app.cds.unsent import NO_SERVER, proposed_creates, unsent_notices
 from app.deployments import Deployment, Deployments
 from app.deployments.catalog import Catalog, VersionMoved
 from app.digest import canonical_digest
@@ -195,7 +196,8 @@ def _check_context_resources(ontology: Ontology, workflow: WorkflowDef, req: Hoo
 _FAILURE_EDGES = ("fallback", "onUnreachable", "onError", "onUnsatisfied", "onTimeout")
 
 
-def _failed_actions(trace: list[TraceEntry]) -> list[str]:
+def _failed_actions(ontology: Ontology, trace: list[TraceEntry]) -> list[str]:
+    unsent = proposed_creates(ontology, trace)
     out: list[str] = []
     for entry in trace:
         for call in entry.calls:
@@ -203,8 +205,9 @@ def _failed_actions(trace: list[TraceEntry]) -> list[str]:
             if error is None or call.type != "tool" or "effects" in (error.model_extra or {}):
                 continue
             if call.status == "proposed":
-                # an adapter-mediated write with nowhere to go: say so in the reader's terms
-                out.append(f"{call.tool}: the request names no FHIR server to write to")
+                if call.tool not in unsent:  # a create's notice already says it
+                    # an adapter-mediated write with nowhere to go: say so in the reader's terms
+                    out.append(f"{call.tool}: {NO_SERVER}")
             else:
                 out.append(f"{call.tool}: {error.message or 'failed'}")
     return out
@@ -499,6 +502,8 @@ class HookService:
             if not isinstance(exc, StoreUnavailable):  # that one was recorded failed already
                 log.exception("run %s of %s failed", claim.run_id, workflow.name)
                 self._record_failed(claim)
+                if claim.lost:  # a run that never claimed met its hookInstance's earlier row
+                    return None
             if isinstance(exc, CdsError):
                 raise
             raise RunFailed.one(
@@ -576,9 +581,9 @@ class HookService:
             narration=_narration(outcome.trace),
             focus_id=focus_id,
             violations=problems,
-            failed_actions=_failed_actions(outcome.trace),
+            failed_actions=_failed_actions(ontology, outcome.trace),
             detours=_detours(outcome.trace, outcome.terminal),
-            notices=_notices(handler),
+            notices=[*_notices(handler), *unsent_notices(ontology, outcome.trace)],
             resources=_by_reference([*resources, *_context_resources(req.context)]),
         )
         cards = build_cards(

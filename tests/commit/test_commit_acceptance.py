@@ -34,7 +34,7 @@ pytestmark = pytest.mark.fhirserver
 
 PRIORITY = "http://terminology.hl7.org/CodeSystem/v3-ActPriority"
 LOINC = "http://loinc.org"
-WRITE_SCOPE = "user/*.read user/Encounter.write"
+WRITE_SCOPE = "user/*.read user/Encounter.write user/Communication.write"
 READ_ONLY_SCOPE = "user/*.read"
 CHANGED = "changed since the decision was computed"
 
@@ -191,6 +191,44 @@ def test_triage_patches_the_encounter_priority_against_the_version_it_read(
     assert (recorded["target"], recorded["element"]) == (effect["target"], "priority")
 
 
+def test_a_patch_changes_only_the_priority_even_from_a_subsetted_prefetch(
+    client: TestClient, fhir_server: FhirServer, pg_engine: Engine
+) -> None:
+    """The EHR prefetched a summary of the Encounter; the record holds more. Read back after the
+    hook: the priority is set and every other element is as it was."""
+    patient, _ = _patient_and_encounter(fhir_server)
+    full = fhir_server.create(
+        {
+            "resourceType": "Encounter",
+            "id": fhir_server.new_id(),
+            "status": "in-progress",
+            "class": {"system": "http://terminology.hl7.org/CodeSystem/v3-ActCode", "code": "EMER"},
+            "subject": {"reference": f"Patient/{patient['id']}"},
+            "participant": [{"individual": {"reference": "Practitioner/nurse-1"}}],
+            "period": {"start": "2026-01-01T09:55:00Z"},
+            "serviceProvider": {"reference": "Organization/ed"},
+            "location": [{"location": {"reference": "Location/bay-4"}}],
+        }
+    )
+    summary = {k: full[k] for k in ("resourceType", "id", "meta", "status", "class", "subject")}
+    prefetch = _prefetch(patient, summary, [_heart_rate(patient["id"], 160)])
+
+    _, run, _ = _answer(
+        client.post(
+            "/cds-services/horismos-triage",
+            json=_hook(fhir_server.base_url, patient, full, prefetch=prefetch),
+        )
+    )
+
+    assert run["decision"]["value"] == "Immediate"
+    current = fhir_server.read("Encounter", full["id"])
+    assert _codes(current) == ["EM"]
+    assert current["meta"]["versionId"] != full["meta"]["versionId"]
+    assert {k: v for k, v in current.items() if k not in ("priority", "meta")} == {
+        k: v for k, v in full.items() if k != "meta"
+    }
+
+
 Race = tuple[dict[str, tuple[str, dict[str, Any], list[dict[str, Any]]]], str, str]
 
 
@@ -227,12 +265,16 @@ def _race(client: TestClient, fhir_server: FhirServer, pg_engine: Engine) -> Rac
 
     outcomes = {acuity: _answer(answers[acuity]) for acuity in calls}
     states = {
-        acuity: [e["state"] for e in effect_reports(pg_engine, run_id)]
+        acuity: sorted((e["operation"], e["state"]) for e in effect_reports(pg_engine, run_id))
         for acuity, (run_id, _, _) in outcomes.items()
     }
-    assert sorted(states.values()) == [["accepted"], ["conflicted"]]
-    [winner] = [a for a, s in states.items() if s == ["accepted"]]
-    [loser] = [a for a, s in states.items() if s == ["conflicted"]]
+    # the loser's write was not made; it escalated, and the nurse was sent a message instead
+    assert sorted(states.values()) == [
+        [("create", "accepted"), ("patch", "conflicted")],
+        [("patch", "accepted")],
+    ]
+    [winner] = [a for a, s in states.items() if s == [("patch", "accepted")]]
+    [loser] = [a for a in states if a != winner]
     history = fhir_server.history("Encounter", encounter["id"])
     assert len(history) == 2
     assert _codes(history[-1]) == [{"Immediate": "EM", "Urgent": "UR"}[winner]]
@@ -260,8 +302,12 @@ def test_the_conflicted_decisions_card_says_the_record_changed(
 
     lost_run, _, lost_cards = outcomes[loser]
     assert any(CHANGED in c.get("detail", "") for c in lost_cards)
-    [effect] = client.get(f"/runs/{lost_run}").json()["effects"]
-    assert effect["state"] == "conflicted"
+    effects = client.get(f"/runs/{lost_run}").json()["effects"]
+    # its queue write was refused by the record's change; it escalated, and that message went
+    assert sorted((e["operation"], e["state"]) for e in effects) == [
+        ("create", "accepted"),
+        ("patch", "conflicted"),
+    ]
 
 
 def test_twins_of_one_hook_call_that_writes_send_one_write_and_answer_alike(
@@ -381,22 +427,26 @@ def test_a_lost_answer_is_settled_by_horismos_reconcile(
                 json=_hook(proxy + "/fhir", patient, encounter, prefetch=prefetch),
             )
         )
-    assert forwarded == [f"/fhir/Encounter/{encounter['id']}"]
+    # the patch's answer was lost, so the run escalated; that message's answers were lost too
+    assert forwarded == [f"/fhir/Encounter/{encounter['id']}"] + ["/fhir/Communication"] * 2
     assert run["terminal"] == "EscalateToNurse"
-    assert [e["state"] for e in effect_reports(pg_engine, run_id)] == ["unknown"]
+    assert [e["state"] for e in effect_reports(pg_engine, run_id)] == ["unknown", "unknown"]
 
-    # The effect names the (now closed) proxy's address: reconciliation cannot tell yet.
-    assert _reconcile(pg_url) == (1, ["unknown"])
-    assert [e["state"] for e in effect_reports(pg_engine, run_id)] == ["unknown"]
+    # The effects name the (now closed) proxy's address: reconciliation cannot tell yet.
+    assert _reconcile(pg_url) == (1, ["unknown", "unknown"])
+    assert [e["state"] for e in effect_reports(pg_engine, run_id)] == ["unknown", "unknown"]
 
     port = int(proxy.rsplit(":", 1)[1])
     with dropping_proxy(origin, drop_writes=False, port=port):
-        assert _reconcile(pg_url) == (0, ["accepted"])
+        assert _reconcile(pg_url) == (0, ["accepted", "accepted"])
 
-    [effect] = effect_reports(pg_engine, run_id)
+    patch, create = sorted(
+        effect_reports(pg_engine, run_id), key=lambda e: e["operation"] != "patch"
+    )
     current = fhir_server.read("Encounter", encounter["id"])
-    assert (effect["state"], effect["newVersion"]) == ("accepted", current["meta"]["versionId"])
+    assert (patch["state"], patch["newVersion"]) == ("accepted", current["meta"]["versionId"])
     assert _codes(current) == ["EM"]
+    assert create["state"] == "accepted" and create["created"].startswith("Communication/")
 
 
 def _reconcile(url: str) -> tuple[int, list[str]]:

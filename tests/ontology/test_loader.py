@@ -449,13 +449,6 @@ def test_timeouts(ttl: Callable[[str], Path], text: str, seconds: float) -> None
     assert load_ontology([path]).tools["https://example.org/t#t"].timeout == seconds
 
 
-def test_triage_loads_with_a_stand_in_notifier_too() -> None:
-    o = load_ontology([TRIAGE], registry={"app.tools.builtin.notify": print})
-    assert o.tools["https://horismos.dev/example/triage#paging.notify_nurse"].binding == (
-        "python:app.tools.builtin.notify"
-    )
-
-
 def test_digest_ignores_formatting_and_order(ttl: Callable[[str], Path]) -> None:
     a = ttl(
         ":p a horis:Property ; horis:domain :A ; horis:range xsd:string ;\n"

@@ -124,6 +124,21 @@ def test_queue_assignment_commits_through_the_fhir_adapter(triage: Ontology) -> 
     assert [(e.property, e.now) for e in tool.effects] == [(N + "queuedAt", True)]
 
 
+def test_the_escalation_creates_a_communication_through_the_fhir_adapter(
+    triage: Ontology,
+) -> None:
+    tool = triage.tools[N + "paging.notify_nurse"]
+    assert tool.binding == "fhir:commit" and tool.commits is not None
+    assert (tool.commits.resource_type, tool.commits.operation, tool.commits.scope) == (
+        "Communication",
+        "create",
+        "user/Communication.write",
+    )
+    assert tool.idempotent and tool.retries == 1
+    escalate = triage.step(N + "EscalateToNurse")
+    assert [(b.arg, b.property) for b in escalate.bindings] == [("acuity", N + "acuity")]
+
+
 def test_cds_service(triage: Ontology) -> None:
     svc = triage.service("horismos-triage")
     assert svc.hook == "encounter-start" and svc.workflow == N + "Triage"

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from app.ontology.model import Ontology
-from app.tools.builtin import OUTBOX
 from tests.runtime.conftest import run, steps
 
 pytestmark = pytest.mark.nobridge
@@ -70,7 +69,6 @@ def test_each_acuity_rule_decides_without_a_bridge(
 
 
 def test_no_data_escalates_to_a_nurse_with_no_decision(triage: Ontology) -> None:
-    before = len(OUTBOX)
     outcome, _ = run(triage, "Triage", {"instances": [{"id": "p1", "class": "Patient"}]})
 
     assert outcome.terminal == "EscalateToNurse"
@@ -82,8 +80,9 @@ def test_no_data_escalates_to_a_nurse_with_no_decision(triage: Ontology) -> None
         ("Assess", "onUnreachable"),
         ("EscalateToNurse", "next"),
     ]
-    assert len(OUTBOX) == before + 1  # the nurse was paged
-    assert OUTBOX[-1]["args"] == {"patient": "p1"}
+    # No FHIR adapter in this configuration: the message to the nurse is proposed, not sent.
+    escalate = outcome.trace[-1]
+    assert (escalate.effect, escalate.args) == ("proposed", {"acuity": None})
 
 
 def test_the_trace_says_why_each_step_went_where_it_did(triage: Ontology) -> None:
