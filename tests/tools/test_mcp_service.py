@@ -4,6 +4,7 @@ the deployment unready, not the process dead; a binding that does not fit stops 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -15,6 +16,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -22,7 +24,8 @@ from app.main import create_app
 from app.settings import McpServer, Settings
 from tests.cds import clinical
 from tests.support.fhir_server import FhirServer
-from tests.tools.conftest import McpEvents
+from tests.support.live_server import live_server
+from tests.tools.conftest import McpEvents, stdio_server
 
 pytestmark = pytest.mark.fhirserver
 
@@ -126,6 +129,74 @@ def test_a_hook_runs_its_mcp_tool_under_contract_and_an_unreachable_server_only_
             assert back["deployments"][0]["unready"] is None, back
             again = client.post("/cds-services/mcp-ticketing", json=_hook(fhir_server, 80))
         assert [c["summary"] for c in again.json()["cards"]] == ["Ticket filed"]
+
+
+def _landed(step: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The facts a traced step added to the World."""
+    added = (step.get("delta") or {}).get("added") or []
+    return [(f["property"], f["value"]) for f in added]
+
+
+def _variant(tmp_path: Path, tool: str, service_id: str) -> Path:
+    """The ticketing deployment under another IRI and service id, bound to ``tool``."""
+    path = tmp_path / f"{service_id}.ttl"
+    text = _ontology(tmp_path, tool).read_text()
+    text = text.replace(
+        "<https://horismos.dev/test/mcp-service>", f"<https://horismos.dev/test/{service_id}>"
+    )
+    path.write_text(text.replace('horis:id "mcp-ticketing"', f'horis:id "{service_id}"'))
+    return path
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_the_served_process_runs_mcp_tools_under_their_contracts_over_http(
+    pg_url: str,
+    pg_engine: Any,
+    tmp_path: Path,
+    fhir_server: FhirServer,
+    mcp_http: HttpServer,
+    mcp_events: McpEvents,
+    transport: str,
+) -> None:
+    """uvicorn, the EHR's hook calls over HTTP, a real MCP server process: the conforming tool's
+    result lands; the one answering an undeclared key takes onError and nothing lands."""
+    conforming = _variant(tmp_path, "ticket", "mcp-ticketing")
+    chatty = _variant(tmp_path, "ticket_chatty", "mcp-ticketing-chatty")
+    with contextlib.ExitStack() as stack:
+        if transport == "http":
+            spec: dict[str, Any] = {"url": stack.enter_context(mcp_http())}
+        else:
+            spec = stdio_server(mcp_events).model_dump(exclude_none=True)
+        env = {
+            "HORISMOS_DATABASE_URL": pg_url,
+            "HORISMOS_RECONCILE_INTERVAL_SECONDS": "0",
+            "HORISMOS_ONTOLOGY_PATHS": json.dumps([str(conforming), str(chatty)]),
+            "HORISMOS_MCP_SERVERS": json.dumps({"tickets": spec}),
+        }
+        server = stack.enter_context(live_server(env, tmp_path / "server.log"))
+        http = stack.enter_context(httpx.Client(base_url=server.base, timeout=60))
+        ready = http.get("/readyz")
+        filed = http.post("/cds-services/mcp-ticketing", json=_hook(fhir_server, 130))
+        refused = http.post("/cds-services/mcp-ticketing-chatty", json=_hook(fhir_server, 90))
+        run_id = filed.json()["extension"]["dev.horismos.run"]["runId"]
+        record = http.get(f"/runs/{run_id}").json()
+        chatty_id = refused.json()["extension"]["dev.horismos.run"]["runId"]
+        chatty_record = http.get(f"/runs/{chatty_id}").json()
+
+    assert ready.status_code == 200, ready.text
+    assert ready.json()["tools"]["mcp"]["tickets"]["state"] == "ready"
+    assert [c["summary"] for c in filed.json()["cards"]] == ["Ticket filed"]
+    step = next(e for e in record["trace"] if e["step"] == "File")
+    [call] = step["calls"]
+    assert (call["binding"], call["result"]) == ("mcp://tickets/ticket", {"ticket": "T-130"})
+    assert _landed(step) == [("ticket", "T-130")]
+    assert [c["summary"] for c in refused.json()["cards"]] == ["No ticket was filed"]
+    chatty_step = next(e for e in chatty_record["trace"] if e["step"] == "File")
+    assert chatty_step["edge"] == "onError" and "internalNote" in chatty_step["error"]
+    assert _landed(chatty_step) == []
+    received = {c["tool"]: c["args"] for c in mcp_events.of("call")}
+    assert received["ticket"]["score"] == 130 and received["ticket"]["urgent"] is False
+    assert received["ticket_chatty"] == {"case": received["ticket_chatty"]["case"], "score": 90}
 
 
 def test_a_binding_that_does_not_fit_its_mcp_tool_refuses_its_deployment(
