@@ -27,9 +27,25 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _wait_until_free(port: int, deadline: float) -> None:
+    """Until nothing listens on ``port``: a server that died mid-call may still hold it while
+    its process exits, and would answer the readiness check of the one started after it."""
+    while True:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"port {port} is still in use") from None
+        time.sleep(0.05)  # readiness poll, not a race cover
+
+
 @contextmanager
 def serve(args: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[str]:
     """Run ``python ARGS PORT`` until the block ends; yields ``http://127.0.0.1:PORT``."""
+    _wait_until_free(port, time.monotonic() + 30)
     proc = subprocess.Popen(
         [sys.executable, *args, str(port)],
         cwd=ROOT,
