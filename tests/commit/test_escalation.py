@@ -179,8 +179,10 @@ def test_the_message_carries_the_acuity_the_rules_gave_when_triage_could_not_com
 def test_a_new_hook_instance_is_a_new_decision_with_its_own_message(
     client: TestClient, fhir_server: FhirServer
 ) -> None:
+    """Nothing prefetched: the service reads the Encounter, and its participants, itself."""
     pid, encounter = _encounter(fhir_server, "Practitioner/nurse-1")
     body = _hook(fhir_server.base_url, pid, encounter)
+    del body["prefetch"]
     first, _, _ = _answer(client.post("/cds-services/horismos-triage", json=body))
     second, _, _ = _answer(
         client.post(
@@ -189,11 +191,13 @@ def test_a_new_hook_instance_is_a_new_decision_with_its_own_message(
     )
 
     assert first != second
+    messages = _communications(fhir_server, encounter)
     links = sorted(
         next(p["contentAttachment"]["url"] for p in m["payload"] if "contentAttachment" in p)
-        for m in _communications(fhir_server, encounter)
+        for m in messages
     )
     assert [link.split("/runs/")[1] for link in links] == sorted([first, second])
+    assert [m["recipient"] for m in messages] == [[{"reference": "Practitioner/nurse-1"}]] * 2
 
 
 def test_a_lost_answer_to_the_create_is_retried_and_finds_the_one_it_made(
