@@ -316,28 +316,37 @@ class Problem(BaseModel):
 
 
 def _problem_documented(document: dict[str, Any]) -> dict[str, Any]:
-    """The OpenAPI document with FastAPI's validation error replaced by what the handler
-    answers: a problem with ``errors``."""
+    """The OpenAPI document with every error answer described as the handlers give it: on the
+    CDS routes an OperationOutcome (also for FastAPI's validation error), elsewhere a problem
+    (``application/problem+json``; validation errors with ``errors``)."""
     schemas = document.setdefault("components", {}).setdefault("schemas", {})
     for name in ("HTTPValidationError", "ValidationError"):
         schemas.pop(name, None)
     problem_schema = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
     schemas.update(problem_schema.pop("$defs", {}))
     schemas["Problem"] = problem_schema
+    as_problem = {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    as_outcome = {"application/json": {"schema": {"$ref": "#/components/schemas/OperationOutcome"}}}
     validation = "#/components/schemas/HTTPValidationError"
-    for operations in document.get("paths", {}).values():
+    for path, operations in document.get("paths", {}).items():
+        cds = path.startswith(_CDS_PREFIX)
         for operation in operations.values():
-            for answer in operation.get("responses", {}).values():
+            for status, answer in operation.get("responses", {}).items():
+                if not status.isdigit() or int(status) < 400:
+                    continue
                 content = answer.get("content", {})
-                if content.get("application/json", {}).get("schema", {}).get("$ref") == validation:
-                    answer["content"] = {
-                        PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}
-                    }
+                invalid = content.get("application/json", {}).get("schema", {}).get("$ref")
+                if cds and invalid == validation and "OperationOutcome" in schemas:
+                    answer["content"] = as_outcome
+                elif not cds and invalid == validation:
+                    answer["content"] = as_problem
+                elif not cds and not any(kind.endswith("json") for kind in content):
+                    answer["content"] = {**as_problem, **content}  # a page for browsers stays
     return document
 
 
 def document_problems(app: FastAPI) -> None:
-    """Make ``app.openapi()`` describe validation errors as the handlers answer them."""
+    """Make ``app.openapi()`` describe error answers as the handlers give them."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:

@@ -105,7 +105,10 @@ _READ_RUN_RESPONSES: dict[int | str, dict[str, Any]] = {
             "text/html": {"schema": {"type": "string"}},
         },
     },
-    404: {"description": "No such run (an HTML page when HTML was asked for)"},
+    404: {
+        "description": "No such run (an HTML page when HTML was asked for)",
+        "content": {"text/html": {"schema": {"type": "string"}}},
+    },
 }
 
 

@@ -332,7 +332,9 @@ async def require_client(request: Request) -> ClientIdentity | None:
 CLIENT_JWT_OR_LINK_RESPONSE: dict[int | str, dict[str, Any]] = {
     401: {
         "description": "Trusted issuers are configured and neither a valid client JWT nor a "
-        "valid, unexpired signed link (`exp`, `sig`) for this run was presented"
+        "valid, unexpired signed link (`exp`, `sig`) for this run was presented (a short "
+        "page when HTML was asked for)",
+        "content": {"text/html": {"schema": {"type": "string"}}},
     }
 }
 

@@ -87,10 +87,18 @@ def test_the_cds_routes_keep_answering_operation_outcomes(client: TestClient) ->
     assert missing.json()["resourceType"] == "OperationOutcome"
 
 
-def test_the_openapi_document_describes_validation_errors_as_problems(
+def test_the_openapi_document_describes_each_error_in_its_routes_format(
     client: TestClient,
 ) -> None:
     document = client.get("/openapi.json").json()
-    answer = document["paths"]["/workflows/{workflow}/runs"]["post"]["responses"]["422"]
-    assert answer["content"] == {PROBLEM: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    problem = {"schema": {"$ref": "#/components/schemas/Problem"}}
+    outcome = {"schema": {"$ref": "#/components/schemas/OperationOutcome"}}
+    runs = document["paths"]["/workflows/{workflow}/runs"]["post"]["responses"]
+    assert runs["422"]["content"] == {PROBLEM: problem}
+    assert runs["401"]["content"] == {PROBLEM: problem}
+    record = document["paths"]["/runs/{run_id}"]["get"]["responses"]["404"]["content"]
+    assert record == {PROBLEM: problem, "text/html": {"schema": {"type": "string"}}}
+    hook = document["paths"]["/cds-services/{service_id}"]["post"]["responses"]
+    assert hook["422"]["content"] == {"application/json": outcome}
+    assert hook["404"]["content"] == {"application/json": outcome}
     assert "HTTPValidationError" not in document["components"]["schemas"]
