@@ -8,7 +8,8 @@ numbers. A value the graph does not hold is passed as ``null`` (an escalation mu
 to page when data are missing); a value it does hold must have the declared ``horis:type``.
 
 Results: a JSON object with exactly the keys of the ``horis:type`` effects (local names), each
-of its declared type; ``horis:value horis:now`` effects are filled from the run's clock.
+of its declared type or ``null`` (the tool has no value for it: nothing is asserted);
+``horis:value horis:now`` effects are filled from the run's clock.
 """
 
 from __future__ import annotations
@@ -116,6 +117,8 @@ def effect_changes(
     changes: list[Change] = []
     for key, effect in declared.items():
         value = result[key]
+        if value is None:  # the tool has no value for it (an MME it cannot compute): no fact
+            continue
         type_iri = effect.type or ""
         if type_iri.startswith(XSD):
             if not _datatype_ok(type_iri, value):

@@ -195,3 +195,14 @@ def test_where_without_for_each_is_a_load_error(deployment: Callable[..., Ontolo
     with pytest.raises(OntologyError) as err:
         deployment(text, registry={"daily_dose": daily_dose})
     assert any("filters horis:forEach" in p.message for p in err.value.problems)
+
+
+def test_a_null_result_asserts_nothing(load: Callable[[str], Ontology]) -> None:
+    onto = load(DEPLOYMENT)
+    world = patient(onto, ("o1", "hasOrder", {"dose": 10}))  # no perDay: the tool answers null
+
+    outcome = run(onto, world)
+
+    assert outcome.terminal == "Done"
+    assert world.value("o1", L + "dailyDose") is None
+    assert world.value("p", L + "totalDose") == Decimal(0)
