@@ -15,6 +15,9 @@ from app.tools.host import ToolHost
 
 #: the guide's service id → its hook (PlanDefinition action.trigger), for every service deployed
 SERVICES = {
+    "opioidcds-03": "order-sign",
+    "opioidcds-04-05": "order-sign",
+    "opioidcds-08": "order-sign",
     "opioidcds-11-order-select": "order-select",
     "opioidcds-11-patient-view": "patient-view",
 }

@@ -30,6 +30,9 @@ TEMAZEPAM_20 = ("104693", "temazepam 20 MG Oral Capsule")
 BENZPHETAMINE_50 = ("904368", "benzphetamine hydrochloride 50 MG Oral Tablet")  # CNS list
 NALOXONE_NASAL = ("1191212", "naloxone hydrochloride 0.4 MG/ML Injectable Solution")
 AMOXICILLIN_500 = ("308191", "amoxicillin 500 MG Oral Capsule")
+HYDROCODONE_10 = ("856908", "acetaminophen 660 MG / hydrocodone bitartrate 10 MG Oral Tablet")
+#: in the opioid value set, not in the drug strength data: no MME can be computed for it
+UNWEIGHABLE_OPIOID = ("2118730", "an opioid the 2020 drug data does not list")
 
 
 def today() -> date:
@@ -187,6 +190,21 @@ def encounter(
             "dischargeDisposition": {"coding": [{"system": discharge[0], "code": discharge[1]}]}
         }
     return resource
+
+
+def dispense(
+    did: str, pid: str, drug: tuple[str, str], *, handed_over: str, status: str = "completed"
+) -> dict[str, Any]:
+    return {
+        "resourceType": "MedicationDispense",
+        "id": did,
+        "status": status,
+        "medicationCodeableConcept": {
+            "coding": [{"system": RXNORM, "code": drug[0], "display": drug[1]}]
+        },
+        "subject": {"reference": f"Patient/{pid}"},
+        "whenHandedOver": handed_over,
+    }
 
 
 def procedure(prid: str, pid: str, code: str, *, performed: str) -> dict[str, Any]:

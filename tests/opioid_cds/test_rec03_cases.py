@@ -1,0 +1,80 @@
+"""Recommendation 3 (immediate-release opioids first) on cases of our own, at the boundaries the
+guide's examples do not reach — the opioid-naive window above all — over HTTP in both modes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
+from tests.support.fhir_server import FhirServer
+from tests.support.opioid_cases import (
+    OXYCODONE_ER_10,
+    OXYCODONE_IR_5,
+    ago,
+    case,
+    dispense,
+    order,
+    patient,
+    today,
+)
+from tests.support.opioid_examples import Example, call_service
+
+pytestmark = pytest.mark.fhirserver
+
+S = "opioidcds-03"
+P = "p03"
+ADULT = patient(P)
+ER_DRAFT = order("draft-er", P, OXYCODONE_ER_10)
+
+
+def stored_opioid(days_ago: int) -> dict[str, object]:
+    return order("stored-opioid", P, OXYCODONE_IR_5, authored=ago(days_ago))
+
+
+CASES = [
+    case("naive", S, "order-sign", ADULT, drafts=[ER_DRAFT], expected=["warning"]),
+    case("opioid-89-days-ago", S, "order-sign", ADULT, drafts=[ER_DRAFT],
+         stored=[stored_opioid(89)]),
+    case("opioid-90-days-ago", S, "order-sign", ADULT, drafts=[ER_DRAFT],
+         stored=[stored_opioid(90)]),
+    case("opioid-91-days-ago", S, "order-sign", ADULT, drafts=[ER_DRAFT],
+         stored=[stored_opioid(91)], expected=["warning"]),
+    # the previous 24 hours do not count: an opioid ordered today leaves the patient naive
+    case("opioid-today", S, "order-sign", ADULT, drafts=[ER_DRAFT], stored=[stored_opioid(0)],
+         expected=["warning"]),
+    case("opioid-dispensed-30-days-ago", S, "order-sign", ADULT, drafts=[ER_DRAFT],
+         stored=[dispense("disp-opioid", P, OXYCODONE_IR_5, handed_over=ago(30))]),
+    case("contained-medication", S, "order-sign", ADULT,
+         drafts=[order("draft-er", P, OXYCODONE_ER_10, contained=True)], expected=["warning"]),
+    case("acute-extended-release", S, "order-sign", ADULT,
+         drafts=[order("draft-er", P, OXYCODONE_ER_10, supply_days=14)]),
+    case("immediate-release", S, "order-sign", ADULT,
+         drafts=[order("draft-ir", P, OXYCODONE_IR_5)]),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def client(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    path = tmp_path_factory.mktemp("opioid-rec03") / "horismos.db"
+    path.write_bytes(sqlite_template.read_bytes())
+    with TestClient(create_app(Settings(database_url=f"sqlite:///{path}"))) as app_client:
+        yield app_client
+
+
+@pytest.mark.parametrize("mode", ["prefetch", "fetch"])
+@pytest.mark.parametrize("example", CASES, ids=[c.name for c in CASES])
+def test_recommendation_3_case(
+    example: Example, mode: str, client: TestClient, fhir_server: FhirServer
+) -> None:
+    response = call_service(client, fhir_server, example, service_id=S, mode=mode, today=today())
+
+    assert response.status_code == 200, response.text
+    cards = response.json()["cards"]
+    assert [c["indicator"] for c in cards] == example.expected_indicators, [
+        (c["summary"], c["detail"]) for c in cards
+    ]

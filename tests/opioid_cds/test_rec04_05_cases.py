@@ -1,0 +1,103 @@
+"""Recommendations 4 and 5 (lowest effective dose, total MME) on cases of our own, at the
+boundaries the guide's examples do not reach, over HTTP in both modes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
+from tests.support.fhir_server import FhirServer
+from tests.support.opioid_cases import (
+    FENTANYL_75,
+    HYDROCODONE_10,
+    OXYCODONE_IR_5,
+    UNWEIGHABLE_OPIOID,
+    ago,
+    case,
+    condition,
+    order,
+    patient,
+    today,
+)
+from tests.support.opioid_examples import Example, call_service
+
+pytestmark = pytest.mark.fhirserver
+
+S = "opioidcds-04-05"
+P = "p0405"
+ADULT = patient(P)
+
+
+def hydrocodone(tablets_a_day: float, **kw: object) -> dict[str, object]:
+    """A draft: hydrocodone 10 mg tablets (10 MME each), one dose a day, 30 days."""
+    return order("draft-hydrocodone", P, HYDROCODONE_10, dose=tablets_a_day, **kw)  # type: ignore[arg-type]
+
+
+def stored_oxycodone(supply_days: int) -> dict[str, object]:
+    """On record: oxycodone 5 mg three times a day, 22.5 MME."""
+    return order(
+        "stored-oxycodone", P, OXYCODONE_IR_5, authored=ago(10), frequency=3,
+        supply_days=supply_days,
+    )  # fmt: skip
+
+
+CASES = [
+    case("mme-exactly-50", S, "order-sign", ADULT, drafts=[hydrocodone(5)], expected=["warning"]),
+    case("mme-49.9", S, "order-sign", ADULT, drafts=[hydrocodone(4.99)]),
+    case("stored-chronic-opioid-brings-the-total-over-50", S, "order-sign", ADULT,
+         drafts=[hydrocodone(3)], stored=[stored_oxycodone(30)], expected=["warning"]),
+    # an acute opioid on record is not counted here (it is for recommendation 8)
+    case("stored-acute-opioid-is-not-counted", S, "order-sign", ADULT,
+         drafts=[hydrocodone(3)], stored=[stored_oxycodone(7)]),
+    case("contained-medication", S, "order-sign", ADULT,
+         drafts=[hydrocodone(5, contained=True)], expected=["warning"]),
+    case("fentanyl-180-mme", S, "order-sign", ADULT,
+         drafts=[order("draft-fentanyl", P, FENTANYL_75, dose=1, dose_unit="{patch}",
+                       period=3)],
+         expected=["warning"]),
+    case("end-of-life", S, "order-sign", ADULT, drafts=[hydrocodone(6)],
+         stored=[condition("c-terminal", P, "300936002")]),
+    case("mme-cannot-be-computed", S, "order-sign", ADULT,
+         drafts=[order("draft-opioid", P, UNWEIGHABLE_OPIOID)], expected=["info"]),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def client(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    path = tmp_path_factory.mktemp("opioid-rec0405") / "horismos.db"
+    path.write_bytes(sqlite_template.read_bytes())
+    with TestClient(create_app(Settings(database_url=f"sqlite:///{path}"))) as app_client:
+        yield app_client
+
+
+@pytest.mark.parametrize("mode", ["prefetch", "fetch"])
+@pytest.mark.parametrize("example", CASES, ids=[c.name for c in CASES])
+def test_recommendations_4_and_5_case(
+    example: Example, mode: str, client: TestClient, fhir_server: FhirServer
+) -> None:
+    response = call_service(client, fhir_server, example, service_id=S, mode=mode, today=today())
+
+    assert response.status_code == 200, response.text
+    cards = response.json()["cards"]
+    assert [c["indicator"] for c in cards] == example.expected_indicators, [
+        (c["summary"], c["detail"]) for c in cards
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "says"), [("mme-exactly-50", "50 MME"), ("fentanyl-180-mme", "90")]
+)
+def test_the_card_says_which_side_of_90_the_total_is(
+    client: TestClient, fhir_server: FhirServer, name: str, says: str
+) -> None:
+    example = next(c for c in CASES if c.name == name)
+    response = call_service(client, fhir_server, example, service_id=S, mode="fetch", today=today())
+
+    (card,) = response.json()["cards"]
+    assert card["summary"].startswith(says)
+    assert ("taper" in card["summary"]) and (("now" in card["summary"]) == (says == "90"))

@@ -1,0 +1,104 @@
+"""Recommendation 8 (risk mitigation, naloxone) on cases of our own, at the boundaries the
+guide's examples do not reach, over HTTP in both modes (prefetch from the service's templates,
+and no prefetch)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
+from tests.support.fhir_server import FhirServer
+from tests.support.opioid_cases import (
+    HYDROCODONE_10,
+    OXYCODONE_IR_5,
+    TEMAZEPAM_20,
+    UNWEIGHABLE_OPIOID,
+    ago,
+    case,
+    order,
+    patient,
+    procedure,
+    today,
+)
+from tests.support.opioid_examples import Example, call_service
+
+pytestmark = pytest.mark.fhirserver
+
+S = "opioidcds-08"
+P = "p08"
+ADULT = patient(P)
+
+
+def hydrocodone(tablets_a_day: float, **kw: object) -> dict[str, object]:
+    """A draft: hydrocodone 10 mg tablets, one dose a day of ``tablets_a_day`` tablets
+    (10 MME per tablet), 30 days."""
+    return order("draft-hydrocodone", P, HYDROCODONE_10, dose=tablets_a_day, **kw)  # type: ignore[arg-type]
+
+
+CASES = [
+    case("mme-exactly-50", S, "order-sign", ADULT, drafts=[hydrocodone(5)], expected=["warning"]),
+    case("mme-49.9", S, "order-sign", ADULT, drafts=[hydrocodone(4.99)]),
+    # an active opioid on record counts whatever its supply: 30 + 22.5 MME
+    case("stored-opioid-brings-the-total-over-50", S, "order-sign", ADULT,
+         drafts=[hydrocodone(3)],
+         stored=[order("stored-oxycodone", P, OXYCODONE_IR_5, authored=ago(10), frequency=3,
+                       supply_days=7)],
+         expected=["warning"]),
+    case("benzodiazepine-ended-last-year", S, "order-sign", ADULT, drafts=[hydrocodone(3)],
+         stored=[order("stored-benzo", P, TEMAZEPAM_20, authored=ago(400), status="completed")]),
+    case("benzodiazepine-active", S, "order-sign", ADULT, drafts=[hydrocodone(3)],
+         stored=[order("stored-benzo", P, TEMAZEPAM_20, authored=ago(40))],
+         expected=["warning"]),
+    case("contained-medication", S, "order-sign", ADULT,
+         drafts=[hydrocodone(5, contained=True)], expected=["warning"]),
+    case("acute-order", S, "order-sign", ADULT, drafts=[hydrocodone(5, supply_days=14)]),
+    case("substance-misuse-counseling", S, "order-sign", ADULT, drafts=[hydrocodone(3)],
+         stored=[procedure("pr-counseling", P, "313071005", performed=ago(700))],
+         expected=["warning"]),
+    # no MME can be computed for the draft and nothing else is a risk: not decided, and said so
+    case("mme-cannot-be-computed", S, "order-sign", ADULT,
+         drafts=[order("draft-opioid", P, UNWEIGHABLE_OPIOID)], expected=["info"]),
+    case("mme-cannot-be-computed-but-benzodiazepine", S, "order-sign", ADULT,
+         drafts=[order("draft-opioid", P, UNWEIGHABLE_OPIOID)],
+         stored=[order("stored-benzo", P, TEMAZEPAM_20, authored=ago(40))],
+         expected=["warning"]),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def client(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    path = tmp_path_factory.mktemp("opioid-rec08") / "horismos.db"
+    path.write_bytes(sqlite_template.read_bytes())
+    with TestClient(create_app(Settings(database_url=f"sqlite:///{path}"))) as app_client:
+        yield app_client
+
+
+@pytest.mark.parametrize("mode", ["prefetch", "fetch"])
+@pytest.mark.parametrize("example", CASES, ids=[c.name for c in CASES])
+def test_recommendation_8_case(
+    example: Example, mode: str, client: TestClient, fhir_server: FhirServer
+) -> None:
+    response = call_service(client, fhir_server, example, service_id=S, mode=mode, today=today())
+
+    assert response.status_code == 200, response.text
+    cards = response.json()["cards"]
+    assert [c["indicator"] for c in cards] == example.expected_indicators, [
+        (c["summary"], c["detail"]) for c in cards
+    ]
+
+
+def test_the_card_shows_the_total_and_each_orders_mme(
+    client: TestClient, fhir_server: FhirServer
+) -> None:
+    response = call_service(
+        client, fhir_server, CASES[2], service_id=S, mode="fetch", today=today()
+    )
+
+    (card,) = response.json()["cards"]
+    assert "totalMme = 52.5" in card["detail"]
+    assert "mme = 30" in card["detail"] and "mme = 22.5" in card["detail"]
