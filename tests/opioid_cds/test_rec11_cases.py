@@ -71,6 +71,10 @@ CASES = [
          stored=[OPIOID_ON_RECORD, BENZO_ON_RECORD,
                  condition("c-terminal", P, "300936002", status="resolved")],
          expected=["warning"]),
+    # the general inclusion criteria read no clinical status of a likely terminal condition
+    case("pv-resolved-pancreatic-carcinoma", PV, "patient-view", ADULT,
+         stored=[OPIOID_ON_RECORD, BENZO_ON_RECORD,
+                 condition("c-terminal", P, "783771003", status="resolved")]),
     # order-select
     case("os-opioid-drafted-on-benzodiazepine", OS, "order-select", ADULT,
          drafts=[order("draft-opioid", P, OXYCODONE_ER_10)], stored=[BENZO_ON_RECORD],
