@@ -15,11 +15,19 @@ from app.tools.host import ToolHost
 
 #: the guide's service id → its hook (PlanDefinition action.trigger), for every service deployed
 SERVICES = {
+    "opioidcds-01": "order-sign",
+    "opioidcds-02": "order-sign",
     "opioidcds-03": "order-sign",
     "opioidcds-04-05": "order-sign",
+    "opioidcds-06": "order-sign",
+    "opioidcds-07": "order-sign",
     "opioidcds-08": "order-sign",
+    "opioidcds-09": "order-sign",
+    "opioidcds-10-order-sign": "order-sign",
+    "opioidcds-10-patient-view": "patient-view",
     "opioidcds-11-order-select": "order-select",
     "opioidcds-11-patient-view": "patient-view",
+    "opioidcds-12-patient-view": "patient-view",
 }
 COMMON = "https://horismos.dev/opioid-cds/common"
 
@@ -38,7 +46,7 @@ def test_each_service_is_in_discovery_with_the_guides_hook(client: TestClient) -
     for service_id, hook in SERVICES.items():
         assert service_id in listed, f"{service_id} is not in discovery"
         assert listed[service_id]["hook"] == hook
-        assert listed[service_id]["prefetch"]["patient"] == "Patient/{{context.patientId}}"
+        assert "Patient/{{context.patientId}}" in listed[service_id]["prefetch"].values()
 
 
 @pytest.mark.parametrize("service_id", sorted(SERVICES))
