@@ -12,6 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -142,6 +143,8 @@ class Settings(BaseSettings):
     #: what the sandboxed replay of a change may use: address space (MB) and CPU seconds
     change_sandbox_memory_mb: int = Field(default=3072, ge=256)
     change_sandbox_cpu_seconds: int = Field(default=300, ge=5)
+    #: The IANA time zone cards and decision pages show times in (``Europe/Paris``).
+    timezone: str = "UTC"
 
     @field_validator("ontology_paths", "cors_origins", "allowed_fhir_servers", mode="before")
     @classmethod
@@ -196,6 +199,24 @@ class Settings(BaseSettings):
         except ValueError as exc:
             raise ValueError(f"HORISMOS_RETENTION_PERIOD: {exc}") from None
         return value.strip()
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone_is_known(cls, value: str) -> str:
+        name = value.strip() or "UTC"
+        try:
+            ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                f"HORISMOS_TIMEZONE: {value!r} is not an IANA time zone this system knows "
+                "(e.g. Europe/Paris, America/New_York, UTC)"
+            ) from None
+        return name
+
+    @property
+    def zone(self) -> ZoneInfo:
+        """The time zone times are shown in (``timezone``)."""
+        return ZoneInfo(self.timezone)
 
     @field_validator("link_secret")
     @classmethod

@@ -219,3 +219,82 @@ def _from_pint(unit: Any) -> str | None:
     if not up and not down:
         return None
     return ".".join(up) + "".join("/" + d for d in down)
+
+
+# --- how a unit is printed for a clinician --------------------------------------------------
+
+_TERM = re.compile(r"(\{[^{}]*\})|([^./{}]+)")
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+@cache
+def _display_table() -> dict[str, dict[str, str]]:
+    import json
+    from pathlib import Path
+
+    raw = json.loads((Path(__file__).parent / "ucum_display.json").read_text(encoding="utf-8"))
+    return {k: v for k, v in raw.items() if isinstance(v, dict)}
+
+
+@cache
+def _print_symbols() -> tuple[dict[str, str], dict[str, str]]:
+    """UCUM's printSymbol of every unit atom and prefix that has one."""
+    from ucumvert import xml_util
+
+    def symbols(tag: str) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for node in xml_util.root.findall(f".//{{*}}{tag}[@Code]"):
+            printed = node.find("{*}printSymbol")
+            if printed is not None:
+                text = "".join(printed.itertext()).replace("\xa0", " ").strip()
+                if text:
+                    out[node.attrib["Code"]] = text
+        return out
+
+    return symbols("unit") | symbols("base-unit"), symbols("prefix")
+
+
+def _atom_display(term: str) -> str:
+    table = _display_table()["atoms"]
+    match = re.fullmatch(r"(.*?)(-?[0-9]+)?", term)
+    atom, exponent = (match.group(1), match.group(2)) if match else (term, None)
+    if term in table:
+        return table[term]
+    units, prefixes = _print_symbols()
+    text = atom
+    if atom in table:
+        text = table[atom]
+    elif atom in units:
+        text = units[atom]
+    else:
+        for prefix, symbol in prefixes.items():
+            if atom.startswith(prefix) and atom[len(prefix) :] in units:
+                text = symbol + units[atom[len(prefix) :]]
+                break
+        else:
+            text = atom.replace("[", "").replace("]", "")
+    return text + (exponent.translate(_SUPERSCRIPT) if exponent else "")
+
+
+@lru_cache(maxsize=256)
+def display(code: str) -> str:
+    """A UCUM code as a clinician writes it: ``mm[Hg]`` → ``mmHg``, ``Cel`` → ``°C``,
+    ``mL/min/{1.73_m2}`` → ``mL/min/1.73 m²``, ``{beats}/min`` → ``/min``, ``a`` → ``years``.
+
+    Whole codes and atoms listed in ``ucum_display.json`` are printed as listed; any other atom
+    with UCUM's print symbol; an annotation only when the table gives it a meaning."""
+    table = _display_table()
+    if code in table["units"]:
+        return table["units"][code]
+    out: list[str] = []
+    pos = 0
+    for m in _TERM.finditer(code):
+        out.append(code[pos : m.start()].replace(".", "·"))
+        pos = m.end()
+        annotation, term = m.group(1), m.group(2)
+        if annotation is not None:
+            out.append(table["annotations"].get(annotation, ""))
+        else:
+            out.append(_atom_display(term))
+    out.append(code[pos:].replace(".", "·"))
+    return "".join(out)

@@ -73,6 +73,7 @@ from adapters.fhir.effect_log import (
     effect_notice,
     effect_notices,
     effect_reports,
+    unsuccessful,
 )
 from adapters.fhir.scopes import permits
 from adapters.fhir.writes import FHIR_JSON, JSON_PATCH, Answer, outcome, patch_document, send
@@ -286,9 +287,10 @@ class FhirCommitAdapter:
         return self.log.persisted()
 
     def notices(self) -> list[str]:
-        """A card sentence per write the run attempted (empty when it attempted none), from what
-        the adapter committed, so the card needs no second read of the effect log."""
-        return [effect_notice(e) for e in self.effects()]
+        """A card sentence per write the run attempted that did not succeed (a write the EHR
+        accepted needs no sentence: the run page lists every effect), from what the adapter
+        committed, so the card needs no second read of the effect log."""
+        return [effect_notice(e) for e in self.effects() if unsuccessful(e)]
 
     def commit(
         self,

@@ -356,6 +356,14 @@ def _create_notice(effect: Mapping[str, Any]) -> str:
     )
 
 
+def unsuccessful(effect: Mapping[str, Any]) -> bool:
+    """Whether a card must tell its reader about a write: it was not confirmed as made, or it
+    made a resource addressed to no one (nobody was told through the EHR)."""
+    if effect.get("state") != "accepted":
+        return True
+    return effect.get("operation") == "create" and not effect.get("recipients")
+
+
 def effect_notices(engine: Engine, run_id: str) -> list[str]:
-    """A card sentence per write the run attempted (empty when it attempted none)."""
-    return [effect_notice(e) for e in effect_reports(engine, run_id)]
+    """A card sentence per write the run attempted that did not succeed (``unsuccessful``)."""
+    return [effect_notice(e) for e in effect_reports(engine, run_id) if unsuccessful(e)]

@@ -49,6 +49,37 @@ def evaluate(node: Mapping[str, Any], expression: str) -> list[Any]:
     return list(result) if isinstance(result, list) else [result]
 
 
+#: The elements that date a resource's content, most telling first: when it was observed or
+#: began, when it was recorded or asserted, when it was ordered or issued.
+_DATE_ELEMENTS = (
+    ("effectiveDateTime",),
+    ("effectiveInstant",),
+    ("effectivePeriod", "start"),
+    ("onsetDateTime",),
+    ("onsetPeriod", "start"),
+    ("occurrenceDateTime",),
+    ("performedDateTime",),
+    ("period", "start"),
+    ("recordedDate",),
+    ("assertedDate",),
+    ("authoredOn",),
+    ("issued",),
+    ("date",),
+)
+
+
+def content_date(resource: Mapping[str, Any]) -> str | None:
+    """The date a resource gives its content (``effectiveDateTime``, ``onsetDateTime``,
+    ``recordedDate``, ``authoredOn``…), verbatim; None when it gives none."""
+    for path in _DATE_ELEMENTS:
+        node: Any = resource
+        for name in path:
+            node = node.get(name) if isinstance(node, Mapping) else None
+        if isinstance(node, str) and node:
+            return node
+    return None
+
+
 def source_of(resource: Mapping[str, Any]) -> Source:
     meta = resource.get("meta") or {}
     return Source(
@@ -56,6 +87,7 @@ def source_of(resource: Mapping[str, Any]) -> Source:
         str(resource.get("id")),
         meta.get("versionId"),
         meta.get("lastUpdated"),
+        content_date(resource),
     )
 
 

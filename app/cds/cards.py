@@ -2,12 +2,17 @@
 
 A declaration matches when its ``horis:terminal`` (if any) is the step that ended the run and its
 ``horis:when`` conditions (if any) hold on the focus afterwards; every matching declaration, in
-document order, becomes one card. The detail is the run's narration, else the proof of the
-decided property rendered as text; a run that ended without a decision says which inputs the
-deciding rules would have read but had no value. A suggestion's resource comes from the graph:
-the premises of the decision's own justifications reached through the cited property, mapped back
-to the FHIR resource each instance was read from, never from generated text. The service's
-``horis:systemAction`` declarations cite resources the same way (``build_system_actions``).
+document order, becomes one card. The detail is CommonMark for a clinician
+(``app.clinical_text``): why the run ended where it did when it left its main path, the generated
+narration if a language model wrote one, the proof of the decided property as a nested list of
+labelled statements (values with their units, data with its source and date), or, for a run that
+ended without a decision, which inputs the deciding rules would have read but had no value; then
+the writes to the EHR that were possible and did not succeed, and the refused inputs.
+
+A suggestion's resource comes from the graph: the premises of the decision's own justifications
+reached through the cited property, mapped back to the FHIR resource each instance was read from,
+never from generated text. The service's ``horis:systemAction`` declarations cite resources the
+same way (``build_system_actions``).
 """
 
 from __future__ import annotations
@@ -15,8 +20,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, tzinfo
 from typing import Any
 
+from app.clinical_text import md_escape, proof_markdown
 from app.ontology import card_text
 from app.ontology.model import (
     CardDecl,
@@ -25,6 +32,7 @@ from app.ontology.model import (
     SuggestionDecl,
     SystemActionDecl,
     WorkflowDef,
+    humanise,
     local_name,
 )
 from app.world.facts import Violation
@@ -42,23 +50,25 @@ class RunView:
     run_id: str
     terminal: str | None  # local name of the terminal step
     decided: bool
-    narration: str | None
+    narration: str | None  # written by a language model (never the proof rendered as text)
     focus_id: str
     violations: Sequence[Violation] = ()
-    failed_actions: Sequence[str] = ()  # "tool: why" for every tool call that did not succeed
-    notices: Sequence[str] = ()  # one sentence per EHR write the run attempted
+    failed_actions: Sequence[str] = ()  # one sentence per tool call that did not succeed
+    notices: Sequence[str] = ()  # one sentence per EHR write that was possible and did not succeed
     #: one sentence per step that left the main path along a failure edge, and why
     detours: Sequence[str] = ()
     #: the FHIR resources the call read (prefetch and context), by ``Type/id``
     resources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: the time zone the card's dates are shown in
+    zone: tzinfo = UTC
 
 
 def _label(ontology: Ontology, iri: str) -> str:
     for table in (ontology.properties, ontology.classes, ontology.individuals):
         node = table.get(iri)
         if node is not None:
-            return getattr(node, "label", None) or node.name
-    return local_name(iri)
+            return getattr(node, "label", None) or humanise(node.name)
+    return humanise(local_name(iri))
 
 
 def _matches(decl: CardDecl | SystemActionDecl, world: World, run: RunView) -> bool:
@@ -81,24 +91,23 @@ def missing_inputs(ontology: Ontology, world: World, decides: str, focus_id: str
 
 
 def _detail(ontology: Ontology, workflow: WorkflowDef, world: World, run: RunView) -> str:
-    parts: list[str] = list(run.detours)
+    parts: list[str] = [md_escape(d) for d in run.detours]
     if run.decided and workflow.decides is not None:
         if run.narration:
-            parts.append(run.narration)
-        else:
-            parts.append(world.proof(run.focus_id, workflow.decides).render())
+            parts.append(md_escape(run.narration))
+        proof = world.proof(run.focus_id, workflow.decides).to_json()
+        parts.append(proof_markdown(proof, run.zone))
     elif workflow.decides is not None:
         missing = missing_inputs(ontology, world, workflow.decides, run.focus_id)
         what = _label(ontology, workflow.decides)
         if missing:
-            parts.append(f"No {what} was decided. Missing data: {', '.join(missing)}.")
+            parts.append(md_escape(f"No {what} was decided. Missing data: {', '.join(missing)}."))
         else:
-            parts.append(f"No {what} was decided from the data available.")
-    parts.extend(run.notices)
-    for failure in run.failed_actions:
-        parts.append(f"Not completed: {failure}")
+            parts.append(md_escape(f"No {what} was decided from the data available."))
+    parts.extend(md_escape(n) for n in run.notices)
+    parts.extend(md_escape(f) for f in run.failed_actions)
     for v in run.violations:
-        parts.append(f"Refused input ({v.code}): {v.message}")
+        parts.append(md_escape(f"Refused input ({v.code}): {v.message}"))
     return "\n\n".join(parts)
 
 

@@ -107,6 +107,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             leases=leases,
             deadline=settings.hook_deadline_seconds,
             shadow=shadow,
+            zone=settings.zone,
         )
     )
     try:

@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 import anyio
@@ -54,11 +54,11 @@ from app.cds.leniency import as_service_hook
 from app.cds.prefetch import Gathered, gather
 from app.cds.requests import HookRequest, parse_hook_request
 from app.cds.response_check import check_response
-from app.cds.unsent import NO_SERVER, proposed_creates, unsent_notices
+from app.cds.unsent import unsent_notices
 from app.deployments import Deployment, Deployments
 from app.deployments.catalog import Catalog, VersionMoved
 from app.digest import canonical_digest
-from app.ontology.model import CdsServiceDef, Ontology, WorkflowDef
+from app.ontology.model import CdsServiceDef, Ontology, WorkflowDef, humanise
 from app.runtime.runner import Runner, RunRecord
 from app.runtime.trace import TraceEntry
 from app.store import changes as change_store
@@ -111,6 +111,8 @@ class HookDeps:
     leases: LeaseKeeper | None = None
     #: the longest one hook call may take, in seconds; None: no end-to-end deadline
     deadline: float | None = None
+    #: the time zone cards show dates in
+    zone: tzinfo = UTC
 
 
 def _notices(handler: Any) -> list[str]:
@@ -193,11 +195,39 @@ def _check_context_resources(ontology: Ontology, workflow: WorkflowDef, req: Hoo
         raise RequestInvalid(issues=issues)
 
 
-_FAILURE_EDGES = ("fallback", "onUnreachable", "onError", "onUnsatisfied", "onTimeout")
+#: How a card says that a step left the workflow's main path, by the edge it took
+#: (docs/cards.md, "Glossary"); ``{why}`` is the trace's reason, in the reader's words.
+_DETOURS = {
+    "fallback": "{step} could not be completed ({why}), so the workflow ended at: {end}.",
+    "onUnreachable": "{step}: the data available did not allow a decision, so the workflow "
+    "ended at: {end}.",
+    "onError": "{step} failed ({why}), so the workflow ended at: {end}.",
+    "onUnsatisfied": "{step} could not start: what it needs did not hold, so the workflow "
+    "ended at: {end}.",
+    "onTimeout": "{step} waited too long ({why}), so the workflow ended at: {end}.",
+}
+#: The trace's engine words a card reader does not need to learn.
+_PLAIN_WORDS = (("no Bridge configured", "no language model is configured"), ("Bridge ", ""))
+
+
+def _plain(why: str) -> str:
+    for engine_words, plain in _PLAIN_WORDS:
+        why = why.replace(engine_words, plain)
+    return why
+
+
+def _step_label(workflow: WorkflowDef, name: str | None) -> str:
+    step = next((s for s in workflow.steps.values() if s.name == name), None)
+    if step is not None and step.label:
+        return step.label
+    return humanise(name or "")
 
 
 def _failed_actions(ontology: Ontology, trace: list[TraceEntry]) -> list[str]:
-    unsent = proposed_creates(ontology, trace)
+    """One sentence per tool call that failed. A write with nowhere to go (the request named no
+    FHIR server, so it was only proposed) is no failure, and a write the EHR answered is told
+    by the commit handler's notices."""
+    labels = {t.name: t.label for t in ontology.tools.values() if t.label}
     out: list[str] = []
     for entry in trace:
         for call in entry.calls:
@@ -205,31 +235,32 @@ def _failed_actions(ontology: Ontology, trace: list[TraceEntry]) -> list[str]:
             if error is None or call.type != "tool" or "effects" in (error.model_extra or {}):
                 continue
             if call.status == "proposed":
-                if call.tool not in unsent:  # a create's notice already says it
-                    # an adapter-mediated write with nowhere to go: say so in the reader's terms
-                    out.append(f"{call.tool}: {NO_SERVER}")
-            else:
-                out.append(f"{call.tool}: {error.message or 'failed'}")
+                continue
+            tool = labels.get(call.tool) or humanise(call.tool)
+            out.append(f"{tool} was not completed: {_plain(error.message or 'it failed')}.")
     return out
 
 
-def _detours(trace: list[TraceEntry], terminal: str | None) -> list[str]:
+def _detours(workflow: WorkflowDef, trace: list[TraceEntry], terminal: str | None) -> list[str]:
     """One sentence per step that took a failure edge: why the run ended where it did."""
     out: list[str] = []
+    end = _step_label(workflow, terminal)
     for entry in trace:
-        edge = entry.edge
-        if edge not in _FAILURE_EDGES:
+        template = _DETOURS.get(entry.edge or "")
+        if template is None:
             continue
-        why = entry.reason or entry.error or "it could not complete"
-        out.append(f"{entry.step} took its {edge} edge ({why}); the run ended at {terminal}.")
+        why = _plain(entry.reason or entry.error or "it could not complete")
+        out.append(template.format(step=_step_label(workflow, entry.step), why=why, end=end))
     return out
 
 
 def _narration(trace: list[TraceEntry]) -> str | None:
+    """The last narration a language model wrote (a narration that fell back to the proof's
+    text is not one: the card shows the proof itself)."""
     for entry in reversed(trace):
         if entry.kind != "NarrationStep" or entry.narration is None:
             continue
-        if entry.narration.text.strip():
+        if entry.narration.generated and entry.narration.text.strip():
             return entry.narration.text
     return None
 
@@ -582,9 +613,10 @@ class HookService:
             focus_id=focus_id,
             violations=problems,
             failed_actions=_failed_actions(ontology, outcome.trace),
-            detours=_detours(outcome.trace, outcome.terminal),
+            detours=_detours(workflow, outcome.trace, outcome.terminal),
             notices=[*_notices(handler), *unsent_notices(ontology, outcome.trace)],
             resources=_by_reference([*resources, *_context_resources(req.context)]),
+            zone=d.zone,
         )
         cards = build_cards(
             ontology=ontology,

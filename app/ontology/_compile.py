@@ -451,6 +451,7 @@ class Compiler(FlowCompiler):
             when=when,
             then=tuple(then),
             order=order,
+            label=self.label(node),
         )
 
     # --- tools ---------------------------------------------------------------------------
@@ -492,6 +493,7 @@ class Compiler(FlowCompiler):
             idempotent=bool(self.boolean(node, H("idempotent"))),
             retries=self.count(node, H("retries")),
             commits=commits,
+            label=self.label(node),
         )
 
     def _commits(self, node: Node) -> AdapterCommit | None:

@@ -112,7 +112,9 @@ class FlowCompiler(CompilerBase):
                     outcomes.append(SubflowOutcome(terminal=term, next=nxt))
             f["outcomes"] = tuple(outcomes)
             f["otherwise"] = self._edge(node, "otherwise")
-        return StepDef(iri=str(node), name=local_name(str(node)), kind=kind, **f)
+        return StepDef(
+            iri=str(node), name=local_name(str(node)), kind=kind, label=self.label(node), **f
+        )
 
     def _paths(self, node: Node, pred: str) -> tuple[tuple[str, ...], ...]:
         """Every ``pred ( p1 p2 … )`` of ``node`` whose properties all resolve."""

@@ -8,6 +8,7 @@ JSON (structured input, schemas, outcomes). Turtle terms are given next to each 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Literal, TypeAlias, get_args
@@ -66,6 +67,20 @@ def local_name(iri: str) -> str:
         if sep in iri:
             iri = iri.rsplit(sep, 1)[1]
     return iri
+
+
+_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+[0-9]*|[A-Z]+[0-9]*|[0-9]+")
+
+
+def humanise(name: str) -> str:
+    """A local name as words, for a name without ``rdfs:label``: ``ChestPain`` → ``Chest pain``,
+    ``ACEInhibitor`` → ``ACE inhibitor``, ``ehr.assign_queue`` → ``Ehr assign queue``."""
+    words = _WORD.findall(local_name(name))
+    if not words:
+        return name
+    out = [w if len(w) > 1 and w.isupper() else w.lower() for w in words]
+    out[0] = out[0][:1].upper() + out[0][1:]
+    return " ".join(out)
 
 
 # --- classes and properties ----------------------------------------------------------------
@@ -276,6 +291,7 @@ class Rule:
     when: tuple[Condition, ...]
     then: tuple[Conclusion, ...]
     order: int = 0  # document order among rules, for deterministic evaluation
+    label: str | None = None  # rdfs:label: the criterion as a clinician names it
 
 
 # --- tools ---------------------------------------------------------------------------------
@@ -338,6 +354,7 @@ class ToolDef:
     idempotent: bool = False
     retries: int | None = None  # horis:retries; None = the default (0 when non-idempotent)
     commits: AdapterCommit | None = None
+    label: str | None = None  # rdfs:label
 
 
 # --- workflows -----------------------------------------------------------------------------
@@ -429,6 +446,7 @@ class StepDef:
     # SubflowStep
     workflow: str | None = None
     outcomes: tuple[SubflowOutcome, ...] = ()
+    label: str | None = None  # rdfs:label: what a clinician calls the step
 
     def edges(self) -> tuple[str, ...]:
         """Every step this one can move to, in a stable order."""

@@ -26,6 +26,7 @@ from app.runtime.interpreter import run_workflow
 from app.runtime.outcome import Outcome
 from app.world import World, WorldError
 from app.world.inputs import InputStatus
+from app.world.proof import proof_core
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,9 +166,11 @@ def _diverge(recorded: RecordedRun, outcome: Outcome) -> list[dict[str, Any]]:
     was = recorded.outcome
     now = outcome.to_json()
     out: list[dict[str, Any]] = []
-    for what in ("decision", "terminal", "status", "proof"):
+    for what in ("decision", "terminal", "status"):
         if was.get(what) != now.get(what):
             out.append({"what": what, "recorded": was.get(what), "replayed": now.get(what)})
+    if proof_core(was.get("proof")) != proof_core(now.get("proof")):  # labels aside
+        out.append({"what": "proof", "recorded": was.get("proof"), "replayed": now.get("proof")})
     before = {_row(f) for f in recorded.facts}
     after = {_row(f) for f in outcome.facts}
     if before != after:

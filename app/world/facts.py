@@ -32,12 +32,14 @@ def json_value(value: Value) -> Any:
 
 @dataclass(frozen=True)
 class Source:
-    """Where a fact came from: a FHIR reference and the version that was read."""
+    """Where a fact came from: a FHIR reference and the version that was read, and the date
+    the resource gives its content (when it was observed, recorded or ordered), verbatim."""
 
     resource_type: str
     id: str
     version_id: str | None = None
     last_updated: str | None = None
+    date: str | None = None
 
     @property
     def reference(self) -> str:
@@ -49,6 +51,8 @@ class Source:
             out["versionId"] = self.version_id
         if self.last_updated is not None:
             out["lastUpdated"] = self.last_updated
+        if self.date is not None:
+            out["date"] = self.date
         return out
 
     @classmethod
@@ -58,6 +62,7 @@ class Source:
             str(data["id"]),
             data.get("versionId"),
             data.get("lastUpdated"),
+            data.get("date"),
         )
 
 

@@ -6,17 +6,23 @@ leaf: its proof is itself. A derived fact lists its derivations — the rule, th
 is expanded; below it, the earliest derivation is expanded and the others are named, which keeps
 the tree readable and finite. For a ``FirstListed`` property the root names the overruled
 candidate values and the rules that derived them.
+
+Every node also carries what a clinician reads (``app.clinical_text`` renders it): the
+property's ``rdfs:label``, the value as a label (an enumeration member's label, an instance's
+class label), the property's UCUM unit, and each rule's label — a humanised local name where the
+ontology gives no ``rdfs:label``. ``render()`` keeps the engine's own notation for the audit
+trail and the narration Bridge.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from app.ontology.model import AggregateDef, Value, local_name
+from app.ontology.model import AggregateDef, Value, humanise, local_name
 from app.world.facts import Absence, Fact, FactKey, json_value
 
 if TYPE_CHECKING:
@@ -28,6 +34,7 @@ if TYPE_CHECKING:
 class NegativePremise:
     absence: Absence
     label: str
+    text: str = ""  # what a clinician reads: "No eGFR on record"
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,7 @@ class Derivation:
     premises: tuple[ProofNode, ...]
     absent: tuple[NegativePremise, ...]
     expanded: bool = True
+    rule_label: str = ""  # the rule's rdfs:label, else its humanised name
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,8 @@ class Overruled:
     value: Value
     rules: tuple[str, ...]
     label: str
+    text: str = ""  # the value as a clinician reads it
+    rule_labels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,12 @@ class ProofNode:
     tag: str  # "[api Observation/obs-1 v3]" or "[rule TachyChestPain]"
     derivations: tuple[Derivation, ...] = ()
     overruled: tuple[Overruled, ...] = ()
+    #: what a clinician reads: the property's label, the value as text, its UCUM unit, and the
+    #: subject's name when it is not the proof's subject
+    name: str = ""
+    text: str = ""
+    unit: str | None = None
+    about: str | None = None
 
     @property
     def is_base(self) -> bool:
@@ -65,9 +81,15 @@ class ProofNode:
             "propertyIri": f.property,
             "value": _json(f.value),
             "label": self.label,
+            "name": self.name,
+            "valueText": self.text,
             "provenance": f.provenance,
             "tx": f.tx,
         }
+        if self.unit:
+            out["unit"] = self.unit
+        if self.about:
+            out["about"] = self.about
         if isinstance(f.value, str) and f.value.startswith(("http://", "https://", "urn:")):
             out["valueIri"] = f.value
         if f.confidence is not None:
@@ -79,6 +101,7 @@ class ProofNode:
                 {
                     "rule": d.rule,
                     "ruleName": local_name(d.rule),
+                    "ruleLabel": d.rule_label,
                     "expanded": d.expanded,
                     "premises": [p.to_json() for p in d.premises],
                     "absent": [
@@ -86,6 +109,7 @@ class ProofNode:
                             "subject": n.absence.subject,
                             "path": [local_name(x) for x in n.absence.path],
                             "label": n.label,
+                            "text": n.text,
                         }
                         for n in d.absent
                     ],
@@ -98,7 +122,9 @@ class ProofNode:
                     "value": _json(o.value),
                     "rules": [local_name(r) for r in o.rules],
                     "ruleIris": list(o.rules),
+                    "ruleLabels": list(o.rule_labels),
                     "label": o.label,
+                    "valueText": o.text,
                 }
                 for o in self.overruled
             ]
@@ -174,11 +200,29 @@ class Proof:
         return self.nodes[0].fact.value if self.nodes else None
 
 
-def describe_aggregate(agg: AggregateDef) -> str:
-    """``Sum of mme over hasDraftOrder, hasOrder`` (where-filters named by their properties)."""
-    paths = ", ".join(" → ".join(local_name(p) for p in path) for path in agg.over)
-    of = f" of {local_name(agg.of)}" if agg.of else ""
-    kept = {local_name(c.path[-1]) for c in agg.where}
+#: Keys of a proof's JSON that only say how a reader sees it (labels, units, the source's own
+#: date): a label edited, or a run stored before they existed, is the same proof.
+PRESENTATION_KEYS = frozenset(
+    {"name", "valueText", "unit", "about", "ruleLabel", "ruleLabels", "text", "date"}
+)
+
+
+def proof_core(value: Any) -> Any:
+    """A proof's JSON (or any part of it) without its ``PRESENTATION_KEYS``: what replay
+    compares."""
+    if isinstance(value, dict):
+        return {k: proof_core(v) for k, v in value.items() if k not in PRESENTATION_KEYS}
+    if isinstance(value, list):
+        return [proof_core(v) for v in value]
+    return value
+
+
+def describe_aggregate(agg: AggregateDef, name: Callable[[str], str] = local_name) -> str:
+    """``Sum of mme over hasDraftOrder, hasOrder`` (where-filters named by their properties);
+    ``name`` names each property (its label, for a clinician)."""
+    paths = ", ".join(" → ".join(name(p) for p in path) for path in agg.over)
+    of = f" of {name(agg.of)}" if agg.of else ""
+    kept = {name(c.path[-1]) for c in agg.where}
     where = f" where {', '.join(sorted(kept))}" if kept else ""
     return f"{agg.function}{of} over {paths}{where}"
 
@@ -194,6 +238,7 @@ class _Builder:
         self.world = world
         self.eng = engine
         self.subject = subject
+        self.rule_labels = {r.iri: r.label for r in world.ontology.rules if r.label}
 
     def value_text(self, p: str, v: Value) -> str:
         prop = self.eng.ix.properties.get(p)
@@ -215,6 +260,54 @@ class _Builder:
     def label(self, s: str, p: str, v: Value) -> str:
         prefix = "" if s == self.subject else f"{s}."
         return f"{prefix}{local_name(p)} {self.value_text(p, v)}"
+
+    # --- what a clinician reads -----------------------------------------------------------
+
+    def name(self, iri: str) -> str:
+        """A property's, class's or individual's ``rdfs:label``, else its humanised name."""
+        ix = self.eng.ix
+        node = ix.properties.get(iri) or ix.classes.get(iri) or ix.individuals.get(iri)
+        label = getattr(node, "label", None)
+        return str(label) if label else humanise(iri)
+
+    def clinical_value(self, v: Value) -> str:
+        if isinstance(v, bool):
+            return "yes" if v else "no"
+        if isinstance(v, Decimal | int):
+            return str(v)
+        if v in self.eng.st.instances:
+            return self.name(self.eng.st.instances[v].class_iri)
+        if v in self.eng.ix.individuals:
+            return self.name(v)
+        return str(v)
+
+    def about(self, s: str) -> str | None:
+        if s == self.subject:
+            return None
+        inst = self.eng.st.instances.get(s)
+        return self.name(inst.class_iri) if inst is not None else s
+
+    def rule_label(self, rule: str) -> str:
+        prop = self.eng.ix.properties.get(rule)
+        if prop is not None and prop.aggregate is not None:
+            return describe_aggregate(prop.aggregate, self.name)
+        found = self.rule_labels.get(rule)
+        return found or humanise(rule)
+
+    def absent_text(self, a: Absence) -> str:
+        what = " → ".join(self.name(p) for p in a.path)
+        about = self.about(a.subject)
+        return f"No {what} on record" + (f" for {about}" if about else "")
+
+    def clinical(self, key: FactKey) -> dict[str, Any]:
+        s, p, v = key
+        prop = self.eng.ix.properties.get(p)
+        return {
+            "name": self.name(p),
+            "text": self.clinical_value(v),
+            "unit": prop.unit if prop is not None and isinstance(v, Decimal | int) else None,
+            "about": self.about(s),
+        }
 
     def tag(self, fact: Fact) -> str:
         if fact.provenance == "rule":
@@ -238,13 +331,16 @@ class _Builder:
     def node(self, key: FactKey, expand_all: bool, trail: frozenset[FactKey]) -> ProofNode:
         fact = self.eng.fact_of(key)
         label = self.label(*key)
+        clinical = self.clinical(key)
         if fact.provenance != "rule" or key in trail:
-            return ProofNode(fact, label, self.tag(fact))
+            return ProofNode(fact, label, self.tag(fact), **clinical)
         trail = trail | {key}
         derivations = []
         for i, j in enumerate(fact.justifications):
             if i > 0 and not expand_all:
-                derivations.append(Derivation(j.rule, (), (), expanded=False))
+                derivations.append(
+                    Derivation(j.rule, (), (), expanded=False, rule_label=self.rule_label(j.rule))
+                )
                 continue
             premises = tuple(self.node(k, False, trail) for k in j.premises)
             absent = tuple(
@@ -253,11 +349,14 @@ class _Builder:
                     ("" if a.subject == self.subject else f"{a.subject}.")
                     + " → ".join(local_name(x) for x in a.path)
                     + " was not assigned",
+                    self.absent_text(a),
                 )
                 for a in j.absent
             )
-            derivations.append(Derivation(j.rule, premises, absent))
-        return ProofNode(fact, label, self.tag(fact), tuple(derivations))
+            derivations.append(
+                Derivation(j.rule, premises, absent, rule_label=self.rule_label(j.rule))
+            )
+        return ProofNode(fact, label, self.tag(fact), tuple(derivations), **clinical)
 
     def overruled(self, s: str, p: str, winner: Value) -> tuple[Overruled, ...]:
         st, ix = self.eng.st, self.eng.ix
@@ -271,7 +370,15 @@ class _Builder:
                 continue
             acts = sorted(st.support.get((s, p, v), ()), key=lambda a: st.acts[a].seq)
             rules = tuple(ix.rules[a[0]].rule.iri for a in acts)
-            out.append(Overruled(v, rules, self.label(s, p, v)))
+            out.append(
+                Overruled(
+                    v,
+                    rules,
+                    self.label(s, p, v),
+                    self.clinical_value(v),
+                    tuple(self.rule_label(r) for r in rules),
+                )
+            )
         return tuple(out)
 
 
@@ -287,6 +394,6 @@ def build_proof(
         node = b.node((subject, property, v), True, frozenset())
         over = b.overruled(subject, property, v)
         if over:
-            node = ProofNode(node.fact, node.label, node.tag, node.derivations, over)
+            node = replace(node, overruled=over)
         nodes.append(node)
     return Proof(subject, property, tuple(nodes))

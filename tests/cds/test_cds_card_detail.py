@@ -46,9 +46,10 @@ def test_escalation_says_which_step_failed_and_still_shows_the_rules_proof(
     assert card["indicator"] == "warning"
     first, rest = card["detail"].split("\n\n", 1)
     assert first == (
-        "Intake took its fallback edge (no Bridge configured); the run ended at EscalateToNurse."
+        "Reading the presenting complaint could not be completed (no language model is "
+        "configured), so the workflow ended at: Escalation to the triage nurse."
     )
-    assert rest.startswith("acuity = Immediate")
+    assert rest.startswith("- **Acuity: Immediate** — criterion met: Heart rate above 150 /min")
 
 
 def test_escalation_without_data_lists_what_is_missing(client: TestClient) -> None:
@@ -58,9 +59,13 @@ def test_escalation_without_data_lists_what_is_missing(client: TestClient) -> No
     assert "heart rate" in card["detail"]
 
 
-def test_a_write_with_no_fhir_server_is_reported_in_plain_words(client: TestClient) -> None:
+def test_a_write_that_was_not_possible_is_not_reported_as_a_failure(client: TestClient) -> None:
+    """No FHIR server in the request: the queue could not be written, which is not an error the
+    clinician must read about; the decision stands on the card."""
     body = client.post("/cds-services/horismos-triage", json=_triage(None, 160)).json()
     [card] = body["cards"]
     assert card["indicator"] == "critical"
-    assert "the request names no FHIR server to write to" in card["detail"]
-    assert "adapter is registered" not in card["detail"]
+    assert card["detail"].startswith("- **Acuity: Immediate**")
+    assert "FHIR server" not in card["detail"]
+    assert "Not completed" not in card["detail"]
+    assert "EHR" not in card["detail"]

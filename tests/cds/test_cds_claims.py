@@ -190,7 +190,7 @@ def test_twins_of_a_run_that_calls_the_bridge_call_it_once(
 
     assert [a.status_code for a in answers] == [200, 200]
     assert answers[0].json() == answers[1].json()
-    assert "NonUrgentSymptom" in answers[0].json()["cards"][0]["detail"]
+    assert "Symptom recorded, no other criterion" in answers[0].json()["cards"][0]["detail"]
     assert len(calls) == 1
     assert _count(engine, "runs") == 1
 

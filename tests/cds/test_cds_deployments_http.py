@@ -14,10 +14,20 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.cds.response_check import check_response
+from app.ontology import load_ontology
+from app.ontology.deployments import find_deployments
+from app.ontology.loader import default_ontology_paths
 from tests.cds import clinical as fx
 from tests.support.fhir_server import FhirServer
 
 pytestmark = pytest.mark.fhirserver
+
+#: each bundled rule's rdfs:label: the criterion a card names
+CRITERIA = {
+    rule.name: rule.label or rule.name
+    for source in find_deployments(default_ontology_paths())
+    for rule in load_ontology(source.paths).rules
+}
 
 INDICATOR = {
     "Immediate": "critical",
@@ -190,7 +200,7 @@ def test_triage_rule_over_http(
     else:
         assert run["terminal"] == "Done"
         assert card["indicator"] == INDICATOR[case.expect]
-        assert name.split("-")[0] in card["detail"]  # the proof names the rule that fired
+        assert CRITERIA[name.split("-")[0]] in card["detail"]  # the proof names the criterion
         priority = fhir_server.read("Encounter", eid).get("priority", {})
         assert priority["coding"][0]["code"] in {"EM", "UR", "R", "EL"}
 
@@ -235,7 +245,7 @@ def test_med_safety_rule_over_http(
         return
     [card] = result["cards"]
     assert card["indicator"] == INDICATOR[case.expect]
-    assert name.split("-")[0] in card["detail"]
+    assert CRITERIA[name.split("-")[0]] in card["detail"]
     if case.expect == "Contraindicated":
         [suggestion] = card["suggestions"]
         [action] = suggestion["actions"]
@@ -348,5 +358,5 @@ def test_triage_non_urgent_symptom_from_the_chief_complaint(
         result = _assert_conformant(c.post("/cds-services/horismos-triage", json=body), "NonUrgent")
     [card] = result["cards"]
     assert card["indicator"] == "info"
-    assert "NonUrgentSymptom" in card["detail"]
-    assert "perception" in card["detail"]
+    assert "criterion met: Symptom recorded, no other criterion" in card["detail"]
+    assert "read from free text by a language model, confidence 0.95" in card["detail"]

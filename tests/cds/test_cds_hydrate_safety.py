@@ -472,5 +472,5 @@ def test_med_safety_over_http_refuses_a_non_indexed_clearance(client: TestClient
     assert result["extension"]["dev.horismos.run"]["decision"]["value"] == "Caution"
     [card] = result["cards"]
     assert card["indicator"] == "warning"
-    assert "CautionNsaidUnknownEgfr" in card["detail"]
+    assert "NSAID with no eGFR on record" in card["detail"]
     assert "Refused input (unit)" in card["detail"]

@@ -211,7 +211,9 @@ def test_a_dead_process_write_is_reconciled_before_anything_is_sent_again(
         assert retry.status_code == 200, retry.text
         assert [s.method for s in fhir.seen if s.method != "GET"] == []  # nothing sent again
         [card] = retry.json()["cards"]
-        assert "Recorded in the EHR" in card["detail"], card["detail"]
+        # the write succeeded: the card shows the decision and no write-back notice
+        assert card["detail"].startswith("- **Acuity: Immediate**"), card["detail"]
+        assert "EHR" not in card["detail"], card["detail"]
     with engine.connect() as connection:
         state = connection.execute(text("SELECT state FROM effects")).scalar_one()
     assert state == "accepted"

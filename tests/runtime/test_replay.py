@@ -12,7 +12,8 @@ from app.ontology.model import Ontology
 from app.runtime import RunContext, run_workflow
 from app.runtime.replay import RecordedRun, compare_ontologies, replay_run
 from app.tools import ToolInvoker
-from tests.runtime.conftest import DATA, NOW, CountingTools, world_of
+from app.world.proof import proof_core
+from tests.runtime.conftest import DATA, NOW, TRIAGE, CountingTools, world_of
 
 OPTIONS = {
     "instances": [
@@ -100,6 +101,28 @@ def test_idempotent_tools_rerun_only_when_asked(
     assert counting.count("lookup") == 1
     assert replay_run(flows, recorded, tools=invoker, rerun_idempotent=True).same
     assert counting.count("lookup") == 2
+
+
+def test_a_relabelled_criterion_or_a_proof_stored_without_labels_is_no_divergence(
+    triage: Ontology, tmp_path: Path
+) -> None:
+    """Labels only say how a reader sees a proof: a run stored before proofs carried them, or
+    replayed after a criterion's rdfs:label was reworded, reproduces; a changed rule does not."""
+    data = {"instances": [{"id": "p1", "class": "Patient", "heartRate": 160}]}
+    recorded = record(triage, "Triage", data, tools=ToolInvoker())
+    stripped = json.loads(json.dumps(recorded.to_json()))
+    stripped["outcome"]["proof"] = proof_core(stripped["outcome"]["proof"])
+    older = RecordedRun.from_json(stripped)
+    assert "name" not in json.dumps(older.outcome["proof"])
+
+    assert replay_run(triage, older).same
+    source = TRIAGE.read_text()
+    reworded = tmp_path / "triage.ttl"
+    reworded.write_text(source.replace('"Heart rate above 150 /min"', '"Pulse over 150"'))
+    report = replay_run(load_ontology([reworded]), recorded)
+    assert report.same, report.divergences
+    assert report.outcome is not None
+    assert "Pulse over 150" in json.dumps(report.outcome.to_json()["proof"])
 
 
 def test_a_changed_ontology_lists_the_decisions_that_would_change(

@@ -1,0 +1,253 @@
+"""What a clinician reads: a proof as labelled statements, values with their units, dates in the
+service's time zone — as CommonMark for a card's ``detail`` and as items the run page renders.
+
+Everything comes from a stored proof JSON (``Proof.to_json()``): the labels, value texts, UCUM
+units and rule labels the proof builder put there. A proof stored before it carried them is read
+with humanised local names instead. No engine notation reaches the reader: no IRIs, no
+``isA``, no CamelCase rule names, no UCUM codes (docs/cards.md, "Glossary").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, tzinfo
+from typing import Any, Literal
+
+from app.ontology.model import humanise, local_name
+from app.ucum import display as unit_display
+
+__all__ = [
+    "Item",
+    "format_time",
+    "md_escape",
+    "proof_items",
+    "proof_markdown",
+    "source_text",
+]
+
+ItemKind = Literal["decided", "fact", "also", "absent", "ranked", "unassigned"]
+
+#: How each provenance reads on a base fact that has no FHIR source to name.
+_PROVENANCE = {
+    "api": "from the request",
+    "perception": "read from free text by a language model",
+    "tool": "from a tool",
+    "human": "entered by a person",
+    "rule": "derived",
+}
+
+
+@dataclass
+class Item:
+    """One statement of a proof, with the statements beneath it."""
+
+    text: str
+    kind: ItemKind
+    #: the criterion a derived statement rests on, or where a base statement came from
+    detail: str = ""
+    children: list[Item] = field(default_factory=list)
+    #: the stored proof node (a fact), for the page's base-facts table
+    node: Mapping[str, Any] | None = None
+
+
+# --- times --------------------------------------------------------------------------------
+
+
+def _parse(value: str) -> datetime | date | None:
+    text = value.strip()
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        return date.fromisoformat(text)
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed
+
+
+def format_time(value: Any, zone: tzinfo = UTC) -> str:
+    """A FHIR date, dateTime or instant for a reader: ``30 Nov 2026 10:05 CET`` in ``zone``
+    (the zone named), a date alone as ``30 Nov 2026``; text that is neither, verbatim."""
+    if isinstance(value, datetime):
+        parsed: datetime | date | None = value
+    elif isinstance(value, str):
+        parsed = _parse(value)
+    else:
+        return "" if value is None else str(value)
+    if parsed is None:
+        return str(value)
+    if not isinstance(parsed, datetime):
+        return f"{parsed.day} {parsed:%b %Y}"
+    if parsed.tzinfo is None:  # a local time with no offset: shown as given
+        return f"{parsed.day} {parsed:%b %Y %H:%M}"
+    local = parsed.astimezone(zone)
+    return f"{local.day} {local:%b %Y %H:%M} {local.tzname() or zone}"
+
+
+# --- statements -----------------------------------------------------------------------------
+
+
+def _value_text(node: Mapping[str, Any]) -> str:
+    text = node.get("valueText")
+    if text is None:  # stored before proofs carried clinical text
+        value = node.get("value")
+        text = humanise(str(value)) if node.get("valueIri") else _plain(value)
+    unit = node.get("unit")
+    shown = unit_display(unit) if isinstance(unit, str) and unit else ""
+    return f"{text} {shown}" if shown else str(text)
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return "" if value is None else str(value)
+
+
+def statement(node: Mapping[str, Any]) -> str:
+    """``Heart rate: 160 /min``; ``Chest pain (onset): …`` for a fact about another subject."""
+    name = node.get("name") or humanise(str(node.get("propertyIri") or node.get("property")))
+    about = node.get("about")
+    who = f" ({about})" if about else ""
+    return f"{_capital(str(name))}{who}: {_value_text(node)}"
+
+
+def _capital(text: str) -> str:
+    """``heart rate`` → ``Heart rate``; a label that starts as an abbreviation (``eGFR``) is
+    left as written."""
+    if len(text) > 1 and text[1].isupper():
+        return text
+    return text[:1].upper() + text[1:]
+
+
+def source_text(node: Mapping[str, Any], zone: tzinfo = UTC) -> str:
+    """Where a base statement came from: ``Observation, 30 Nov 2026 10:05 UTC``."""
+    provenance = str(node.get("provenance") or "")
+    source = node.get("source")
+    parts: list[str] = []
+    if isinstance(source, Mapping):
+        if provenance != "api":
+            parts.append(_PROVENANCE.get(provenance, provenance))
+        parts.append(humanise(str(source.get("resourceType"))))
+        if source.get("date"):
+            parts.append(format_time(source["date"], zone))
+        elif source.get("lastUpdated"):
+            parts.append(f"updated {format_time(source['lastUpdated'], zone)}")
+    else:
+        parts.append(_PROVENANCE.get(provenance, provenance))
+    confidence = node.get("confidence")
+    if isinstance(confidence, int | float):
+        parts.append(f"confidence {confidence:g}")
+    return ", ".join(p for p in parts if p)
+
+
+def _rule_label(derivation: Mapping[str, Any]) -> str:
+    label = derivation.get("ruleLabel") or humanise(str(derivation.get("ruleName") or ""))
+    return _capital(str(label))
+
+
+def _body(derivation: Mapping[str, Any], zone: tzinfo) -> list[Item]:
+    items = [_fact(p, zone) for p in derivation.get("premises") or [] if isinstance(p, Mapping)]
+    for a in derivation.get("absent") or []:
+        text = a.get("text") or "No " + " → ".join(humanise(p) for p in a.get("path") or [])
+        items.append(Item(str(text), "absent"))
+    return items
+
+
+def _fact(node: Mapping[str, Any], zone: tzinfo, root: bool = False) -> Item:
+    derivations = [d for d in node.get("derivations") or [] if isinstance(d, Mapping)]
+    if not derivations:
+        return Item(statement(node), "fact", source_text(node, zone), node=node)
+    first = derivations[0]
+    item = Item(
+        statement(node),
+        "decided" if root else "fact",
+        f"criterion met: {_rule_label(first)}",
+        _body(first, zone),
+        node=node,
+    )
+    for d in derivations[1:]:
+        also = Item(f"Also met: {_rule_label(d)}", "also")
+        if d.get("expanded"):
+            also.children.extend(_body(d, zone))
+        item.children.append(also)
+    for o in node.get("overruled") or []:
+        value = o.get("valueText") or humanise(str(o.get("value")))
+        rules = o.get("ruleLabels") or [humanise(str(r)) for r in o.get("rules") or []]
+        named = "; ".join(_capital(str(r)) for r in rules)
+        which = "criteria" if len(rules) > 1 else "criterion"
+        item.children.append(
+            Item(f"Also met, ranked lower: {value}", "ranked", f"{which}: {named}")
+        )
+    return item
+
+
+def proof_items(proof: Mapping[str, Any], zone: tzinfo = UTC) -> list[Item]:
+    """The stored proof as statements: the decided value first, what it rests on beneath."""
+    values = [v for v in proof.get("values") or [] if isinstance(v, Mapping)]
+    if not values:
+        name = humanise(str(proof.get("propertyIri") or proof.get("property") or ""))
+        return [Item(f"{name}: not decided", "unassigned")]
+    return [_fact(v, zone, root=True) for v in values]
+
+
+def base_facts(items: Iterable[Item]) -> list[Mapping[str, Any]]:
+    """The data a proof rests on (its leaves that were read, not derived), each once."""
+    seen: set[tuple[str, str, str]] = set()
+    out: list[Mapping[str, Any]] = []
+
+    def walk(level: Iterable[Item]) -> None:
+        for item in level:
+            node = item.node
+            read = node is not None and node.get("provenance") != "rule"
+            if node is not None and read and not node.get("derivations"):
+                key = (str(node.get("subject")), str(node.get("propertyIri")), str(node["value"]))
+                if key not in seen:
+                    seen.add(key)
+                    out.append(node)
+            walk(item.children)
+
+    walk(items)
+    return out
+
+
+# --- CommonMark -----------------------------------------------------------------------------
+
+_SPECIAL = re.compile(r"([\\`*_\[\]<>&#|~!])")
+_LEADING = re.compile(r"^(\s*)([-+=]|\d+[.)])")
+
+
+def md_escape(text: str) -> str:
+    """Text as CommonMark that renders as that text: markup characters escaped, line breaks
+    folded, a leading list or heading marker defused."""
+    flat = " ".join(str(text).split())
+    escaped = _SPECIAL.sub(r"\\\1", flat)
+    return _LEADING.sub(lambda m: m.group(1) + "".join("\\" + c for c in m.group(2)), escaped)
+
+
+def _md_lines(items: Sequence[Item], depth: int, out: list[str]) -> None:
+    pad = "  " * depth
+    for item in items:
+        text = md_escape(item.text)
+        if item.kind == "decided":
+            text = f"**{text}**"
+        elif item.kind in ("absent", "ranked", "also"):
+            text = f"*{text}*"
+        if item.detail:
+            text += f" — {md_escape(item.detail)}"
+        out.append(f"{pad}- {text}")
+        _md_lines(item.children, depth + 1, out)
+
+
+def proof_markdown(proof: Mapping[str, Any], zone: tzinfo = UTC) -> str:
+    """The proof as a nested CommonMark list: each statement with the criterion or the source
+    (and its date) it rests on, what it rests on indented beneath it."""
+    out: list[str] = []
+    _md_lines(proof_items(proof, zone), 0, out)
+    return "\n".join(out)
+
+
+def property_name(iri: str, names: Mapping[str, str] | None = None) -> str:
+    """A property's label from ``names`` (IRI → label), else its humanised local name."""
+    found = (names or {}).get(iri)
+    return str(found) if found else humanise(local_name(iri))

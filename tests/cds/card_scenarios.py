@@ -1,0 +1,105 @@
+"""One hook call per card the bundled deployments declare: the request that makes each card.
+
+Keyed by ``(service id, card summary)``; ``tests/cds/test_cds_card_markdown.py`` checks that
+every ``horis:card`` of every bundled service has a scenario here, so a new card needs one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tests.cds import clinical as fx
+
+TRIAGE = "horismos-triage"
+MED_SAFETY = "horismos-med-safety"
+TAKEN = "2025-06-01T10:00:00Z"
+
+
+def triage(
+    *,
+    vitals: Sequence[tuple[str, float, str]] = (),
+    symptoms: Sequence[str] = (),
+    reason: str | None = None,
+) -> dict[str, Any]:
+    pid, eid = "p-" + fx.new_id(), "e-" + fx.new_id()
+    return fx.hook_request(
+        "encounter-start",
+        {"patientId": pid, "encounterId": eid},
+        fhir_server=None,
+        prefetch={
+            "patient": fx.patient(pid, birth_date="1950-04-02"),
+            "encounter": fx.encounter(eid, pid, reason),
+            "vitals": fx.searchset(
+                [fx.observation(pid, code, v, unit, when=TAKEN) for code, v, unit in vitals]
+            ),
+            "conditions": fx.searchset([fx.condition(pid, s) for s in symptoms]),
+        },
+    )
+
+
+def med_safety(*, orders: list[str], labs: Sequence[tuple[str, float, str]] = ()) -> dict[str, Any]:
+    pid = "p-" + fx.new_id()
+    drafts = [fx.draft_order(pid, code) for code in orders]
+    return fx.hook_request(
+        "order-sign",
+        {
+            "patientId": pid,
+            "draftOrders": {
+                "resourceType": "Bundle",
+                "type": "collection",
+                "entry": [{"resource": o} for o in drafts],
+            },
+        },
+        fhir_server=None,
+        prefetch={
+            "patient": fx.patient(pid, birth_date="1950-04-02"),
+            "allergies": fx.searchset([]),
+            "labs": fx.searchset(
+                [
+                    fx.observation(pid, code, v, unit, category="laboratory", when=TAKEN)
+                    for code, v, unit in labs
+                ]
+            ),
+        },
+    )
+
+
+HEART_RATE, SYSTOLIC, SPO2, TEMPERATURE = "8867-4", "8480-6", "59408-5", "8310-5"
+EGFR, POTASSIUM = "33914-3", "2823-3"
+CHEST_PAIN, HEADACHE = "29857009", "25064002"
+IBUPROFEN, LISINOPRIL = "5640", "29046"
+
+#: (service, card summary) → the request that makes that card, and words the card must show
+SCENARIOS: dict[tuple[str, str], tuple[Callable[[], dict[str, Any]], tuple[str, ...]]] = {
+    (TRIAGE, "Triage acuity: Immediate"): (
+        lambda: triage(
+            vitals=[(SYSTOLIC, 85, "mm[Hg]"), (HEART_RATE, 130, "/min")], symptoms=[CHEST_PAIN]
+        ),
+        ("Systolic blood pressure: 85 mmHg", "Heart rate: 130 /min", "Chest pain"),
+    ),
+    (TRIAGE, "Triage acuity: Urgent"): (
+        lambda: triage(vitals=[(TEMPERATURE, 39.4, "Cel"), (SPO2, 93, "%")]),
+        ("Body temperature: 39.4 °C", "Oxygen saturation: 93 %"),
+    ),
+    (TRIAGE, "Triage acuity: Standard"): (
+        lambda: triage(symptoms=[HEADACHE]),
+        ("Has symptom: Headache",),
+    ),
+    (TRIAGE, "Triage acuity: Non-urgent"): (
+        lambda: triage(vitals=[(HEART_RATE, 72, "/min")]),
+        ("Heart rate: 72 /min",),
+    ),
+    (TRIAGE, "Triage needs a nurse's assessment"): (
+        lambda: triage(vitals=[(HEART_RATE, 72, "/min")], reason="sudden chest pain"),
+        ("no language model is configured", "ended at: Escalation to the triage nurse"),
+    ),
+    (MED_SAFETY, "Contraindicated medication order"): (
+        lambda: med_safety(orders=[IBUPROFEN], labs=[(EGFR, 25, "mL/min/{1.73_m2}")]),
+        ("eGFR: 25 mL/min/1.73 m²", "Ibuprofen"),
+    ),
+    (MED_SAFETY, "Medication order needs caution"): (
+        lambda: med_safety(orders=[LISINOPRIL], labs=[(POTASSIUM, 5.9, "mmol/L")]),
+        ("Serum potassium: 5.9 mmol/L", "Lisinopril"),
+    ),
+}
