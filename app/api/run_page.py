@@ -1,15 +1,22 @@
-"""The run page: a stored run's decision, proof and trace as one self-contained HTML document.
+"""The run page: a stored run's decision for two readers, as one self-contained HTML document.
 
-What a clinician sees after following a card's link (docs/runtime.md, "The run page").
-Everything on the page comes from what was stored when the run finished — the outcome document
-(``GET /runs/{id}``), the run row, the effects the commit adapter recorded and the FHIR source
-versions the run read; nothing is recomputed. The page has no script and no external asset
-(inline CSS only) and every value is passed through ``html.escape``: free text, FHIR ids and
-generated narration may hold markup.
+What a clinician sees after following a card's link: on top, for the clinician, the patient and
+encounter the hook named, the decision and the cards the EHR showed, the actions they suggest,
+why (the proof as labelled statements, ``app.clinical_text``), the data used with its dates, what
+was missing or refused, and what was written to the EHR; below, for the auditor, the run's
+versions and digests, its trace, its effects, the proof in engine notation, violations, data
+quality notes and the FHIR source versions it read. Times are shown in the configured zone
+(``HORISMOS_TIMEZONE``), which the page names.
 
-The proof is rendered from the stored proof JSON as nested lists that carry the same lines as
-``Proof.render()`` (``proof_text`` returns them as text, which tests compare); a base fact also
-shows its provenance and the FHIR resource version it was read from.
+Everything comes from what was stored when the run finished — the outcome document, the run row
+(its CDS response and its FHIR input), the effects the commit adapter recorded and the source
+versions the run read; nothing is recomputed. Only the names of steps and properties the stored
+JSON does not carry come from the deployment, when it is loaded (``names``), else from their
+local names. The page has no script and no external asset (inline CSS only) and every value is
+passed through ``html.escape``: free text, FHIR ids and generated narration may hold markup.
+
+The engine proof carries the same lines as ``Proof.render()`` (``proof_text`` returns them as
+text, which tests compare).
 """
 
 from __future__ import annotations
@@ -17,14 +24,24 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 from html import escape
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from app.api.run_inputs import inputs_section
-from app.runtime.host import stored_outcome
+from app.cds.hook_input import HookInput, InputUnusable
+from app.clinical_text import (
+    Item,
+    base_facts,
+    format_time,
+    proof_items,
+    source_text,
+    statement,
+)
+from app.ontology.model import Ontology, humanise
+from app.runtime.host import stored_input, stored_outcome
 from app.store import repo
 
 __all__ = [
@@ -32,6 +49,7 @@ __all__ = [
     "RunPage",
     "link_refused_page",
     "load_run_page",
+    "names_of",
     "not_found_page",
     "prefers_html",
     "proof_text",
@@ -108,22 +126,67 @@ class RunPage:
     created_at: datetime | None = None
     service_id: str | None = None
     hook: str | None = None
+    patient: str | None = None
+    deployment: str | None = None
+    deployment_version: str | None = None
     ontology_digest: str | None = None
+    request_digest: str | None = None
     effects: Sequence[Mapping[str, Any]] = ()
+    #: the CDS response the EHR was given (its cards and their suggestions)
+    response: Mapping[str, Any] | None = None
+    #: the hook's context and prefetch as the run read them
+    context: Mapping[str, Any] = field(default_factory=dict)
+    prefetch: Mapping[str, Any] = field(default_factory=dict)
+    #: labels of the deployment's steps, tools and properties, by local name and IRI
+    names: Mapping[str, str] = field(default_factory=dict)
+    zone: tzinfo = UTC
 
 
-def load_run_page(session: Session, run_id: str) -> RunPage:
+def load_run_page(
+    session: Session,
+    run_id: str,
+    *,
+    names: Mapping[str, str] | None = None,
+    zone: tzinfo = UTC,
+) -> RunPage:
     """The stored run ``run_id``; raises ``NotFound`` like ``GET /runs/{id}``."""
     document = stored_outcome(session, run_id)
     row = repo.get_run(session, run_id)
+    stored: HookInput | None = None
+    raw = stored_input(session, run_id)
+    if raw is not None:
+        try:
+            stored = HookInput.from_bytes(raw)
+        except InputUnusable:
+            stored = None
     return RunPage(
         document=document,
         created_at=row.created_at if row is not None else None,
         service_id=row.service_id if row is not None else None,
         hook=row.hook if row is not None else None,
+        patient=row.patient if row is not None else None,
+        deployment=row.deployment if row is not None else None,
+        deployment_version=row.deployment_version if row is not None else None,
         ontology_digest=row.ontology_digest if row is not None else None,
+        request_digest=row.request_digest if row is not None else None,
         effects=document.get("effects", ()),
+        response=row.response if row is not None else None,
+        context=stored.context if stored is not None else {},
+        prefetch=stored.prefetch if stored is not None else {},
+        names=names or {},
+        zone=zone,
     )
+
+
+def names_of(ontology: Ontology) -> dict[str, str]:
+    """The labels a page shows for what its stored JSON names without one: steps and tools by
+    local name, properties by IRI (each with an ``rdfs:label``)."""
+    names: dict[str, str] = {}
+    for workflow in ontology.workflows.values():
+        names.update({s.name: s.label for s in workflow.steps.values() if s.label})
+    names.update({t.name: t.label for t in ontology.tools.values() if t.label})
+    names.update({p.iri: p.label for p in ontology.properties.values() if p.label})
+    return names
 
 
 # --- the proof tree -------------------------------------------------------------------------
@@ -363,139 +426,381 @@ def _narrations(trace: Sequence[Mapping[str, Any]]) -> list[tuple[str, Mapping[s
 _CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d232b;
   background:#f5f6f8;margin:0}
-main{max-width:1100px;margin:0 auto;padding:20px 24px 40px}
-h1{font-size:1.35em;margin:0 0 2px}h2{font-size:1.08em;margin:28px 0 8px;
-  border-bottom:1px solid #d5d9e0;padding-bottom:4px}
-.sub{color:#5b6472;margin:0 0 16px}
+header,main,footer{max-width:1100px;margin:0 auto;padding:0 24px}
+header{padding-top:20px}
+h1{font-size:1.35em;margin:0 0 2px}
+h2{font-size:1.2em;margin:30px 0 10px;padding-bottom:4px;border-bottom:2px solid #c3c9d2}
+h3{font-size:1.02em;margin:22px 0 8px}
+.sub{color:#4d5563;margin:0 0 12px}
 .card{background:#fff;border:1px solid #d5d9e0;border-radius:6px;padding:14px 18px}
-.decision{font-size:1.5em;font-weight:600;margin:0 0 10px}
-.decision .prop{color:#5b6472;font-weight:400}
+.decision{font-size:1.5em;font-weight:600;margin:0 0 6px}
 .none{color:#8a4b00}
+.indicator{display:inline-block;border-radius:3px;padding:0 6px;margin-right:6px;
+  font:600 12px/1.7 system-ui,sans-serif;text-transform:uppercase;letter-spacing:.03em}
+.indicator.critical{background:#9b1c1c;color:#fff}
+.indicator.warning{background:#8a4b00;color:#fff}
+.indicator.info{background:#1f4e9c;color:#fff}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:3px 16px;margin:0}
-dt{color:#5b6472}dd{margin:0}
-code,.mono,.proof{font-family:ui-monospace,"SFMono-Regular",Menlo,Consolas,monospace;
+dt{color:#4d5563}dd{margin:0}
+code,.mono,.engine{font-family:ui-monospace,"SFMono-Regular",Menlo,Consolas,monospace;
   font-size:.9em}
-.proof ul{list-style:none;margin:0;padding-left:22px;border-left:1px dotted #b8bfca}
-.proof>ul{padding-left:0;border-left:0}
-.proof li{margin:3px 0}
-.proof .tag{color:#5b6472}
-.proof .tag.src{color:#1f4e9c;background:#eef3fc;border-radius:3px;padding:0 4px}
-.proof .derived>.fact{font-weight:600}
-.proof .overruled,.proof .overruled .tag{color:#8d96a3}
-.proof .absent{color:#5b6472;font-style:italic}
+.why ul{margin:0;padding-left:22px}
+.why>ul{padding-left:18px}
+.why li{margin:3px 0}
+.why .from{color:#4d5563}
+.why .ranked,.why .absent{color:#4d5563;font-style:italic}
+.engine ul{list-style:none;margin:0;padding-left:22px;border-left:1px dotted #b8bfca}
+.engine>ul{padding-left:0;border-left:0}
+.engine li{margin:3px 0}
+.engine .tag{color:#4d5563}
+.engine .tag.src{color:#1f4e9c;background:#eef3fc;border-radius:3px;padding:0 4px}
+.engine .derived>.fact{font-weight:600}
+.engine .overruled,.engine .overruled .tag{color:#5b6472}
+.engine .absent{color:#4d5563;font-style:italic}
 .st{display:inline-block;border-radius:3px;padding:0 5px;margin-left:6px;
   font:12px/1.6 system-ui,sans-serif}
-.st.ok{background:#eef6ea;color:#2f6b1f}.st.warn{background:#fdf1dc;color:#8a4b00}
+.st.ok{background:#eef6ea;color:#2a5f1b}.st.warn{background:#fdf1dc;color:#7a4200}
 table{border-collapse:collapse;width:100%;background:#fff;border:1px solid #d5d9e0}
 th,td{text-align:left;vertical-align:top;padding:5px 8px;border-bottom:1px solid #e6e9ee}
 th{background:#eceff3;font-weight:600;font-size:.9em}
 td{font-size:.92em}
-.muted{color:#6b7480;font-size:.88em}
+.muted{color:#4d5563;font-size:.88em}
 .viol{color:#9b1c1c}
 .call+.call{margin-top:4px}
-.generated{border:2px dashed #b26a00;background:#fffaf0;border-radius:6px;padding:10px 14px}
-.generated .badge{display:inline-block;background:#b26a00;color:#fff;border-radius:3px;
+.suggestions li{margin:4px 0}
+.generated{border:2px dashed #8a4b00;background:#fffaf0;border-radius:6px;padding:10px 14px}
+.generated .badge{display:inline-block;background:#7a4200;color:#fff;border-radius:3px;
   padding:0 6px;font-size:12px;font-weight:600;letter-spacing:.03em}
 .generated p{white-space:pre-wrap;margin:8px 0 4px}
+.audit{margin-top:36px}
+details{margin:14px 0}
 pre{white-space:pre-wrap;background:#fff;border:1px solid #d5d9e0;padding:10px;margin:6px 0}
-footer{margin-top:28px;color:#6b7480;font-size:.85em}
+footer{margin-top:28px;padding-bottom:30px;color:#4d5563;font-size:.85em}
 @media print{body{background:#fff}.card,table{border-color:#999}}
 """
 
 
-def _page(title: str, body: str) -> str:
+def _page(title: str, body: str, *, header: str = "", footer: str = "") -> str:
+    """The document: a banner, the main content, a footer (each a landmark)."""
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         '<meta name="robots" content="noindex">'
         f"<title>{escape(title)}</title><style>{_CSS}</style></head>"
-        f"<body><main>{body}</main></body></html>"
+        f"<body><header>{header}</header><main>{body}</main>"
+        f"<footer>{footer}</footer></body></html>"
     )
 
 
-def _when(page: RunPage, trace: Sequence[Mapping[str, Any]]) -> str:
+def _ran_at(page: RunPage, trace: Sequence[Mapping[str, Any]]) -> Any:
     if page.created_at is not None:
-        return page.created_at.isoformat(timespec="seconds")
-    first = trace[0].get("at") if trace else None
-    return str(first) if first else "unknown"
+        return page.created_at
+    return trace[0].get("at") if trace else None
 
 
-def render_run_page(page: RunPage) -> str:
-    """The whole HTML document for one stored run."""
-    doc = page.document
-    trace = [t for t in doc.get("trace") or [] if isinstance(t, Mapping)]
-    run_id = str(doc.get("runId"))
-    decision = doc.get("decision")
-    parts: list[str] = [
-        "<h1>Decision record</h1>",
-        f'<p class="sub">Run <code>{_e(run_id)}</code></p>',
-        '<section class="card">',
-    ]
-    if isinstance(decision, Mapping):
-        parts.append(
-            f'<p class="decision"><span class="prop">{_e(decision.get("property"))} =</span> '
-            f"{_e(decision.get('value'))}</p>"
+# --- the clinician's part -------------------------------------------------------------------
+
+
+def _find(resources: Iterable[Mapping[str, Any]], kind: str, rid: Any) -> Mapping[str, Any] | None:
+    for r in resources:
+        if r.get("resourceType") == kind and (rid is None or str(r.get("id")) == str(rid)):
+            return r
+    return None
+
+
+def _resources(value: Any) -> list[Mapping[str, Any]]:
+    """The resources in a prefetch or context value: a Bundle's entries, a list, one resource."""
+    if isinstance(value, list):
+        return [r for v in value for r in _resources(v)]
+    if not isinstance(value, Mapping) or "resourceType" not in value:
+        return []
+    if value["resourceType"] == "Bundle":
+        return [
+            e["resource"]
+            for e in value.get("entry") or []
+            if isinstance(e, Mapping) and isinstance(e.get("resource"), Mapping)
+        ]
+    return [value]
+
+
+def _person_name(patient: Mapping[str, Any]) -> str:
+    for name in patient.get("name") or []:
+        if not isinstance(name, Mapping):
+            continue
+        if name.get("text"):
+            return str(name["text"])
+        given = " ".join(str(g) for g in name.get("given") or [])
+        text = f"{given} {name.get('family') or ''}".strip()
+        if text:
+            return text
+    return ""
+
+
+def _concept(value: Any) -> str:
+    """A CodeableConcept or Coding as a reader names it: its text, a display, else a code."""
+    if not isinstance(value, Mapping):
+        return ""
+    if value.get("text"):
+        return str(value["text"])
+    codings = value.get("coding") if "coding" in value else [value]
+    for c in codings or []:
+        if isinstance(c, Mapping) and (c.get("display") or c.get("code")):
+            return str(c.get("display") or c.get("code"))
+    return ""
+
+
+def _context_rows(page: RunPage, zone: tzinfo) -> list[tuple[str, str]]:
+    """Who and where the decision is about: the patient and encounter the hook named."""
+    context = page.context
+    found = [r for v in (*page.prefetch.values(), *context.values()) for r in _resources(v)]
+    rows: list[tuple[str, str]] = []
+    patient_id = context.get("patientId") or page.patient
+    if patient_id:
+        patient = _find(found, "Patient", patient_id)
+        parts = []
+        if patient is not None:
+            parts = [
+                _person_name(patient),
+                str(patient.get("gender") or ""),
+                f"born {format_time(patient['birthDate'], zone)}"
+                if patient.get("birthDate")
+                else "",
+            ]
+        parts.append(f"Patient/{patient_id}")
+        rows.append(("Patient", " · ".join(_e(p) for p in parts if p)))
+    encounter_id = context.get("encounterId")
+    if encounter_id:
+        encounter = _find(found, "Encounter", encounter_id)
+        parts = []
+        if encounter is not None:
+            reasons = [_concept(r) for r in encounter.get("reasonCode") or []]
+            found_period = encounter.get("period")
+            period: Mapping[str, Any] = found_period if isinstance(found_period, Mapping) else {}
+            parts = [
+                _concept(encounter.get("class")),
+                str(encounter.get("status") or ""),
+                f"reason: {', '.join(r for r in reasons if r)}" if any(reasons) else "",
+                f"since {format_time(period['start'], zone)}" if period.get("start") else "",
+            ]
+        parts.append(f"Encounter/{encounter_id}")
+        rows.append(("Encounter", " · ".join(_e(p) for p in parts if p)))
+    if context.get("userId"):
+        rows.append(("Asked by", _e(context["userId"])))
+    return rows
+
+
+def _items_html(items: Sequence[Item]) -> str:
+    out: list[str] = []
+    for item in items:
+        text = _e(item.text)
+        if item.kind == "decided":
+            text = f"<strong>{text}</strong>"
+        detail = f' <span class="from">— {_e(item.detail)}</span>' if item.detail else ""
+        children = f"<ul>{_items_html(item.children)}</ul>" if item.children else ""
+        out.append(f'<li class="{item.kind}">{text}{detail}{children}</li>')
+    return "".join(out)
+
+
+def _decision_html(doc: Mapping[str, Any], items: Sequence[Item], page: RunPage) -> str:
+    decided = [i for i in items if i.kind == "decided"]
+    if isinstance(doc.get("decision"), Mapping) and decided:
+        return "".join(f'<p class="decision">{_e(i.text)}</p>' for i in decided)
+    end = _name(page, doc.get("terminal"))
+    status = str(doc.get("status") or "")
+    how = f"the workflow ended at: {end}" if end else f"the run is {status}"
+    if doc.get("waitingAt"):
+        how = f"the run is waiting at: {_name(page, doc.get('waitingAt'))}"
+    return f'<p class="decision none">No decision — {_e(how)}</p>'
+
+
+def _name(page: RunPage, key: Any) -> str:
+    """A step's, property's or tool's label (``page.names``), else its humanised name."""
+    if key is None:
+        return ""
+    text = str(key)
+    return page.names.get(text) or humanise(text)
+
+
+def _cards_html(response: Mapping[str, Any] | None) -> tuple[str, str]:
+    """The cards the EHR was given (summary and urgency) and the actions they suggest."""
+    cards = [c for c in (response or {}).get("cards") or [] if isinstance(c, Mapping)]
+    shown = "".join(
+        f'<li><span class="indicator {_e(c.get("indicator"))}">{_e(c.get("indicator"))}</span>'
+        f"{_e(c.get('summary'))}</li>"
+        for c in cards
+    )
+    actions: list[str] = []
+    for card in cards:
+        for suggestion in card.get("suggestions") or []:
+            if not isinstance(suggestion, Mapping):
+                continue
+            steps = "".join(
+                f"<li>{_e(a.get('description') or a.get('type'))}"
+                + (
+                    f" <span class='muted'>({_e(a.get('resourceId'))})</span>"
+                    if a.get("resourceId")
+                    else ""
+                )
+                + "</li>"
+                for a in suggestion.get("actions") or []
+                if isinstance(a, Mapping)
+            )
+            actions.append(
+                f"<li><strong>{_e(suggestion.get('label'))}</strong>"
+                + (f"<ul>{steps}</ul>" if steps else "")
+                + "</li>"
+            )
+    cards_html = f'<ul class="cards">{shown}</ul>' if shown else ""
+    actions_html = (
+        f'<ul class="suggestions">{"".join(actions)}</ul>'
+        if actions
+        else '<p class="muted">No action was suggested.</p>'
+    )
+    return cards_html, actions_html
+
+
+def _data_rows(items: Sequence[Item], zone: tzinfo) -> list[list[str]]:
+    rows = []
+    for node in base_facts(items):
+        source = node.get("source") if isinstance(node.get("source"), Mapping) else None
+        what, _, value = statement(node).partition(": ")
+        when = ""
+        if source is not None and source.get("date"):
+            when = format_time(source["date"], zone)
+        elif source is not None and source.get("lastUpdated"):
+            when = f"updated {format_time(source['lastUpdated'], zone)}"
+        ref = f"{source.get('resourceType')}/{source.get('id')}" if source is not None else ""
+        rows.append(
+            [
+                _e(what),
+                f"<strong>{_e(value)}</strong>",
+                _e(source_text(node, zone).split(", ")[0]),
+                _e(when),
+                _e(ref),
+            ]
         )
-    else:
-        parts.append(
-            f'<p class="decision none">No decision — the run {_e(doc.get("status"))}'
-            + (f" waiting at {_e(doc.get('waitingAt'))}" if doc.get("waitingAt") else "")
-            + "</p>"
-        )
-    facts = [
-        ("Terminal step", _e(doc.get("terminal")) or "—"),
-        ("Status", _e(doc.get("status"))),
-        ("Workflow", f"{_e(doc.get('workflow'))} version {_e(doc.get('version'))}"),
-        ("Ran at", _e(_when(page, trace))),
-    ]
-    if page.service_id:
-        hook = f" (hook {_e(page.hook)})" if page.hook else ""
-        facts.append(("CDS service", f"{_e(page.service_id)}{hook}"))
-    if page.ontology_digest:
-        facts.append(("Ontology digest", f"<code>{_e(page.ontology_digest[:16])}</code>"))
-    parts.append("<dl>" + "".join(f"<dt>{escape(k)}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>")
-    parts.append("</section>")
-    parts.append(inputs_section(doc.get("inputs")))
+    return rows
 
+
+def _refused_html(doc: Mapping[str, Any]) -> str:
+    """The inputs the gate or hydration refused, each with why."""
+    lines = [
+        f"<li>Refused input ({_e(v.get('code'))}): {_e(v.get('message'))}</li>"
+        for v in doc.get("inputViolations") or []
+        if isinstance(v, Mapping)
+    ]
+    return f"<ul>{''.join(lines)}</ul>" if lines else ""
+
+
+_WRITES = {
+    "accepted": "written",
+    "conflicted": "not written: the record changed after it was read",
+    "refused": "not written: refused",
+    "failed": "not written: the write failed",
+    "unknown": "not confirmed yet: it will be checked again",
+    "attempted": "not confirmed yet: it will be checked again",
+    "pending": "not sent yet",
+}
+
+
+def _writes_html(effects: Sequence[Mapping[str, Any]]) -> str:
+    lines = []
+    for e in effects:
+        state = str(e.get("state"))
+        said = _WRITES.get(state, state)
+        version = f" (version {_e(e.get('newVersion'))})" if e.get("newVersion") else ""
+        detail = f" — {_e(e.get('detail'))}" if e.get("detail") and state != "accepted" else ""
+        lines.append(f"<li>{_e(_target(e))}: {_e(said)}{version}{detail}</li>")
+    return f"<ul>{''.join(lines)}</ul>"
+
+
+def _target(effect: Mapping[str, Any]) -> str:
+    """``Encounter/e1`` of an effect's target URL."""
+    parts = str(effect.get("target") or "").rstrip("/").rsplit("/", 2)
+    return "/".join(parts[-2:]) if len(parts) >= 2 else str(effect.get("target") or "")
+
+
+def _clinician_html(page: RunPage, trace: Sequence[Mapping[str, Any]]) -> str:
+    doc, zone = page.document, page.zone
+    proof = doc.get("proof")
+    items = proof_items(proof, zone) if isinstance(proof, Mapping) else []
+    parts = ['<section class="clinician" aria-labelledby="for-clinician">']
+    parts.append('<h2 id="for-clinician">For the clinician</h2>')
+    rows = _context_rows(page, zone)
+    ran = _ran_at(page, trace)
+    rows.append(("Decided", _e(format_time(ran, zone)) if ran else "unknown"))
+    parts.append(
+        '<section class="card"><dl>'
+        + "".join(f"<dt>{escape(k)}</dt><dd>{v}</dd>" for k, v in rows)
+        + "</dl></section>"
+    )
+    cards_html, actions_html = _cards_html(page.response)
+    parts.append('<h3>Decision</h3><section class="card">')
+    parts.append(_decision_html(doc, items, page) + cards_html + "</section>")
+    parts.append("<h3>Suggested actions</h3>" + actions_html)
     for step, narration in _narrations(trace):
         if narration.get("generated"):
             parts.append(
-                f'<h2>Narration <span class="muted">(step {_e(step)})</span></h2>'
+                f"<h3>Narration <span class='muted'>({_e(_name(page, step))})</span></h3>"
                 '<section class="generated"><span class="badge">GENERATED TEXT</span> '
                 '<span class="muted">written by a language model from the proof below; '
                 "the proof is the record of why, not this text</span>"
                 f"<p>{_e(narration.get('text'))}</p></section>"
             )
-
-    parts.append("<h2>Proof</h2>")
-    proof = doc.get("proof")
-    if isinstance(proof, Mapping):
-        lines = _proof_lines(proof)
-        parts.append(f'<section class="card proof"><ul>{_proof_html(lines)}</ul></section>')
-        base = _base_facts(lines)
-        if base:
-            rows = [
-                [
-                    _e(n.get("subject")),
-                    _e(n.get("property")),
-                    f"<b>{_e(n.get('value'))}</b>",
-                    _e(n.get("provenance")),
-                    _e(_source_ref(n["source"])) if isinstance(n.get("source"), Mapping) else "",
-                    _e(n.get("confidence")),
-                ]
-                for n in base
-            ]
-            parts.append('<h2>Base facts <span class="muted">(the proof\'s leaves)</span></h2>')
-            parts.append(
-                _table(
-                    ["Subject", "Property", "Value", "Provenance", "FHIR source", "Confidence"],
-                    rows,
-                )
-            )
+    parts.append("<h3>Why</h3>")
+    if items:
+        parts.append(f'<section class="card why"><ul>{_items_html(items)}</ul></section>')
     else:
         parts.append('<p class="muted">No proof: a proof is recorded for completed runs.</p>')
+    data = _data_rows(items, zone)
+    parts.append("<h3>Data used</h3>")
+    if data:
+        parts.append(_table(["What", "Value", "From", "Date", "Record"], data, css="data"))
+    else:
+        parts.append('<p class="muted">The decision rests on no recorded data.</p>')
+    parts.append(inputs_section(doc.get("inputs"), names=page.names))
+    refused = _refused_html(doc)
+    if refused:
+        parts.append("<h3>Refused data</h3>" + refused)
+    if page.effects:
+        parts.append("<h3>Written to the EHR</h3>" + _writes_html(page.effects))
+    parts.append("</section>")
+    return "".join(parts)
 
-    parts.append("<h2>Trace</h2>")
+
+# --- the auditor's part ---------------------------------------------------------------------
+
+
+def _auditor_html(page: RunPage, trace: Sequence[Mapping[str, Any]]) -> str:
+    doc = page.document
+    run_id = str(doc.get("runId"))
+    parts = ['<section class="audit" aria-labelledby="for-auditor">']
+    parts.append('<h2 id="for-auditor">For the auditor</h2>')
+    ran = _ran_at(page, trace)
+    facts = [
+        ("Run", f"<code>{_e(run_id)}</code>"),
+        ("Status", _e(doc.get("status"))),
+        ("Terminal step", _e(doc.get("terminal")) or "—"),
+        ("Workflow", f"{_e(doc.get('workflow'))} version {_e(doc.get('version'))}"),
+        ("Ran at", _e(ran.isoformat(timespec="seconds") if isinstance(ran, datetime) else ran)),
+    ]
+    if page.service_id:
+        hook = f" (hook {_e(page.hook)})" if page.hook else ""
+        facts.append(("CDS service", f"{_e(page.service_id)}{hook}"))
+    if page.deployment:
+        version = f" version {_e(page.deployment_version)}" if page.deployment_version else ""
+        facts.append(("Deployment", f"<code>{_e(page.deployment)}</code>{version}"))
+    if page.ontology_digest:
+        facts.append(("Ontology digest", f"<code>{_e(page.ontology_digest)}</code>"))
+    if page.request_digest:
+        facts.append(("Request digest", f"<code>{_e(page.request_digest)}</code>"))
+    parts.append(
+        '<section class="card"><dl>'
+        + "".join(f"<dt>{escape(k)}</dt><dd>{v}</dd>" for k, v in facts)
+        + "</dl></section>"
+    )
+
+    parts.append("<h3>Trace</h3>")
     parts.append(
         _table(
             ["#", "Step", "Kind", "Edge", "Violations", "Tool / Bridge calls", "Notes", "At"],
@@ -504,8 +809,8 @@ def render_run_page(page: RunPage) -> str:
         )
     )
 
+    parts.append('<h3>Effects <span class="muted">(writes to the EHR)</span></h3>')
     if page.effects:
-        parts.append('<h2>Effects <span class="muted">(writes to the EHR)</span></h2>')
         rows = [
             [
                 _e(e.get("tool")),
@@ -525,27 +830,49 @@ def render_run_page(page: RunPage) -> str:
                 rows,
             )
         )
+    else:
+        parts.append('<p class="muted">None: the run wrote nothing to the EHR.</p>')
+
+    proof = doc.get("proof")
+    if isinstance(proof, Mapping):
+        lines = _proof_lines(proof)
+        parts.append('<h3>Proof <span class="muted">(engine notation)</span></h3>')
+        parts.append(f'<section class="card engine proof"><ul>{_proof_html(lines)}</ul></section>')
+        base = _base_facts(lines)
+        if base:
+            with_confidence = any(n.get("confidence") is not None for n in base)
+            headers = ["Subject", "Property", "Value", "Provenance", "FHIR source"]
+            rows = []
+            for n in base:
+                source = n.get("source")
+                row = [
+                    _e(n.get("subject")),
+                    _e(n.get("property")),
+                    f"<b>{_e(n.get('value'))}</b>",
+                    _e(n.get("provenance")),
+                    _e(_source_ref(source)) if isinstance(source, Mapping) else "",
+                ]
+                if with_confidence:
+                    row.append(_e(n.get("confidence")))
+                rows.append(row)
+            parts.append('<h3>Base facts <span class="muted">(the proof\'s leaves)</span></h3>')
+            parts.append(_table([*headers, *(["Confidence"] if with_confidence else [])], rows))
 
     violations = [*(doc.get("inputViolations") or []), *(doc.get("violations") or [])]
     if violations:
-        parts.append("<h2>Violations</h2>")
+        parts.append("<h3>Violations</h3>")
         parts.append(f'<section class="card">{_violations_html(violations)}</section>')
 
     notes = [n for n in doc.get("dataQuality") or [] if isinstance(n, Mapping)]
     if notes:
-        parts.append('<h2>Data quality <span class="muted">(input read leniently)</span></h2>')
+        parts.append('<h3>Data quality <span class="muted">(input read leniently)</span></h3>')
         rows = [
-            [
-                _e(n.get("field")),
-                _e(n.get("received")),
-                _e(n.get("readAs")),
-                _e(n.get("message")),
-            ]
+            [_e(n.get("field")), _e(n.get("received")), _e(n.get("readAs")), _e(n.get("message"))]
             for n in notes
         ]
         parts.append(_table(["Where", "Received", "Read as", "Why"], rows))
 
-    parts.append('<h2>Source versions <span class="muted">(what the run read)</span></h2>')
+    parts.append('<h3>Source versions <span class="muted">(what the run read)</span></h3>')
     sources = [s for s in doc.get("sources") or [] if isinstance(s, Mapping)]
     if sources:
         rows = [
@@ -568,19 +895,34 @@ def render_run_page(page: RunPage) -> str:
                 "(not generated: the proof rendered as text)</summary>"
                 f"<pre>{_e(narration.get('text'))}</pre></details>"
             )
+    parts.append("</section>")
+    return "".join(parts)
 
-    parts.append(
-        "<footer>The same record as JSON: this address with <code>Accept: application/json</code>."
-        " Replay: <code>POST /runs/" + _e(run_id) + "/replay</code>.</footer>"
+
+def render_run_page(page: RunPage) -> str:
+    """The whole HTML document for one stored run: the clinician's part on top, the auditor's
+    below."""
+    doc = page.document
+    trace = [t for t in doc.get("trace") or [] if isinstance(t, Mapping)]
+    run_id = str(doc.get("runId"))
+    what = f"{_e(page.service_id)} · " if page.service_id else ""
+    header = (
+        "<h1>Decision record</h1>"
+        f'<p class="sub">{what}times in {_e(str(page.zone))} · run <code>{_e(run_id)}</code></p>'
     )
-    return _page(f"Decision record {run_id}", "".join(parts))
+    footer = (
+        "The same record as JSON: this address with <code>Accept: application/json</code>."
+        f" Replay: <code>POST /runs/{_e(run_id)}/replay</code>."
+    )
+    body = _clinician_html(page, trace) + _auditor_html(page, trace)
+    return _page(f"Decision record {run_id}", body, header=header, footer=footer)
 
 
 def not_found_page(run_id: str) -> str:
     return _page(
         "Run not found",
-        "<h1>Run not found</h1>"
         f'<p class="sub">No run <code>{_e(run_id)}</code> is recorded by this service.</p>',
+        header="<h1>Run not found</h1>",
     )
 
 
@@ -588,5 +930,6 @@ def link_refused_page(reason: str) -> str:
     """The 401 page for a card link whose signature is wrong or whose time is up."""
     return _page(
         "Link not valid",
-        f'<h1>This link cannot open the decision record</h1><p class="sub">{escape(reason)}.</p>',
+        f'<p class="sub">{escape(reason)}.</p>',
+        header="<h1>This link cannot open the decision record</h1>",
     )

@@ -18,6 +18,7 @@ from app.api.run_page import (
     PAGE_HEADERS,
     link_refused_page,
     load_run_page,
+    names_of,
     not_found_page,
     prefers_html,
     render_run_page,
@@ -31,7 +32,14 @@ from app.cds.auth import (
     require_client_or_run_link,
 )
 from app.cds.hook_input import HookInput, InputUnusable, rehydrated_recording
-from app.deployments import for_workflow, of_run, run_columns, run_deployment_json, served
+from app.deployments import (
+    Deployments,
+    for_workflow,
+    of_run,
+    run_columns,
+    run_deployment_json,
+    served,
+)
 from app.deps import DeploymentsDep, EngineDep, JsonBodyChecked, SessionDep, app_runner
 from app.errors import Conflict, NotFound
 from app.ontology.model import Ontology
@@ -132,10 +140,23 @@ def read_run(
     if not prefers_html(request.headers.get("accept")):
         return JSONResponse(stored_outcome(session, run_id), headers={"Vary": "Accept"})
     try:
-        page = load_run_page(session, run_id)
+        row = repo.get_run(session, run_id)
+        deployments = request.app.state.catalog.current()  # labels only: no fresh read needed
+        names = _names(deployments, row.deployment, row.workflow_iri) if row is not None else {}
+        page = load_run_page(session, run_id, names=names, zone=request.app.state.settings.zone)
     except NotFound:
         return HTMLResponse(not_found_page(run_id), status_code=404, headers=PAGE_HEADERS)
     return HTMLResponse(render_run_page(page), headers=PAGE_HEADERS)
+
+
+def _names(deployments: Deployments, deployment: str | None, workflow: str) -> dict[str, str]:
+    """The labels of the run's deployment, when it is loaded; none otherwise (the page falls
+    back to humanised names)."""
+    try:
+        found = of_run(deployments, deployment, workflow)
+    except NotFound:
+        return {}
+    return names_of(found.ontology) if found.ontology is not None else {}
 
 
 @router.post("/runs/{run_id}/replay", summary="Replay a recorded run and report divergence")

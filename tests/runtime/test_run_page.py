@@ -6,9 +6,11 @@ import json
 import re
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from fastapi.testclient import TestClient
@@ -39,13 +41,17 @@ def test_a_browser_gets_the_decision_record_page(client: TestClient) -> None:
     assert page.headers["vary"] == "Accept"
     assert page.headers["content-security-policy"].startswith("default-src 'none'")
     text = page.text
-    assert "acuity =</span> Immediate" in text  # the decision, as the headline
-    assert "Triage version 1.2.0" in text and "Done" in text
-    # the base facts the decision rests on, with their provenance
-    assert "heartRate = 130 /min" in text and "hasSymptom → s1 isA ChestPain" in text
-    assert '<span class="tag src">[api]</span>' in text
-    # the overruled candidates are named, the trace lists every step and the tool call's status
-    assert "overrules acuity = Urgent" in text
+    clinician, auditor = text.split('<h2 id="for-auditor">', 1)
+    # for the clinician: the decision as the headline, why in the ontology's words
+    assert '<p class="decision">Acuity: Immediate</p>' in clinician
+    assert "Heart rate: 130 /min" in clinician and "Has symptom: Chest pain" in clinician
+    assert "Also met, ranked lower: Urgent" in clinician
+    assert "isA" not in clinician and "heartRate" not in clinician
+    # for the auditor: the versions, the engine's proof with provenance, every step of the trace
+    assert "Triage version 1.2.0" in auditor and "Done" in auditor
+    assert "heartRate = 130 /min" in auditor and "hasSymptom → s1 isA ChestPain" in auditor
+    assert '<span class="tag src">[api]</span>' in auditor
+    assert "overrules acuity = Urgent" in auditor
     for step in ("Intake", "Assess", "Route", "Explain", "Done"):
         assert f"<b>{step}</b>" in text
     assert "tool ehr.assign_queue" in text and ">proposed</span>" in text
@@ -188,12 +194,16 @@ def test_effects_sources_and_fhir_provenance_are_shown() -> None:
         document=document, created_at=datetime(2026, 3, 1, 12, tzinfo=UTC), effects=[effect]
     )
 
-    html = render_run_page(page)
+    html = render_run_page(replace(page, zone=ZoneInfo("Europe/Paris")))
 
     assert "heartRate = 130 /min  [api Observation/o&lt;1&gt; v3]" in proof_text_of(html)
     assert "<td>Observation/o&lt;1&gt; (version 3)</td>" in html  # the base facts table
     assert "Encounter/e1" in html and ">conflicted</span>" in html
-    assert "2026-03-01T12:00:00+00:00" in html
+    assert "Encounter/e1: not written: the record changed after it was read" in html
+    assert "2026-03-01T12:00:00+00:00" in html  # the auditor's time, exact
+    assert "1 Mar 2026 13:00 CET" in html  # the clinician's, in the configured zone
+    # a proof stored before it carried labels reads with humanised names, no Confidence column
+    assert "Heart rate: 130" in html and "Confidence" not in html
     assert proof_text(document["proof"]) == (
         "acuity = Urgent  [rule Fast]\n  heartRate = 130 /min  [api Observation/o<1> v3]"
     )
@@ -201,7 +211,7 @@ def test_effects_sources_and_fhir_provenance_are_shown() -> None:
 
 def proof_text_of(html: str) -> str:
     """The proof section's text without its markup (still escaped)."""
-    section = html.split('<section class="card proof">', 1)[1].split("</section>", 1)[0]
+    section = html.split('<section class="card engine proof">', 1)[1].split("</section>", 1)[0]
     return re.sub(r"<[^>]+>", "", section)
 
 
