@@ -9,10 +9,13 @@ with humanised local names instead. No engine notation reaches the reader: no IR
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, tzinfo
+from functools import cache
+from importlib import resources
 from typing import Any, Literal
 
 from app.ontology.model import humanise, local_name
@@ -20,6 +23,7 @@ from app.ucum import display as unit_display
 
 __all__ = [
     "Item",
+    "code_text",
     "format_time",
     "md_escape",
     "proof_items",
@@ -88,11 +92,14 @@ def format_time(value: Any, zone: tzinfo = UTC) -> str:
 # --- statements -----------------------------------------------------------------------------
 
 
-def _value_text(node: Mapping[str, Any]) -> str:
+def _value_text(node: Mapping[str, Any], zone: tzinfo) -> str:
     text = node.get("valueText")
     if text is None:  # stored before proofs carried clinical text
         value = node.get("value")
         text = humanise(str(value)) if node.get("valueIri") else _plain(value)
+    text = code_text(str(text))
+    if _DATE.match(text):
+        text = format_time(text, zone)
     unit = node.get("unit")
     shown = unit_display(unit) if isinstance(unit, str) and unit else ""
     return f"{text} {shown}" if shown else str(text)
@@ -104,12 +111,33 @@ def _plain(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def statement(node: Mapping[str, Any]) -> str:
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}(T[0-9:.]+(Z|[+-]\d{2}:\d{2})?)?$")
+_CODING = re.compile(r"^([a-z][a-z0-9+.\-]*:\S*)\|(\S+)$")
+
+
+@cache
+def _code_systems() -> dict[str, str]:
+    text = resources.files("app.ontology").joinpath("code_systems.json").read_text("utf-8")
+    return dict(json.loads(text)["systems"])
+
+
+def code_text(value: str) -> str:
+    """A coding kept as ``system|code`` as a reader names it: ``RxNorm 1049621`` for a
+    terminology with a name, the bare code otherwise (``community``); other text unchanged."""
+    found = _CODING.match(value)
+    if found is None:
+        return value
+    system, code = found.groups()
+    name = _code_systems().get(system)
+    return f"{name} {code}" if name else code
+
+
+def statement(node: Mapping[str, Any], zone: tzinfo = UTC) -> str:
     """``Heart rate: 160 /min``; ``Chest pain (onset): …`` for a fact about another subject."""
     name = node.get("name") or humanise(str(node.get("propertyIri") or node.get("property")))
     about = node.get("about")
     who = f" ({about})" if about else ""
-    return f"{_capital(str(name))}{who}: {_value_text(node)}"
+    return f"{_capital(str(name))}{who}: {_value_text(node, zone)}"
 
 
 def _capital(text: str) -> str:
@@ -149,18 +177,18 @@ def _rule_label(derivation: Mapping[str, Any]) -> str:
 def _body(derivation: Mapping[str, Any], zone: tzinfo) -> list[Item]:
     items = [_fact(p, zone) for p in derivation.get("premises") or [] if isinstance(p, Mapping)]
     for a in derivation.get("absent") or []:
-        text = a.get("text") or "No " + " → ".join(humanise(p) for p in a.get("path") or [])
-        items.append(Item(str(text), "absent"))
+        what = " → ".join(humanise(p) for p in a.get("path") or [])
+        items.append(Item(str(a.get("text") or f"{what}: none on record"), "absent"))
     return items
 
 
 def _fact(node: Mapping[str, Any], zone: tzinfo, root: bool = False) -> Item:
     derivations = [d for d in node.get("derivations") or [] if isinstance(d, Mapping)]
     if not derivations:
-        return Item(statement(node), "fact", source_text(node, zone), node=node)
+        return Item(statement(node, zone), "fact", source_text(node, zone), node=node)
     first = derivations[0]
     item = Item(
-        statement(node),
+        statement(node, zone),
         "decided" if root else "fact",
         f"criterion met: {_rule_label(first)}",
         _body(first, zone),

@@ -663,7 +663,7 @@ def _data_rows(items: Sequence[Item], zone: tzinfo) -> list[list[str]]:
     rows = []
     for node in base_facts(items):
         source = node.get("source") if isinstance(node.get("source"), Mapping) else None
-        what, _, value = statement(node).partition(": ")
+        what, _, value = statement(node, zone).partition(": ")
         when = ""
         if source is not None and source.get("date"):
             when = format_time(source["date"], zone)

@@ -217,14 +217,18 @@ def proof_core(value: Any) -> Any:
     return value
 
 
-def describe_aggregate(agg: AggregateDef, name: Callable[[str], str] = local_name) -> str:
+def describe_aggregate(
+    agg: AggregateDef, name: Callable[[str], str] = local_name, *, words: bool = False
+) -> str:
     """``Sum of mme over hasDraftOrder, hasOrder`` (where-filters named by their properties);
-    ``name`` names each property (its label, for a clinician)."""
+    ``name`` names each property (its label, for a clinician), ``words`` the function too
+    (``DaysCovered`` → ``Days covered``)."""
     paths = ", ".join(" → ".join(name(p) for p in path) for path in agg.over)
     of = f" of {name(agg.of)}" if agg.of else ""
     kept = {name(c.path[-1]) for c in agg.where}
     where = f" where {', '.join(sorted(kept))}" if kept else ""
-    return f"{agg.function}{of} over {paths}{where}"
+    function = humanise(agg.function) if words else agg.function
+    return f"{function}{of} over {paths}{where}"
 
 
 def _json(v: Value) -> Any:
@@ -290,14 +294,17 @@ class _Builder:
     def rule_label(self, rule: str) -> str:
         prop = self.eng.ix.properties.get(rule)
         if prop is not None and prop.aggregate is not None:
-            return describe_aggregate(prop.aggregate, self.name)
+            return describe_aggregate(prop.aggregate, self.name, words=True)
         found = self.rule_labels.get(rule)
         return found or humanise(rule)
 
     def absent_text(self, a: Absence) -> str:
+        """``eGFR: none on record``; ``Drafted for (Medication order): none on record``."""
         what = " → ".join(self.name(p) for p in a.path)
         about = self.about(a.subject)
-        return f"No {what} on record" + (f" for {about}" if about else "")
+        who = f" ({about})" if about else ""
+        none = "none" if what.endswith("on record") else "none on record"
+        return f"{what[:1].upper() + what[1:] if what[1:2].islower() else what}{who}: {none}"
 
     def clinical(self, key: FactKey) -> dict[str, Any]:
         s, p, v = key

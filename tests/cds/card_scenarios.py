@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tests.cds import clinical as fx
+from tests.support import opioid_cases as oc
 
 TRIAGE = "horismos-triage"
 MED_SAFETY = "horismos-med-safety"
@@ -65,6 +66,58 @@ def med_safety(*, orders: list[str], labs: Sequence[tuple[str, float, str]] = ()
     )
 
 
+OPIOID_PV, OPIOID_OS = "opioidcds-11-patient-view", "opioidcds-11-order-select"
+
+
+def opioid(
+    service: str,
+    hook: str,
+    *,
+    drafts: Sequence[dict[str, Any]] = (),
+    stored: Sequence[dict[str, Any]] = (),
+    born: bool = True,
+) -> dict[str, Any]:
+    """A recommendation 11 call with its prefetch filled as the EHR fills it (``born``: whether
+    the patient's record has a birth date)."""
+    pid = "p-" + fx.new_id()
+    patient = oc.patient(pid)
+    if not born:
+        del patient["birthDate"]
+    context: dict[str, Any] = {"patientId": pid}
+    drafts = [{**d, "subject": {"reference": f"Patient/{pid}"}} for d in drafts]
+    if hook == "order-select":
+        context["draftOrders"] = {
+            "resourceType": "Bundle",
+            "type": "collection",
+            "entry": [{"resource": d} for d in drafts],
+        }
+        context["selections"] = [f"MedicationRequest/{d['id']}" for d in drafts]
+    records = [{**r, "subject": {"reference": f"Patient/{pid}"}} for r in stored]
+    return fx.hook_request(
+        hook,
+        context,
+        fhir_server=None,
+        prefetch={
+            "patient": patient,
+            "medicationRequests": fx.searchset(records),
+            "conditions": fx.searchset([]),
+            "encounters": fx.searchset([]),
+        },
+    )
+
+
+def _opioid_on_record() -> dict[str, Any]:
+    return oc.order("o-" + fx.new_id(), "p", oc.OXYCODONE_IR_5, authored=oc.ago(15))
+
+
+def _benzodiazepine_on_record() -> dict[str, Any]:
+    return oc.order("b-" + fx.new_id(), "p", oc.TEMAZEPAM_20, authored=oc.ago(40))
+
+
+def _opioid_draft() -> dict[str, Any]:
+    return oc.order("d-" + fx.new_id(), "p", oc.OXYCODONE_ER_10)
+
+
 HEART_RATE, SYSTOLIC, SPO2, TEMPERATURE = "8867-4", "8480-6", "59408-5", "8310-5"
 EGFR, POTASSIUM = "33914-3", "2823-3"
 CHEST_PAIN, HEADACHE = "29857009", "25064002"
@@ -101,5 +154,47 @@ SCENARIOS: dict[tuple[str, str], tuple[Callable[[], dict[str, Any]], tuple[str, 
     (MED_SAFETY, "Medication order needs caution"): (
         lambda: med_safety(orders=[LISINOPRIL], labs=[(POTASSIUM, 5.9, "mmol/L")]),
         ("Serum potassium: 5.9 mmol/L", "Lisinopril"),
+    ),
+    (
+        OPIOID_PV,
+        "Opioid and benzodiazepine or other CNS depressant on record together: weigh the risks "
+        "of concurrent use",
+    ): (
+        lambda: opioid(
+            OPIOID_PV, "patient-view", stored=[_opioid_on_record(), _benzodiazepine_on_record()]
+        ),
+        ("RxNorm 1049621", "RxNorm 104693", "Age: 40 years"),
+    ),
+    (OPIOID_PV, "Opioid and benzodiazepine check not completed: data missing"): (
+        lambda: opioid(
+            OPIOID_PV,
+            "patient-view",
+            stored=[_opioid_on_record(), _benzodiazepine_on_record()],
+            born=False,
+        ),
+        ("data available did not allow a decision", "Missing data:"),
+    ),
+    (
+        OPIOID_OS,
+        "Opioid with a benzodiazepine or other CNS depressant: use particular caution "
+        "prescribing them together",
+    ): (
+        lambda: opioid(
+            OPIOID_OS,
+            "order-select",
+            drafts=[_opioid_draft()],
+            stored=[_benzodiazepine_on_record()],
+        ),
+        ("RxNorm 1049502", "RxNorm 104693"),
+    ),
+    (OPIOID_OS, "Opioid and benzodiazepine check not completed: data missing"): (
+        lambda: opioid(
+            OPIOID_OS,
+            "order-select",
+            drafts=[_opioid_draft()],
+            stored=[_benzodiazepine_on_record()],
+            born=False,
+        ),
+        ("data available did not allow a decision", "Missing data:"),
     ),
 }

@@ -136,5 +136,5 @@ def test_the_card_shows_the_orders_on_both_sides(
     )
 
     (card,) = response.json()["cards"]
-    assert f"rxnorm|{OXYCODONE_IR_5[0]}" in card["detail"]
-    assert f"rxnorm|{TEMAZEPAM_20[0]}" in card["detail"]
+    assert f"RxNorm {OXYCODONE_IR_5[0]}" in card["detail"]
+    assert f"RxNorm {TEMAZEPAM_20[0]}" in card["detail"]
