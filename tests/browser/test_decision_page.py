@@ -13,12 +13,14 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from tests.cds.card_scenarios import MED_SAFETY, SCENARIOS, TRIAGE
+from app.clinical_text import format_time
+from tests.cds.card_scenarios import MED_SAFETY, SCENARIOS, TAKEN, TRIAGE
 from tests.support.live_server import LiveServer, free_port, launch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,7 +144,9 @@ def test_the_med_safety_page_shows_the_decision_why_and_the_suggested_action(
     body = page.inner_text("body")
     assert "Delete the draft order before signing." in body
     # the data used with its date, in the configured time zone, named
-    assert "1 Jun 2025 12:00 CEST" in body and "times in Europe/Paris" in body
+    taken = format_time(TAKEN, ZoneInfo("Europe/Paris"))
+    assert taken.endswith((" CET", " CEST")), taken
+    assert taken in body and "times in Europe/Paris" in body
     clinician = page.inner_text("section.clinician")
     for engine in ("isA", "egfr =", "[rule", "mL/min/{1.73_m2}", "Terminal step"):
         assert engine not in clinician, engine

@@ -7,6 +7,7 @@ every ``horis:card`` of every bundled service has a scenario here, so a new card
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.cds import clinical as fx
@@ -14,7 +15,8 @@ from tests.support import opioid_cases as oc
 
 TRIAGE = "horismos-triage"
 MED_SAFETY = "horismos-med-safety"
-TAKEN = "2025-06-01T10:00:00Z"
+#: when every reading was taken: half an hour ago, on the minute (fresh for every horis:maxAge)
+TAKEN = (datetime.now(UTC) - timedelta(minutes=30)).replace(second=0, microsecond=0).isoformat()
 
 
 def triage(

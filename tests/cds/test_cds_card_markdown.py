@@ -8,17 +8,18 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from fastapi.testclient import TestClient
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
-from app.clinical_text import md_escape
+from app.clinical_text import format_time, md_escape
 from app.ontology import load_ontology
 from app.ontology.deployments import find_deployments
 from app.ontology.loader import default_ontology_paths
-from tests.cds.card_scenarios import SCENARIOS
+from tests.cds.card_scenarios import SCENARIOS, TAKEN
 
 OpenClient = Callable[..., AbstractContextManager[TestClient]]
 
@@ -129,14 +130,16 @@ def test_each_card_renders_as_labelled_statements_with_units_and_dates(
     assert not identifiers, (identifiers, card["detail"])
     for line in items:
         if "Observation" in line:  # a measurement says when it was taken
-            assert "Observation, 1 Jun 2025 10:00 UTC" in line, line
+            assert f"Observation, {format_time(TAKEN)}" in line, line
 
 
 def test_a_card_shows_dates_in_the_configured_time_zone(make_app_client: OpenClient) -> None:
     key = ("horismos-triage", "Triage acuity: Non-urgent")
     with make_app_client(timezone="America/New_York") as client:
         card = _card(client, *key)
-    assert "Heart rate: 72 /min — Observation, 1 Jun 2025 06:00 EDT" in card["detail"]
+    taken = format_time(TAKEN, ZoneInfo("America/New_York"))
+    assert taken.endswith((" EDT", " EST")), taken
+    assert f"Heart rate: 72 /min — Observation, {taken}" in card["detail"]
 
 
 def test_a_triage_card_without_a_fhir_server_has_no_write_back_notice(
