@@ -1,0 +1,68 @@
+"""Every card the opioid services answer to the guide's examples and to our boundary cases (and
+to each of those that gets a card, once more with the patient's birth date left out: the
+service cannot decide and says so), rendered by a CommonMark renderer (markdown-it-py) and held
+to what every card must look like (``tests/cds/card_markdown.py``); together with the scenarios
+of ``tests/cds/card_scenarios.py`` they must show every card the opioid deployments declare."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
+from tests.cds.card_markdown import check_card, declared_cards
+from tests.cds.card_scenarios import SCENARIOS
+from tests.support.fhir_server import FhirServer
+from tests.support.opioid_examples import (
+    CASES_DIR,
+    EXAMPLES_DIR,
+    Example,
+    call_service,
+    deployed_services,
+    load_examples,
+)
+
+pytestmark = pytest.mark.fhirserver
+
+
+@pytest.fixture(scope="module")
+def client(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    path = tmp_path_factory.mktemp("opioid-markdown") / "horismos.db"
+    path.write_bytes(sqlite_template.read_bytes())
+    with TestClient(create_app(Settings(database_url=f"sqlite:///{path}"))) as app_client:
+        yield app_client
+
+
+def _without_birth_date(example: Example) -> Example:
+    request = copy.deepcopy(example.request)
+    for value in (request.get("prefetch") or {}).values():
+        if isinstance(value, dict) and value.get("resourceType") == "Patient":
+            value.pop("birthDate", None)
+    return replace(example, name=f"{example.name}-no-birth-date", request=request, expected=[])
+
+
+def test_every_opioid_card_renders_and_every_declared_one_is_shown(
+    client: TestClient, fhir_server: FhirServer
+) -> None:
+    served = deployed_services()
+    today = datetime.now(UTC).date()
+    shown: set[tuple[str, str]] = set()
+    examples = [e for e in [*load_examples(EXAMPLES_DIR), *load_examples(CASES_DIR)]]
+    examples = [e for e in examples if e.service in served]
+    for example in [*examples, *(_without_birth_date(e) for e in examples if e.expected)]:
+        response = call_service(
+            client, fhir_server, example, service_id=example.service, mode="prefetch", today=today
+        )
+        assert response.status_code == 200, (example.name, response.text)
+        for card in response.json()["cards"]:
+            check_card(card["detail"])
+            shown.add((example.service, card["summary"]))
+    declared = {c for c in declared_cards() if c[0].startswith("opioidcds-")}
+    assert declared - shown - set(SCENARIOS) == set()
