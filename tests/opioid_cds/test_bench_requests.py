@@ -65,5 +65,5 @@ def test_several_screenings_answer_one_unexpected_results_card(client: TestClien
     assert "unexpected" in cards[0]["summary"]
     # the proof names the finding that decided it, with its screen's code and day
     detail = cards[0]["detail"]
-    assert "unexpected = cocaine found" in detail
-    assert "observationCode = http://loinc.org|3394-4" in detail
+    assert "Unexpected result (Observation): cocaine found" in detail
+    assert "Observation code (Observation): LOINC 3394-4 — Observation, " in detail
