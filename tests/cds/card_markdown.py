@@ -25,7 +25,6 @@ ENGINE_WORDS = (
     "[rule",
     "was not assigned",
     "Not completed",
-    "names no FHIR server",
     "Bridge",
     "http://",
     "https://",
