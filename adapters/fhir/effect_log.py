@@ -358,10 +358,9 @@ def _create_notice(effect: Mapping[str, Any]) -> str:
 
 def unsuccessful(effect: Mapping[str, Any]) -> bool:
     """Whether a card must tell its reader about a write: it was not confirmed as made, or it
-    made a resource addressed to no one (nobody was told through the EHR)."""
-    if effect.get("state") != "accepted":
-        return True
-    return effect.get("operation") == "create" and not effect.get("recipients")
+    was a message (a create): whether someone was told, and whom, is the clinician's to know.
+    An update the EHR accepted needs no sentence (the decision page lists it)."""
+    return effect.get("state") != "accepted" or effect.get("operation") == "create"
 
 
 def effect_notices(engine: Engine, run_id: str) -> list[str]:

@@ -18,7 +18,6 @@ from adapters.fhir.commit import (
     CommitRefused,
     FhirCommitAdapter,
     SourceRef,
-    effect_notice,
     effect_reports,
 )
 from adapters.fhir.reconcile import reconcile_pending
@@ -292,12 +291,11 @@ def test_a_create_posts_the_rendered_resource_once_with_if_none_exist(
     assert made["payload"][1]["contentAttachment"]["url"] == (
         "https://cds.example.org/runs/r1?exp=1&sig=abc"
     )
-    # a message that reached its recipient needs no sentence on the card
-    assert adapter.notices() == []
-    assert effect_notice(adapter.effects()[0]) == (
+    # a message: the card says whom it reached
+    assert adapter.notices() == [
         f"Sent through the EHR: Communication/{made['id']} was created, addressed to "
         "Practitioner/nurse-1."
-    )
+    ]
 
 
 def test_a_create_sent_again_for_the_same_run_finds_the_one_it_made(
