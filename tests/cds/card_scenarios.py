@@ -101,7 +101,7 @@ def opioid(
         fhir_server=None,
         prefetch={
             "patient": patient,
-            "medicationRequests": fx.searchset(records),
+            "medications": fx.searchset(records),
             "conditions": fx.searchset([]),
             "encounters": fx.searchset([]),
         },
