@@ -100,5 +100,6 @@ def test_the_card_shows_the_total_and_each_orders_mme(
     )
 
     (card,) = response.json()["cards"]
-    assert "totalMme = 52.5" in card["detail"]
-    assert "mme = 30" in card["detail"] and "mme = 22.5" in card["detail"]
+    assert "Total MME per day: 52.5" in card["detail"]
+    assert "MME per day (" in card["detail"]
+    assert "): 30" in card["detail"] and "): 22.5" in card["detail"]
