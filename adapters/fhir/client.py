@@ -9,9 +9,10 @@ Errors are typed by who must act next::
         └── FhirTooLarge           the answer passed the read's byte budget (``read`` turns it
                                    into a truncated read, never raises it)
 
-A search that reaches its page or byte budget, or whose ``next`` link leads back to a page
-already read, is not an error: :meth:`FhirClient.read` returns what it read with the reason it
-is *truncated*, and the caller treats that key as incomplete (never as the whole answer).
+A search that reaches its page or byte budget, whose ``next`` link leads back to a page already
+read, or that holds fewer matches than its own ``total`` counts, is not an error:
+:meth:`FhirClient.read` returns what it read with the reason it is *truncated*, and the caller
+treats that key as incomplete (never as the whole answer).
 
 Error messages reach the CDS client (in a 412), so they never quote low-level connection errors
 (which would make the service a port scanner for whoever picks ``fhirServer``); the detail is
@@ -112,6 +113,31 @@ def _next_link(bundle: dict[str, Any]) -> str | None:
     return None
 
 
+def _mode(entry: dict[str, Any]) -> Any:
+    search = entry.get("search")
+    return search.get("mode", "match") if isinstance(search, dict) else "match"
+
+
+def short_of_total(bundle: Any) -> str | None:
+    """Why a searchset holds fewer matches than its own ``total`` counts (a server that cut the
+    answer without a ``next`` link), or None. Entries of ``search.mode`` ``include`` or
+    ``outcome`` are not matches."""
+    if not isinstance(bundle, dict) or bundle.get("type") != "searchset":
+        return None
+    total = bundle.get("total")
+    if not isinstance(total, int) or isinstance(total, bool):
+        return None
+    entries = bundle.get("entry")
+    matches = sum(
+        1
+        for e in (entries if isinstance(entries, list) else [])
+        if isinstance(e, dict) and _mode(e) == "match"
+    )
+    if total <= matches:
+        return None
+    return f"the search counted {total} matches and sent {matches}"
+
+
 def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
     return (url.scheme, url.host, url.port)
 
@@ -186,11 +212,13 @@ class FhirClient:
                 truncated = exc.message
                 break
             entries.extend(body.get("entry") or [])
-        if truncated is not None:
-            log.warning("search %s truncated: %s", url, truncated)
         merged = dict(body)
         merged["entry"] = entries
         merged.pop("link", None)
+        if truncated is None:
+            truncated = short_of_total(merged)
+        if truncated is not None:
+            log.warning("search %s truncated: %s", url, truncated)
         return FhirRead(body=merged, truncated=truncated)
 
     def _same_origin(self, first: str, nxt: str) -> str:

@@ -6,8 +6,9 @@ with the client's Bearer token, concurrently and under one deadline for the whol
 whose data cannot be obtained stops the call with 412 naming the key and a reason; a failed
 connection is reported generically (the detail is logged, not sent to the caller).
 
-A search cut off — its page or byte budget reached, a paging loop, or a searchset the client
-sent with a ``next`` page it did not send — is no failure of the call: the key is *truncated*
+A search cut off — its page or byte budget reached, a paging loop, a searchset the client sent
+with a ``next`` page it did not send, or one holding fewer matches than its ``total`` — is no
+failure of the call: the key is *truncated*
 (:attr:`Gathered.truncated`), and every property it feeds is an incomplete input.
 """
 
@@ -29,6 +30,7 @@ from adapters.fhir.client import (
     FhirClient,
     FhirError,
     FhirRead,
+    short_of_total,
 )
 from app.cds.errors import Issue, PrefetchUnavailable, RequestInvalid
 from app.cds.fhir_data import resource_issues
@@ -113,6 +115,8 @@ async def gather(
                 client_issues.extend(resource_issues(value, f"prefetch.{t.key}"))
             if _has_next(value):
                 truncated[t.key] = "the client sent its first page only"
+            elif (short := short_of_total(value)) is not None:
+                truncated[t.key] = short
             data[t.key] = value
             continue
         if _is_outcome(request.prefetch.get(t.key)):

@@ -126,3 +126,17 @@ def test_an_invalid_server_url_is_a_refusal_not_a_crash() -> None:
     result, seen = _read({}, "Patient/1", base="https://host:abc")
     assert isinstance(result, FhirRefused)
     assert seen == []
+
+
+def test_a_search_holding_fewer_matches_than_its_total_is_truncated() -> None:
+    page = _page(3, None) | {"total": 40}
+    page["entry"].append(
+        {"resource": {"resourceType": "Patient", "id": "p1"}, "search": {"mode": "include"}}
+    )
+    result, _seen = _read({f"{BASE}/Observation?patient=1": page}, "Observation?patient=1")
+    assert isinstance(result, FhirRead) and result.body is not None
+    assert result.truncated == "the search counted 40 matches and sent 3"
+
+    whole = _page(3, None) | {"total": 3}
+    result, _seen = _read({f"{BASE}/Observation?patient=1": whole}, "Observation?patient=1")
+    assert isinstance(result, FhirRead) and result.truncated is None

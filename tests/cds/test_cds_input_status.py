@@ -245,6 +245,15 @@ def test_a_prefetched_searchset_with_a_next_page_not_sent_is_truncated(client: T
     assert inputs["hasSymptom"]["state"] == "complete"
 
 
+def test_a_prefetched_searchset_short_of_its_total_is_truncated(client: TestClient) -> None:
+    pid = fx.new_id()
+    body = _triage(pid, [fx.observation(pid, "8867-4", 80, "/min")])
+    body["prefetch"]["vitals"]["total"] = 12  # the EHR counted 12 and sent one
+    inputs = _inputs(client, body)
+    assert inputs["heartRate"]["state"] == "truncated"
+    assert "the search counted 12 matches and sent 1" in _details(inputs["heartRate"])[0]
+
+
 @pytest.mark.fhirserver
 def test_a_vitals_search_paging_past_its_budget_is_truncated_and_the_page_beyond_is_not_read(
     make_app_client: OpenClient, fhir_server: FhirServer, tmp_path: Path
