@@ -259,10 +259,15 @@ class _Hydrator(InstanceReading):
         ]
 
     def _linked(
-        self, m: FhirMapping, r: Mapping[str, Any], targets: list[Mapping[str, Any]]
+        self,
+        m: FhirMapping,
+        r: Mapping[str, Any],
+        targets: list[Mapping[str, Any]],
+        prop: PropertyDef | None = None,
     ) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
         """(node to evaluate ``horis:fhirPath`` on, resource the value is sourced from): the
-        targets themselves, or with ``horis:via`` the resources their References name."""
+        targets themselves, or with ``horis:via`` the resources their References name. A
+        Reference to a resource the call did not read is an *absent* input of ``prop``."""
         if m.via is None:
             return [(t, r) for t in targets]
         out: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
@@ -271,6 +276,8 @@ class _Hydrator(InstanceReading):
                 found = resolve(r, value, self._seen)
                 if found is not None:
                     out.append(found)
+                elif prop is not None and isinstance(value, dict) and value.get("reference"):
+                    self.inputs.unresolved(prop, source_of(r).reference, str(value["reference"]))
         return out
 
     def _names_someone(self, r: Mapping[str, Any]) -> bool:
@@ -385,7 +392,7 @@ class _Hydrator(InstanceReading):
                 continue
             if not self._about_focus(r, prop.iri):
                 continue
-            for node, origin in self._linked(m, r, targets):
+            for node, origin in self._linked(m, r, targets, prop):
                 for v in evaluate(node, m.fhir_path):
                     for item in _as_codings(v) if prop.range == _STRING else (v,):
                         if item is not None:
@@ -485,7 +492,7 @@ class _Hydrator(InstanceReading):
                 continue
             classes = [
                 c
-                for node, _origin in self._linked(m, r, targets)
+                for node, _origin in self._linked(m, r, targets, prop)
                 for concept in evaluate(node, m.fhir_path)
                 for coding in _codings(concept)
                 if (c := self.o.class_for_code(coding)) is not None and c in tree

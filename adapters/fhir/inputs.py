@@ -118,6 +118,14 @@ class InputRecorder:
             prop, "stale", source, f"No {label_of(prop)} in the last {span(m.max_age)}: {latest}"
         )
 
+    def unresolved(self, prop: PropertyDef, source: str, reference: str) -> None:
+        """A resource read for ``prop`` names, through ``horis:via``, one the call did not read."""
+        said = (
+            f"{_sentence(label_of(prop))} not read: {source} refers to {reference}, which the "
+            "service did not receive"
+        )
+        self._note(prop, "absent", source, said)
+
     def _keys(self, m: FhirMapping) -> list[str]:
         """The prefetch keys that feed mapping ``m`` (none when the templates are unknown)."""
         if self._prefetch is None or m.context_key is not None:

@@ -63,7 +63,11 @@ class InstanceReading:
         def _targets(self, m: FhirMapping, r: dict[str, Any]) -> list[Mapping[str, Any]]: ...
 
         def _linked(
-            self, m: FhirMapping, r: Mapping[str, Any], targets: list[Mapping[str, Any]]
+            self,
+            m: FhirMapping,
+            r: Mapping[str, Any],
+            targets: list[Mapping[str, Any]],
+            prop: PropertyDef | None = None,
         ) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]: ...
 
         def _assert_literal(
@@ -115,7 +119,7 @@ class InstanceReading:
     def _instance_datum(self, iid: str, inst: Instance, prop: PropertyDef, m: FhirMapping) -> None:
         r = inst.resource
         found: list[tuple[Mapping[str, Any], Any]] = []
-        for node, origin in self._linked(m, r, self._targets(m, r)):
+        for node, origin in self._linked(m, r, self._targets(m, r), prop):
             for v in evaluate(node, m.fhir_path):
                 for item in as_codings(v) if prop.range == _STRING else (v,):
                     if item is not None:

@@ -182,6 +182,13 @@ def test_a_reference_is_followed_to_a_resource_the_call_read(onto: Ontology) -> 
     # without the Medication in hand nothing is guessed
     h = run(onto, {"orders": bundle(REFERENCED)})
     assert not [c for c in h.changes if isinstance(c, Assert) and c.property == L + "medication"]
+    # and the input status says which reference the call did not bring
+    medication = h.inputs.of(L + "medication")
+    assert medication.state == "absent"
+    assert [r.detail for r in medication.reasons] == [
+        "Medication not read: MedicationRequest/mr-ref refers to Medication/m1, which the "
+        "service did not receive"
+    ]
 
 
 def test_links_between_instances_and_their_inverse(onto: Ontology) -> None:
