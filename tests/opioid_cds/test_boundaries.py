@@ -56,3 +56,26 @@ def test_every_service_has_three_boundary_cases_or_more() -> None:
         "opioidcds-10-order-sign", "opioidcds-10-patient-view", "opioidcds-12-patient-view",
     }  # fmt: skip
     assert min(per_service.values()) >= 3, per_service
+
+
+def test_a_run_records_its_deployment_and_the_shared_files_it_imports(
+    client: TestClient, fhir_server: FhirServer
+) -> None:
+    [case] = [c for c in CASES if c.name == "rec-10-pv-several-screenings"]
+    response = call_service(
+        client, fhir_server, case, service_id=case.service, mode="prefetch",
+        today=datetime.now(UTC).date(),
+    )  # fmt: skip
+    assert response.status_code == 200, response.text
+    run_id = response.json()["extension"]["dev.horismos.run"]["runId"]
+
+    recorded = client.get(f"/runs/{run_id}").json()["deployment"]
+
+    assert (recorded["iri"], recorded["version"]) == (
+        "https://horismos.dev/opioid-cds/rec10-patient-view",
+        "1.0.0",
+    )
+    assert {i["iri"]: i["version"] for i in recorded["imports"]} == {
+        "https://horismos.dev/opioid-cds/common": "1.0.0",
+        "https://horismos.dev/opioid-cds/urine-screening": "1.0.0",
+    }
