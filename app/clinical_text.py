@@ -18,6 +18,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
+from app.ontology.card_text import markdown_escape
 from app.ontology.model import humanise, local_name
 from app.ucum import display as unit_display
 
@@ -241,28 +242,21 @@ def base_facts(items: Iterable[Item]) -> list[Mapping[str, Any]]:
 
 # --- CommonMark -----------------------------------------------------------------------------
 
-_SPECIAL = re.compile(r"([\\`*_\[\]<>&#|~!])")
-_LEADING = re.compile(r"^(\s*)([-+=]|\d+[.)])")
-
-
-def md_escape(text: str) -> str:
-    """Text as CommonMark that renders as that text: markup characters escaped, line breaks
-    folded, a leading list or heading marker defused."""
-    flat = " ".join(str(text).split())
-    escaped = _SPECIAL.sub(r"\\\1", flat)
-    return _LEADING.sub(lambda m: m.group(1) + "".join("\\" + c for c in m.group(2)), escaped)
+#: The one escaper of free text for card Markdown is ``app.ontology.card_text.markdown_escape``;
+#: app/cds/cards.py still imports it from here under this name.
+md_escape = markdown_escape
 
 
 def _md_lines(items: Sequence[Item], depth: int, out: list[str]) -> None:
     pad = "  " * depth
     for item in items:
-        text = md_escape(item.text)
+        text = markdown_escape(item.text)
         if item.kind == "decided":
             text = f"**{text}**"
         elif item.kind in ("absent", "ranked", "also"):
             text = f"*{text}*"
         if item.detail:
-            text += f" — {md_escape(item.detail)}"
+            text += f" — {markdown_escape(item.detail)}"
         out.append(f"{pad}- {text}")
         _md_lines(item.children, depth + 1, out)
 

@@ -13,8 +13,8 @@ Values are written as text: an individual or class by its ``rdfs:label``, a deci
 two decimals, a boolean as ``yes``/``no``, several values joined by ``, ``, no value as
 ``unknown`` (nothing is made up). A summary is plain text (whitespace and control characters
 become one space); in a detail, which is Markdown, each filled value is escaped so a value can
-never add emphasis, links or HTML. Pure: parsing, checking and writing values only; the card
-builder looks the values up.
+never add emphasis, links or HTML (``markdown_escape``, the escaper of all free text on a
+card). Pure: parsing, checking and writing values only; the card builder looks the values up.
 """
 
 from __future__ import annotations
@@ -30,7 +30,12 @@ Scope = Literal["focus", "instance"]
 
 TOKEN = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 _NAME = re.compile(r"^(focus|instance)\.([A-Za-z_][A-Za-z0-9_-]*)$")
-_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&])")
+#: What CommonMark (and GitHub's tables and strikethrough) can read as markup anywhere in a line.
+_MARKUP = re.compile(r"([\\`*_\[\]<>&#|~!])")
+#: What is markup only where a line starts: a list or setext-heading marker, or an ordered
+#: list's number and its delimiter (the delimiter is escaped: a backslash before a digit would
+#: be shown).
+_LEADING = re.compile(r"^([-+=]|[0-9]+(?=[.)]))")
 _SPACE = re.compile(r"[\s\x00-\x1f\x7f]+")
 
 #: what a placeholder without a value is written as
@@ -62,8 +67,17 @@ def plain(text: str) -> str:
 
 
 def markdown_escape(text: str) -> str:
-    """Text that Markdown shows as written (each special character backslash-escaped)."""
-    return _MARKDOWN.sub(r"\\\1", plain(text))
+    """Free text as CommonMark that a renderer shows as that text, on one line (see
+    :func:`plain`): every character that could add emphasis, code, a link, an image, HTML or
+    an entity is backslash-escaped, and a leading list, heading, quote or setext marker is
+    defused, so the text may stand anywhere in a line, at its start or in a list item."""
+    escaped = _MARKUP.sub(r"\\\1", plain(text))
+    return _LEADING.sub(_defuse, escaped, count=1)
+
+
+def _defuse(found: re.Match[str]) -> str:
+    marker = found.group(1)
+    return marker + "\\" if marker[0].isdigit() else "\\" + marker
 
 
 def show(values: Sequence[Value], label: Callable[[str], str | None]) -> str:

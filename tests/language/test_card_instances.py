@@ -11,10 +11,13 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from markdown_it import MarkdownIt
+from markdown_it.tree import SyntaxTreeNode
 
 from app.cds.response_check import check_response
 from app.ontology import OntologyError, load_ontology, verify
 from tests.cds import clinical as fx
+from tests.cds.card_markdown import shown_text
 
 ONTOLOGY = Path(__file__).parents[1] / "data/language/per_instance.ttl"
 BASE = "https://cds.example.test"
@@ -104,10 +107,13 @@ def test_values_are_escaped_in_the_detail_and_a_long_summary_is_shortened(
     summary = card["summary"]
     assert len(summary) < 140 and summary.endswith("…")
     assert summary.startswith("Review Ibu*profen* [click](https://evil.example) <b>x</b> very")
-    # in the Markdown detail the value cannot add emphasis, a link or HTML
-    assert r"Ibu\*profen\* \[click\]\(https://evil\.example\) \<b\>x\</b\>" in card["detail"]
-    assert card["detail"].startswith("Summary in full: Review Ibu\\*profen\\*")
-    assert "orders\\)" in card["detail"].split("\n\n")[0]  # the whole summary is there
+    # rendered, the Markdown detail shows the value as written: no emphasis, link or HTML
+    tree = SyntaxTreeNode(MarkdownIt("commonmark").parse(card["detail"]))
+    assert [n.type for n in tree.children[:2]] == ["paragraph", "paragraph"], card["detail"]
+    full, detail = (shown_text(n) for n in tree.children[:2])
+    name = " ".join(sly.split())
+    assert full == f"Summary in full: Review {name} (one of 1 orders)"  # the whole summary
+    assert detail == f"Reconsider {name}: verdict review."
 
 
 # --- load and verification errors ----------------------------------------------------------
