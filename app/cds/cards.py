@@ -213,14 +213,15 @@ def _texts(
     return lookup
 
 
-def _reasons(decl: CardDecl, world: World, instance: str | None) -> list[str]:
-    """For a card about one instance: the proof of each property its filter read on it."""
+def _reasons(decl: CardDecl, world: World, instance: str | None, zone: tzinfo) -> list[str]:
+    """For a card about one instance: the proof of each property its filter read on it, as
+    the clinician reads a proof."""
     if instance is None:
         return []
     out: list[str] = []
     for prop in dict.fromkeys(c.path[0] for c in decl.each_where):
         if world.values(instance, prop):
-            out.append(world.proof(instance, prop).render())
+            out.append(proof_markdown(world.proof(instance, prop).to_json(), zone))
     return out
 
 
@@ -251,7 +252,7 @@ def build_cards(
                 parts.append(f"Summary in full: {card_text.markdown_escape(full)}")
             if decl.detail is not None:
                 parts.append(card_text.fill(decl.detail, lookup, markdown=True))
-            parts.extend(_reasons(decl, world, instance))
+            parts.extend(_reasons(decl, world, instance, run.zone))
             parts.append(run_detail)
             detail = "\n\n".join(p for p in parts if p)
             card: dict[str, Any] = {

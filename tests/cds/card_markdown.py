@@ -11,6 +11,7 @@ from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
 from app.ontology import load_ontology
+from app.ontology.card_text import TOKEN
 from app.ontology.deployments import find_deployments
 from app.ontology.loader import default_ontology_paths
 
@@ -45,6 +46,24 @@ def declared_cards() -> set[tuple[str, str]]:
         for service in ontology.services.values():
             cards.update((service.id, c.summary) for c in service.cards)
     return cards
+
+
+def summary_matches(template: str, shown: str) -> bool:
+    """Whether ``shown`` is what a card declared with summary ``template`` reads once its
+    ``{{…}}`` placeholders are filled (a summary cut with ``…`` only needs to begin as the
+    template does up to where it was cut)."""
+    fixed = TOKEN.split(template)[::2]
+    pattern = ".+?".join(re.escape(part) for part in fixed)
+    if re.fullmatch(pattern, shown, flags=re.DOTALL):
+        return True
+    if not shown.endswith("…"):
+        return False
+    cut = shown[:-1]
+    return any(
+        re.fullmatch(".+?".join(re.escape(p) for p in fixed[:i]) + "(.*)", cut, flags=re.DOTALL)
+        and cut.startswith(fixed[0][: len(cut)])
+        for i in range(1, len(fixed) + 1)
+    )
 
 
 def shown_text(node: SyntaxTreeNode) -> str:

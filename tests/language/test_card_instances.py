@@ -87,6 +87,9 @@ def test_one_card_per_flagged_order_naming_it_and_acting_on_it_only(
         ]
         assert card["detail"].startswith("Reconsider Ibuprofen ")
         assert "verdict review" in card["detail"]  # an individual by its label
+        # why this order was flagged, as a clinician reads a proof: no engine notation
+        assert "\n\n- **Flagged: yes** — criterion met: Flagged order" in card["detail"]
+        assert "[rule" not in card["detail"] and "isA" not in card["detail"]
     assert plain["id"] not in str(cards)
 
 

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
-from tests.cds.card_markdown import check_card, declared_cards
+from tests.cds.card_markdown import check_card, declared_cards, summary_matches
 from tests.cds.card_scenarios import SCENARIOS
 from tests.support.fhir_server import FhirServer
 from tests.support.opioid_examples import (
@@ -74,4 +74,10 @@ def test_every_opioid_card_renders_and_every_declared_one_is_shown(
             check_card(card["detail"])
             shown.add((example.service, card["summary"]))
     declared = {c for c in declared_cards() if c[0].startswith("opioidcds-")}
-    assert declared - shown - set(SCENARIOS) == NOT_YET_SHOWN
+    # a card whose summary names the drug is shown when some summary is its template filled
+    shown_declared = {
+        (service, template)
+        for service, template in declared
+        if any(s == service and summary_matches(template, text) for s, text in shown)
+    }
+    assert declared - shown_declared - set(SCENARIOS) == NOT_YET_SHOWN

@@ -21,6 +21,13 @@ Arguments: ``supplyValue`` (xsd:decimal), ``supplyUnit`` (xsd:string, the Durati
 ``validityStart``, ``validityEnd``, ``authoredOn`` (FHIR dateTime or date text). Effects:
 ``supplyDays`` (xsd:decimal), ``validityDays`` (xsd:integer), ``supplyEnd`` (a date as text).
 
+``drug_name`` (binding ``python:toolkits.opioid_cds.tools.drug_name``), one medication order
+whose FHIR resource gives no name (no ``text``, no coding ``display``). Argument:
+``medication`` (xsd:string, one or several codings as ``system|code``). Effect: ``drugName``
+(xsd:string): the drug data's name of the first RxNorm code it lists, else the first coding
+said plainly (``RxNorm 1049621``), ``null`` without any coding. Nothing is made up: a code the
+data does not list is never given a name.
+
 docs/opioid-cds.md has the same contract with the FHIR paths each argument is read from.
 """
 
@@ -30,10 +37,12 @@ from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from app.clinical_text import code_text
 from app.ontology.model import local_name
 from app.tools.errors import ToolError
 from app.tools.invoker import ToolCall, tool_aware
-from toolkits.opioid_cds.mme import KNOWN, Dosage, MmeStatus
+from toolkits.opioid_cds.drugs import drug_data
+from toolkits.opioid_cds.mme import KNOWN, Dosage, MmeStatus, find_drug
 from toolkits.opioid_cds.mme import order_mme as compute_mme
 from toolkits.opioid_cds.supply import supply_days, supply_end, validity_days
 
@@ -49,6 +58,7 @@ MME_ARGS = frozenset(
         "timesOfDay",
     }
 )
+NAME_ARGS = frozenset({"medication"})
 SUPPLY_ARGS = frozenset({"supplyValue", "supplyUnit", "validityStart", "validityEnd", "authoredOn"})
 
 
@@ -180,3 +190,14 @@ def prescription_supply(call: ToolCall) -> Mapping[str, Any]:
             "supplyEnd": end.isoformat() if end is not None else None,
         },
     )
+
+
+@tool_aware
+def drug_name(call: ToolCall) -> Mapping[str, Any]:
+    """How a reader names the drug of one order whose resource names none: the drug data's
+    name for its RxNorm code, else its first code said plainly, else nothing."""
+    _check_args(call, NAME_ARGS)
+    codes = [str(c) for c in _values(call.args.get("medication"))]
+    drug = find_drug(codes, drug_data())
+    name = drug.name if drug is not None else (code_text(codes[0]) if codes else None)
+    return _answer(call, {"drugName": name})

@@ -1,0 +1,159 @@
+"""What a prescriber reads on an opioid card: the drug by the name they know, one card per
+order the recommendation is about, over HTTP in both modes.
+
+The name is the order's own (its CodeableConcept's ``text``, else its coding's ``display``, or
+its Medication's), else the drug data's name for its RxNorm code, else the code said plainly
+(``RxNorm 1298088``): never a bare system URL, never a name made up."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.ontology import load_ontology
+from app.settings import Settings
+from app.tools import ToolInvoker
+from tests.support.fhir_server import FhirServer
+from tests.support.opioid_cases import (
+    FENTANYL_75,
+    FLURAZEPAM_15,
+    OXYCODONE_ER_10,
+    OXYCODONE_IR_5,
+    RXNORM,
+    case,
+    order,
+    patient,
+    today,
+)
+from tests.support.opioid_examples import Example, call_service
+
+pytestmark = pytest.mark.fhirserver
+
+P = "pnames"
+ADULT = patient(P)
+#: the drug data's names (toolkits/opioid_cds/data/opioid-drugs.json), as the data file has them
+DATA_NAME_OXYCODONE_ER = "12 HR oxycodone hydrochloride 10 MG Extended Release Oral Tablet"
+DATA_NAME_FENTANYL = "72 HR fentanyl 0.075 MG/HR Transdermal System"
+
+
+@pytest.fixture(scope="module")
+def client(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    path = tmp_path_factory.mktemp("opioid-names") / "horismos.db"
+    path.write_bytes(sqlite_template.read_bytes())
+    with TestClient(create_app(Settings(database_url=f"sqlite:///{path}"))) as app_client:
+        yield app_client
+
+
+def named(resource: dict[str, Any], *, text: str | None = None, display: bool = True) -> dict:
+    """The order with its drug given a ``text`` and/or its coding's display dropped."""
+    concept = resource.get("medicationCodeableConcept")
+    if concept is None:  # a contained Medication
+        concept = resource["contained"][0]["code"]
+    if text is not None:
+        concept["text"] = text
+    if not display:
+        for coding in concept["coding"]:
+            coding.pop("display", None)
+    return resource
+
+
+def cards(client: TestClient, fhir: FhirServer, example: Example, mode: str) -> list[dict]:
+    response = call_service(
+        client, fhir, example, service_id=example.service, mode=mode, today=today()
+    )
+    assert response.status_code == 200, response.text
+    return list(response.json()["cards"])
+
+
+MODES = pytest.mark.parametrize("mode", ["prefetch", "fetch"])
+
+
+@MODES
+def test_two_extended_release_orders_get_a_card_each_naming_its_drug(
+    client: TestClient, fhir_server: FhirServer, mode: str
+) -> None:
+    example = case(
+        "two-er", "opioidcds-03", "order-sign", ADULT,
+        drafts=[order("d-oxy", P, OXYCODONE_ER_10), order("d-fent", P, FENTANYL_75),
+                order("d-ir", P, OXYCODONE_IR_5)],
+    )  # fmt: skip
+    found = cards(client, fhir_server, example, mode)
+
+    assert [c["indicator"] for c in found] == ["warning", "warning"], found
+    oxy, fent = found
+    assert oxy["summary"].startswith(OXYCODONE_ER_10[1] + ": "), oxy["summary"]
+    assert fent["summary"].startswith(FENTANYL_75[1] + ": "), fent["summary"]
+    # each card is about its own order: the other drug is not its subject
+    assert f"**{_md(FENTANYL_75[1])}**" not in oxy["detail"]
+    assert f"**{_md(OXYCODONE_ER_10[1])}**" in oxy["detail"]
+    # the immediate-release order is no subject of a card
+    assert not any(c["summary"].startswith(OXYCODONE_IR_5[1]) for c in found)
+
+
+@MODES
+def test_the_orders_own_text_comes_before_the_codings_display(
+    client: TestClient, fhir_server: FhirServer, mode: str
+) -> None:
+    draft = named(order("d-text", P, OXYCODONE_ER_10), text="OxyContin 10 mg 12-hour tablet")
+    example = case("text", "opioidcds-03", "order-sign", ADULT, drafts=[draft])
+    [card] = cards(client, fhir_server, example, mode)
+
+    assert card["summary"].startswith("OxyContin 10 mg 12-hour tablet: "), card["summary"]
+
+
+@MODES
+def test_a_contained_medication_is_named_by_its_own_code_text(
+    client: TestClient, fhir_server: FhirServer, mode: str
+) -> None:
+    draft = named(order("d-cont", P, FENTANYL_75, contained=True), text="Fentanyl 75 mcg/h patch")
+    example = case("contained", "opioidcds-03", "order-sign", ADULT, drafts=[draft])
+    [card] = cards(client, fhir_server, example, mode)
+
+    assert card["summary"].startswith("Fentanyl 75 mcg/h patch: "), card["summary"]
+
+
+@MODES
+def test_a_code_only_opioid_is_named_from_the_drug_data(
+    client: TestClient, fhir_server: FhirServer, mode: str
+) -> None:
+    draft = named(order("d-code", P, OXYCODONE_ER_10), display=False)
+    example = case("code-only", "opioidcds-03", "order-sign", ADULT, drafts=[draft])
+    [card] = cards(client, fhir_server, example, mode)
+
+    assert card["summary"].startswith(DATA_NAME_OXYCODONE_ER + ": "), card["summary"]
+    assert "rxnorm" not in card["summary"].lower()
+
+
+COMMON = Path(__file__).resolve().parents[2] / "ontologies" / "opioid-cds" / "common.ttl"
+
+
+@pytest.mark.parametrize(
+    ("codings", "name"),
+    [
+        ([f"{RXNORM}|1049502"], DATA_NAME_OXYCODONE_ER),
+        # the first code the data lists, whatever comes before it
+        ([f"{RXNORM}|1298088", f"{RXNORM}|197696"], DATA_NAME_FENTANYL),
+        # a benzodiazepine is no opioid: not in the data, so its code said plainly
+        ([f"{RXNORM}|{FLURAZEPAM_15[0]}"], f"RxNorm {FLURAZEPAM_15[0]}"),
+        ([], None),
+    ],
+)
+def test_the_drug_name_tool_names_from_the_data_else_says_the_code(
+    codings: list[str], name: str | None
+) -> None:
+    ontology = load_ontology([COMMON])
+    tool = ontology.tools["https://horismos.dev/opioid-cds/common#drugNameTool"]
+    answer = ToolInvoker().invoke(tool, {"medication": codings}, timeout=5.0)
+    assert answer == {"drugName": name}
+
+
+def _md(text: str) -> str:
+    """``text`` as the card's Markdown detail escapes it."""
+    from app.ontology.card_text import markdown_escape
+
+    return markdown_escape(text)
