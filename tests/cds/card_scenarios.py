@@ -178,8 +178,8 @@ SCENARIOS: dict[tuple[str, str], tuple[Callable[[], dict[str, Any]], tuple[str, 
     ),
     (
         OPIOID_OS,
-        "Opioid with a benzodiazepine or other CNS depressant: use particular caution "
-        "prescribing them together",
+        "{{instance.drugName}}: opioid with a benzodiazepine or other CNS depressant; use "
+        "particular caution",
     ): (
         lambda: opioid(
             OPIOID_OS,

@@ -36,7 +36,8 @@ pytestmark = pytest.mark.fhirserver
 NOT_YET_SHOWN = {
     (
         "opioidcds-04-05",
-        "50 MME a day or more: calibrate to the lowest effective dose and consider tapering",
+        "{{instance.drugName}}: {{focus.totalMme}} MME/day in all, 50 or more: calibrate the dose, "
+        "consider tapering",
     ),
 }
 

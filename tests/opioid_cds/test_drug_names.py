@@ -22,9 +22,11 @@ from tests.support.fhir_server import FhirServer
 from tests.support.opioid_cases import (
     FENTANYL_75,
     FLURAZEPAM_15,
+    HYDROCODONE_10,
     OXYCODONE_ER_10,
     OXYCODONE_IR_5,
     RXNORM,
+    ago,
     case,
     order,
     patient,
@@ -157,3 +159,73 @@ def _md(text: str) -> str:
     from app.ontology.card_text import markdown_escape
 
     return markdown_escape(text)
+
+
+@MODES
+def test_two_opioid_orders_get_a_card_each_with_its_own_mme_and_the_total(
+    client: TestClient, fhir_server: FhirServer, mode: str
+) -> None:
+    """Hydrocodone 10 mg, 3 tablets a day (30 MME), and oxycodone 5 mg three times a day
+    (22.5 MME), both for 30 days: 52.5 MME/day in all."""
+    example = case(
+        "two-mme", "opioidcds-04-05", "order-sign", ADULT,
+        drafts=[order("d-hyd", P, HYDROCODONE_10, dose=3), order("d-oxy", P, OXYCODONE_IR_5,
+                                                                 frequency=3)],
+    )  # fmt: skip
+    found = cards(client, fhir_server, example, mode)
+
+    assert [c["indicator"] for c in found] == ["warning", "warning"], found
+    hyd, oxy = found
+    assert hyd["summary"].startswith(f"{HYDROCODONE_10[1]}: 52.5 MME/day in all"), hyd["summary"]
+    assert oxy["summary"].startswith(f"{OXYCODONE_IR_5[1]}: 52.5 MME/day in all"), oxy["summary"]
+    assert hyd["detail"].startswith(f"**{_md(HYDROCODONE_10[1])}**: 30 MME/day, of a total")
+    assert oxy["detail"].startswith(f"**{_md(OXYCODONE_IR_5[1])}**: 22\\.5 MME/day, of a total")
+
+
+@MODES
+def test_only_the_order_the_recommendation_is_about_gets_a_card(
+    client: TestClient, fhir_server: FhirServer, mode: str
+) -> None:
+    """Recommendation 6: 14 days of oxycodone is too long for acute pain, 5 days is not."""
+    long_one = named(order("d-14", P, OXYCODONE_IR_5, supply_days=14), text="Oxycodone 5 mg x 14 d")
+    example = case(
+        "one-of-two", "opioidcds-06", "order-sign", ADULT,
+        drafts=[order("d-5", P, OXYCODONE_IR_5, supply_days=5), long_one],
+    )  # fmt: skip
+    [card] = cards(client, fhir_server, example, mode)
+
+    assert card["summary"].startswith("Oxycodone 5 mg x 14 d: "), card["summary"]
+    assert OXYCODONE_IR_5[1] not in card["summary"]
+
+
+@MODES
+def test_a_code_only_benzodiazepine_is_named_by_its_code_said_plainly(
+    client: TestClient, fhir_server: FhirServer, mode: str
+) -> None:
+    """Recommendation 11: a benzodiazepine is in no opioid drug data, so a draft that carries
+    only its code reads as "RxNorm …", never as a system URL or a made-up name."""
+    draft = named(order("d-benzo", P, FLURAZEPAM_15), display=False)
+    example = case(
+        "benzo-code-only", "opioidcds-11-order-select", "order-select", ADULT,
+        drafts=[draft], stored=[order("s-oxy", P, OXYCODONE_IR_5, authored=ago(15))],
+    )  # fmt: skip
+    [card] = cards(client, fhir_server, example, mode)
+
+    assert card["summary"].startswith(f"RxNorm {FLURAZEPAM_15[0]}: opioid with a benzo"), card
+    assert f"**RxNorm {FLURAZEPAM_15[0]}**" in card["detail"]
+    assert "http" not in card["summary"]
+
+
+@MODES
+def test_each_order_sign_service_names_the_drug_of_its_card(
+    client: TestClient, fhir_server: FhirServer, mode: str
+) -> None:
+    """A subacute or chronic opioid for an opioid-naive adult with nothing else on record:
+    every order-sign service whose recommendation applies names the drug in summary and
+    detail."""
+    draft = named(order("d-chronic", P, OXYCODONE_IR_5), text="Oxycodone IR 5 mg tablet")
+    for service in ("opioidcds-02", "opioidcds-09", "opioidcds-10-order-sign"):
+        example = case(f"chronic-{service}", service, "order-sign", ADULT, drafts=[draft])
+        [card] = cards(client, fhir_server, example, mode)
+        assert card["summary"].startswith("Oxycodone IR 5 mg tablet: "), (service, card)
+        assert "**Oxycodone IR 5 mg tablet**" in card["detail"], (service, card["detail"])
