@@ -3,14 +3,9 @@ guide's examples do not reach — the opioid-naive window above all — over HTT
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.settings import Settings
 from tests.support.fhir_server import FhirServer
 from tests.support.opioid_cases import (
     OXYCODONE_ER_10,
@@ -20,9 +15,9 @@ from tests.support.opioid_cases import (
     dispense,
     order,
     patient,
-    today,
+    run_case,
 )
-from tests.support.opioid_examples import Example, call_service
+from tests.support.opioid_examples import Example
 
 pytestmark = pytest.mark.fhirserver
 
@@ -58,23 +53,9 @@ CASES = [
 ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def client(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    path = tmp_path_factory.mktemp("opioid-rec03") / "horismos.db"
-    path.write_bytes(sqlite_template.read_bytes())
-    with TestClient(create_app(Settings(database_url=f"sqlite:///{path}"))) as app_client:
-        yield app_client
-
-
 @pytest.mark.parametrize("mode", ["prefetch", "fetch"])
 @pytest.mark.parametrize("example", CASES, ids=[c.name for c in CASES])
 def test_recommendation_3_case(
     example: Example, mode: str, client: TestClient, fhir_server: FhirServer
 ) -> None:
-    response = call_service(client, fhir_server, example, service_id=S, mode=mode, today=today())
-
-    assert response.status_code == 200, response.text
-    cards = response.json()["cards"]
-    assert [c["indicator"] for c in cards] == example.expected_indicators, [
-        (c["summary"], c["detail"]) for c in cards
-    ]
+    run_case(client, fhir_server, example, mode)

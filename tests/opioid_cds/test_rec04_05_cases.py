@@ -3,14 +3,9 @@ boundaries the guide's examples do not reach, over HTTP in both modes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.settings import Settings
 from tests.support.fhir_server import FhirServer
 from tests.support.opioid_cases import (
     FENTANYL_75,
@@ -22,9 +17,9 @@ from tests.support.opioid_cases import (
     condition,
     order,
     patient,
-    today,
+    run_case,
 )
-from tests.support.opioid_examples import Example, call_service
+from tests.support.opioid_examples import Example
 
 pytestmark = pytest.mark.fhirserver
 
@@ -67,26 +62,12 @@ CASES = [
 ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def client(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    path = tmp_path_factory.mktemp("opioid-rec0405") / "horismos.db"
-    path.write_bytes(sqlite_template.read_bytes())
-    with TestClient(create_app(Settings(database_url=f"sqlite:///{path}"))) as app_client:
-        yield app_client
-
-
 @pytest.mark.parametrize("mode", ["prefetch", "fetch"])
 @pytest.mark.parametrize("example", CASES, ids=[c.name for c in CASES])
 def test_recommendations_4_and_5_case(
     example: Example, mode: str, client: TestClient, fhir_server: FhirServer
 ) -> None:
-    response = call_service(client, fhir_server, example, service_id=S, mode=mode, today=today())
-
-    assert response.status_code == 200, response.text
-    cards = response.json()["cards"]
-    assert [c["indicator"] for c in cards] == example.expected_indicators, [
-        (c["summary"], c["detail"]) for c in cards
-    ]
+    run_case(client, fhir_server, example, mode)
 
 
 @pytest.mark.parametrize(
@@ -100,9 +81,7 @@ def test_the_card_says_which_side_of_90_the_total_is(
     client: TestClient, fhir_server: FhirServer, name: str, says: str
 ) -> None:
     example = next(c for c in CASES if c.name == name)
-    response = call_service(client, fhir_server, example, service_id=S, mode="fetch", today=today())
-
-    (card,) = response.json()["cards"]
+    (card,) = run_case(client, fhir_server, example, "fetch")
     assert says in card["summary"], card["summary"]
     assert ("taper" in card["summary"]) and (
         ("now" in card["summary"]) == says.endswith("90 or more")

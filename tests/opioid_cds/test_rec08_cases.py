@@ -4,14 +4,9 @@ and no prefetch)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.settings import Settings
 from tests.support.fhir_server import FhirServer
 from tests.support.opioid_cases import (
     HYDROCODONE_10,
@@ -23,9 +18,9 @@ from tests.support.opioid_cases import (
     order,
     patient,
     procedure,
-    today,
+    run_case,
 )
-from tests.support.opioid_examples import Example, call_service
+from tests.support.opioid_examples import Example
 
 pytestmark = pytest.mark.fhirserver
 
@@ -70,36 +65,18 @@ CASES = [
 ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def client(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    path = tmp_path_factory.mktemp("opioid-rec08") / "horismos.db"
-    path.write_bytes(sqlite_template.read_bytes())
-    with TestClient(create_app(Settings(database_url=f"sqlite:///{path}"))) as app_client:
-        yield app_client
-
-
 @pytest.mark.parametrize("mode", ["prefetch", "fetch"])
 @pytest.mark.parametrize("example", CASES, ids=[c.name for c in CASES])
 def test_recommendation_8_case(
     example: Example, mode: str, client: TestClient, fhir_server: FhirServer
 ) -> None:
-    response = call_service(client, fhir_server, example, service_id=S, mode=mode, today=today())
-
-    assert response.status_code == 200, response.text
-    cards = response.json()["cards"]
-    assert [c["indicator"] for c in cards] == example.expected_indicators, [
-        (c["summary"], c["detail"]) for c in cards
-    ]
+    run_case(client, fhir_server, example, mode)
 
 
 def test_the_card_shows_the_total_and_each_orders_mme(
     client: TestClient, fhir_server: FhirServer
 ) -> None:
-    response = call_service(
-        client, fhir_server, CASES[2], service_id=S, mode="fetch", today=today()
-    )
-
-    (card,) = response.json()["cards"]
+    (card,) = run_case(client, fhir_server, CASES[2], "fetch")
     assert "Total MME per day: 52.5" in card["detail"]
     assert "MME per day (" in card["detail"]
     assert "): 30" in card["detail"] and "): 22.5" in card["detail"]

@@ -4,14 +4,9 @@ from the service's templates, and no prefetch (the service reads the FHIR server
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.settings import Settings
 from tests.support.fhir_server import FhirServer
 from tests.support.opioid_cases import (
     AMOXICILLIN_500,
@@ -26,10 +21,10 @@ from tests.support.opioid_cases import (
     encounter,
     order,
     patient,
-    today,
+    run_case,
     years_ago,
 )
-from tests.support.opioid_examples import Example, call_service
+from tests.support.opioid_examples import Example
 
 pytestmark = pytest.mark.fhirserver
 
@@ -102,28 +97,12 @@ CASES = [
 ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def client(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    path = tmp_path_factory.mktemp("opioid-rec11") / "horismos.db"
-    path.write_bytes(sqlite_template.read_bytes())
-    with TestClient(create_app(Settings(database_url=f"sqlite:///{path}"))) as app_client:
-        yield app_client
-
-
 @pytest.mark.parametrize("mode", ["prefetch", "fetch"])
 @pytest.mark.parametrize("example", CASES, ids=[c.name for c in CASES])
 def test_recommendation_11_case(
     example: Example, mode: str, client: TestClient, fhir_server: FhirServer
 ) -> None:
-    response = call_service(
-        client, fhir_server, example, service_id=example.service, mode=mode, today=today()
-    )
-
-    assert response.status_code == 200, response.text
-    cards = response.json()["cards"]
-    assert [c["indicator"] for c in cards] == example.expected_indicators, [
-        (c["summary"], c["detail"]) for c in cards
-    ]
+    cards = run_case(client, fhir_server, example, mode)
     if cards:
         assert "benzodiazepine" in cards[0]["summary"]
 
@@ -131,10 +110,6 @@ def test_recommendation_11_case(
 def test_the_card_shows_the_orders_on_both_sides(
     client: TestClient, fhir_server: FhirServer
 ) -> None:
-    response = call_service(
-        client, fhir_server, CASES[0], service_id=PV, mode="prefetch", today=today()
-    )
-
-    (card,) = response.json()["cards"]
+    (card,) = run_case(client, fhir_server, CASES[0], "prefetch")
     assert f"RxNorm {OXYCODONE_IR_5[0]}" in card["detail"]
     assert f"RxNorm {TEMAZEPAM_20[0]}" in card["detail"]

@@ -4,7 +4,8 @@ through the same harness (``call_service``: stored records loaded into the FHIR 
 called with prefetch and without).
 
 ``case(service, hook, patient, drafts=…, stored=…)`` makes one; the resource builders take days
-relative to today (``ago(30)``) and RxNorm codes.
+relative to today (``ago(30)``) and RxNorm codes. ``run_case(client, fhir_server, case, mode)``
+calls the case's service and checks that its cards are the expected ones.
 """
 
 from __future__ import annotations
@@ -13,9 +14,14 @@ import copy
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tests.support.opioid_examples import Example
+from tests.support.opioid_examples import Example, call_service
+
+if TYPE_CHECKING:
+    from fastapi.testclient import TestClient
+
+    from tests.support.fhir_server import FhirServer
 
 RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
 SNOMED = "http://snomed.info/sct"
@@ -250,3 +256,22 @@ def case(
         request=request,
         expected=[{"indicator": i, "summary": ""} for i in expected],
     )
+
+
+def run_case(
+    client: TestClient, fhir_server: FhirServer, example: Example, mode: str
+) -> list[dict[str, Any]]:
+    """Call ``example``'s service today (``mode``: ``prefetch`` or ``fetch``), check that it
+    answers and that its cards' indicators, in order, are the expected ones; return the cards."""
+    response = call_service(
+        client, fhir_server, example, service_id=example.service, mode=mode, today=today()
+    )
+    assert response.status_code == 200, response.text
+    cards: list[dict[str, Any]] = response.json()["cards"]
+    indicators = [c["indicator"] for c in cards]
+    # (a helper module's assert is not rewritten by pytest: the message says both sides)
+    assert indicators == example.expected_indicators, (
+        f"{example.name}: cards {indicators}, expected {example.expected_indicators}",
+        [(c["summary"], c["detail"]) for c in cards],
+    )
+    return cards
