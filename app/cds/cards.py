@@ -50,6 +50,8 @@ class RunView:
     run_id: str
     terminal: str | None  # local name of the terminal step
     decided: bool
+    #: the run's ``undecided`` outcome: the incomplete inputs that could change the decision
+    undecided: Mapping[str, Any] | None = None
     narration: str | None  # written by a language model (never the proof rendered as text)
     focus_id: str
     violations: Sequence[Violation] = ()
@@ -92,7 +94,9 @@ def missing_inputs(ontology: Ontology, world: World, decides: str, focus_id: str
 
 def _detail(ontology: Ontology, workflow: WorkflowDef, world: World, run: RunView) -> str:
     parts: list[str] = [md_escape(d) for d in run.detours]
-    if run.decided and workflow.decides is not None:
+    if run.undecided is not None:
+        parts.append(undecided_markdown(ontology, run.undecided))
+    elif run.decided and workflow.decides is not None:
         if run.narration:
             parts.append(md_escape(run.narration))
         proof = world.proof(run.focus_id, workflow.decides).to_json()
@@ -109,6 +113,53 @@ def _detail(ontology: Ontology, workflow: WorkflowDef, world: World, run: RunVie
     for v in run.violations:
         parts.append(md_escape(f"Refused input ({v.code}): {v.message}"))
     return "\n\n".join(parts)
+
+
+def undecided_markdown(ontology: Ontology, undecided: Mapping[str, Any]) -> str:
+    """What a clinician reads when a decision was not made because inputs were incomplete: each
+    input and why it is not complete (hydration's words), what it could have changed, and the
+    value the rules held on the rest of the data — said not to be a decision."""
+    prop = undecided.get("property")
+    what = _label(ontology, _iri(ontology, prop)) if isinstance(prop, str) else "decision"
+    lines = [
+        f"**No {md_escape(what)} was decided**: data it depends on is missing or was not used."
+    ]
+    for item in undecided.get("inputs") or ():
+        reasons = [r.get("detail") or "" for r in item.get("reasons") or ()]
+        said = "; ".join(r for r in reasons if r) or f"No {item.get('label')} could be used"
+        lines.append(f"- {md_escape(said)}")
+        could = sorted(
+            {
+                str(c["ruleLabel"])
+                + (f" ({_shown(ontology, c['value'])})" if c.get("value") is not None else "")
+                for c in item.get("couldChange") or ()
+                if c.get("ruleLabel")
+            }
+        )
+        if could:
+            lines.append(f"  - could change it: {md_escape(', '.join(could))}")
+    held = undecided.get("held")
+    if held is not None:
+        lines.append("")
+        lines.append(
+            md_escape(
+                f"On the data that could be used the rules give {what}: "
+                f"{_shown(ontology, held)}. This is not a decision."
+            )
+        )
+    return "\n".join(lines)
+
+
+def _iri(ontology: Ontology, name: str) -> str:
+    for table in (ontology.properties, ontology.classes, ontology.individuals):
+        for iri, node in table.items():
+            if node.name == name:
+                return iri
+    return name
+
+
+def _shown(ontology: Ontology, value: Any) -> str:
+    return _label(ontology, _iri(ontology, value)) if isinstance(value, str) else str(value)
 
 
 def cited_resources(world: World, workflow: WorkflowDef, focus_id: str, cites: str) -> list[str]:
@@ -255,10 +306,13 @@ def build_cards(
             parts.extend(_reasons(decl, world, instance, run.zone))
             parts.append(run_detail)
             detail = "\n\n".join(p for p in parts if p)
+            indicator = decl.indicator
+            if run.undecided is not None and indicator == "info":
+                indicator = "warning"  # an incomplete input mattered: never only information
             card: dict[str, Any] = {
                 "uuid": str(uuid.uuid4()),
                 "summary": summary,
-                "indicator": decl.indicator,
+                "indicator": indicator,
                 "detail": detail
                 if len(detail) <= DETAIL_LIMIT
                 else detail[: DETAIL_LIMIT - 1] + "…",

@@ -205,6 +205,8 @@ _DETOURS = {
     "onUnsatisfied": "{step} could not start: what it needs did not hold, so the workflow "
     "ended at: {end}.",
     "onTimeout": "{step} waited too long ({why}), so the workflow ended at: {end}.",
+    "onIncomplete": "{step}: data it needs is missing or could not be used, so no decision was "
+    "made and the workflow ended at: {end}.",
 }
 #: The trace's engine words a card reader does not need to learn.
 _PLAIN_WORDS = (("no Bridge configured", "no language model is configured"), ("Bridge ", ""))
@@ -246,7 +248,7 @@ def _detours(workflow: WorkflowDef, trace: list[TraceEntry], terminal: str | Non
     out: list[str] = []
     end = _step_label(workflow, terminal)
     for entry in trace:
-        template = _DETOURS.get(entry.edge or "")
+        template = _DETOURS.get("onIncomplete" if entry.undecided else entry.edge or "")
         if template is None:
             continue
         why = _plain(entry.reason or entry.error or "it could not complete")
@@ -609,6 +611,7 @@ class HookService:
             run_id=run_id,
             terminal=outcome.terminal,
             decided=decided,
+            undecided=outcome.undecided,
             narration=_narration(outcome.trace),
             focus_id=focus_id,
             violations=problems,

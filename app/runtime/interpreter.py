@@ -35,6 +35,7 @@ from app.runtime.trace import (
     TraceEntry,
     TraceFact,
 )
+from app.runtime.undecided import undecided_json
 from app.tools.errors import EffectNotExecuted, ToolError
 from app.world import World
 from app.world.facts import Assert, Fact, TxResult
@@ -81,6 +82,8 @@ class _Run:
     violations: list[dict[str, Any]] = field(default_factory=list)
     resume_facts: dict[str, Any] | None = None
     waiting_since: str | None = None
+    #: why a ReasoningStep's goal was not decided (incomplete inputs that could change it)
+    undecided: list[dict[str, Any]] = field(default_factory=list)
     calls: ExternalCalls = field(init=False)
 
     def __post_init__(self) -> None:
@@ -212,12 +215,7 @@ class _Run:
         if kind == "PerceptionStep":
             return self.perceive(wf, step, entry, key, focus)
         if kind == "ReasoningStep":
-            holds = focus is not None and self.world.holds(focus, step.goal)
-            self.goals.append(holds)
-            entry.goal = ConditionCheck(conditions=self.conds(step.goal), holds=holds)
-            return (
-                _Edge("next", step.next) if holds else _Edge("onUnreachable", step.on_unreachable)
-            )
+            return self.reason(step, entry, focus)
         if kind == "ActionStep":
             return self.act(step, entry, key, focus)
         if kind == "NarrationStep":
@@ -235,6 +233,29 @@ class _Run:
         if kind == "SubflowStep":
             return self.subflow(wf, step, entry, key, depth)
         return _Edge("next", step.next)
+
+    def reason(self, step: StepDef, entry: TraceEntry, focus: str | None) -> _Body:
+        """Evaluate the goal; a goal that an incomplete input could change is *undecided*: the
+        step takes ``horis:onIncomplete`` (else ``onUnreachable``) and names those inputs."""
+        holds = focus is not None and self.world.holds(focus, step.goal)
+        entry.goal = ConditionCheck(conditions=self.conds(step.goal), holds=holds)
+        inputs = self.ctx.inputs
+        blockers = (
+            self.world.undecided(focus, step.goal, inputs.incomplete())
+            if inputs is not None and focus is not None
+            else ()
+        )
+        if blockers:
+            assert inputs is not None
+            self.goals.append(False)
+            found = undecided_json(self.ontology, blockers, inputs)
+            entry.undecided = found
+            self.undecided.extend(found)
+            if step.on_incomplete is not None:
+                return _Edge("onIncomplete", step.on_incomplete)
+            return _Edge("onUnreachable", step.on_unreachable)
+        self.goals.append(holds)
+        return _Edge("next", step.next) if holds else _Edge("onUnreachable", step.on_unreachable)
 
     def perceive(
         self, wf: WorkflowDef, step: StepDef, entry: TraceEntry, key: str, focus: str | None
@@ -333,6 +354,12 @@ class _Run:
             return _Edge("onError", step.on_error)
         if record_args:
             entry.args = args
+        if self.undecided and tool.commits is not None and tool.commits.operation != "create":
+            # an undecided run writes nothing back to the record; a create (a message to a
+            # clinician) still goes, so that somebody hears of it
+            entry.effect = "refused"
+            entry.reason = "not written back: the decision was not reached (incomplete inputs)"
+            return _Edge("next", step.next)
         default = 1 if tool.idempotent else 0
         budget = (
             step.retries
@@ -582,6 +609,7 @@ def resume_workflow(
         violations=copy.deepcopy(suspended.violations),
         resume_facts=dict(facts),
         waiting_since=suspended.waiting_since,
+        undecided=copy.deepcopy(suspended.undecided),
     )
     wf = _workflow(ontology, suspended.workflow)
     if suspended.parent is None:
@@ -608,7 +636,15 @@ def _outcome(run: _Run, wf: WorkflowDef, ended: _Ended) -> Outcome:
     focus = run.focus(wf)
     decision: dict[str, Any] | None = None
     proof: dict[str, Any] | None = None
-    if wf.decides is not None and focus is not None and ended.status == "completed":
+    undecided: dict[str, Any] | None = None
+    if run.undecided:
+        held = world.value(focus, wf.decides) if focus and wf.decides else None
+        undecided = {
+            "property": local_name(wf.decides) if wf.decides else None,
+            "held": show(ontology, held) if held is not None else None,
+            "inputs": run.undecided,
+        }
+    elif wf.decides is not None and focus is not None and ended.status == "completed":
         value = world.value(focus, wf.decides)
         if value is not None:
             decision = {"property": local_name(wf.decides), "value": show(ontology, value)}
@@ -627,6 +663,7 @@ def _outcome(run: _Run, wf: WorkflowDef, ended: _Ended) -> Outcome:
             violations=run.violations,
             parent=ended.parent,
             root_workflow=wf.iri,
+            undecided=run.undecided,
         )
     facts = sorted(
         ([f.subject, local_name(f.property), show(ontology, f.value)] for f in world.facts()),
@@ -645,6 +682,7 @@ def _outcome(run: _Run, wf: WorkflowDef, ended: _Ended) -> Outcome:
         status=ended.status,
         suspended=suspended,
         facts=facts,
+        undecided=undecided,
     )
 
 

@@ -29,6 +29,8 @@ class SuspendedRun:
     violations: list[dict[str, Any]] = field(default_factory=list)
     parent: dict[str, str] | None = None  # {"workflow": IRI, "step": IRI}
     root_workflow: str = ""  # the workflow the run was started with
+    #: the incomplete inputs an earlier ReasoningStep found could change its goal
+    undecided: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self, *, with_trace: bool = True) -> dict[str, Any]:
         """The JSON form; a store that keeps the trace elsewhere (``trace_events``) leaves it
@@ -44,6 +46,8 @@ class SuspendedRun:
             "parent": self.parent,
             "rootWorkflow": self.root_workflow or self.workflow,
         }
+        if self.undecided:
+            out["undecided"] = self.undecided
         if with_trace:
             out["trace"] = trace_json(self.trace)
         return out
@@ -63,6 +67,7 @@ class SuspendedRun:
             violations=list(data.get("violations", [])),
             parent=data.get("parent"),
             root_workflow=str(data.get("rootWorkflow") or data["workflow"]),
+            undecided=list(data.get("undecided") or []),
         )
 
 
@@ -87,6 +92,9 @@ class Outcome:
     status: RunStatus = "completed"
     suspended: SuspendedRun | None = None
     facts: list[list[Any]] = field(default_factory=list)
+    #: a ReasoningStep's goal was not decided: the incomplete inputs that could change it (no
+    #: ``decision`` then; ``undecided`` holds those inputs and the value held when it stopped)
+    undecided: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -98,6 +106,8 @@ class Outcome:
         }
         if self.decision is not None:
             out["decision"] = self.decision
+        if self.undecided is not None:
+            out["undecided"] = self.undecided
         out.update(
             goal_reached=self.goal_reached,
             proof=self.proof,

@@ -179,6 +179,8 @@ class TraceEntry(TraceModel):
     calls: list[Call] = Field(default_factory=list)
     requires: ConditionCheck | None = None
     goal: ConditionCheck | None = None
+    #: ReasoningStep: the incomplete inputs that could change its goal (it took onIncomplete)
+    undecided: list[dict[str, Any]] | None = None
     edge: str | None = None
     to: str | None = None
     error: str | None = None

@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from app.ontology.model import Condition, Ontology, Value
+from app.world.decided import Blocker, undecided
 from app.world.engine import Engine
 from app.world.facts import (
     PROVENANCES,
@@ -423,6 +424,13 @@ class World:
     def base_facts(self) -> tuple[Fact, ...]:
         st = self._st
         return tuple(self._engine.fact_of(k) for k in st.base)
+
+    def undecided(
+        self, subject: str, goal: Iterable[Condition], incomplete: Iterable[str]
+    ) -> tuple[Blocker, ...]:
+        """Why ``goal`` on ``subject`` is not decided while the ``incomplete`` input properties
+        may still change (empty: decided) — ``app.world.decided``."""
+        return undecided(self, subject, goal, incomplete)
 
     def proof(self, subject: str, property: str, value: Value | None = None) -> Proof:
         """The proof of ``subject``'s ``property`` (of one value when given)."""

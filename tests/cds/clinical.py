@@ -74,6 +74,27 @@ def observation(
     }
 
 
+#: the five vital signs triage reads, by LOINC code, with an unremarkable adult reading each
+NORMAL_VITALS: dict[str, tuple[float, str]] = {
+    "8867-4": (80, "/min"),  # heart rate
+    "9279-1": (16, "/min"),  # respiratory rate
+    "59408-5": (98, "%"),  # oxygen saturation
+    "8480-6": (120, "mm[Hg]"),  # systolic blood pressure
+    "8310-5": (36.8, "Cel"),  # body temperature
+}
+
+
+def vital_signs(pid: str, *, skip: frozenset[str] | set[str] = frozenset()) -> list[dict[str, Any]]:
+    """A complete set of recent, unremarkable vital signs (one Observation per code of
+    :data:`NORMAL_VITALS` not in ``skip``): triage decides only when none of them is missing, so
+    a test that is about one reading sends the rest with it."""
+    return [
+        observation(pid, code, value, unit)
+        for code, (value, unit) in NORMAL_VITALS.items()
+        if code not in skip
+    ]
+
+
 def bp_panel(pid: str, systolic: float, diastolic: float) -> dict[str, Any]:
     def comp(code: str, value: float) -> dict[str, Any]:
         return {

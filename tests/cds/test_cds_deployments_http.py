@@ -39,19 +39,32 @@ INDICATOR = {
 }
 
 
+@dataclass(frozen=True)
+class Vital:
+    """One reading a case is about; the case sends the other vital signs as normal readings."""
+
+    code: str
+    make: Callable[[str], dict[str, Any]]
+
+    def __call__(self, pid: str) -> dict[str, Any]:
+        return self.make(pid)
+
+
 @dataclass
 class Case:
     expect: str | None  # the decided value, None for no decision
     birth_date: str = "1985-03-01"
-    vitals: list[Callable[[str], dict[str, Any]]] = field(default_factory=list)
+    vitals: list[Vital] = field(default_factory=list)
+    #: send the vital signs the case is not about as normal readings (triage then decides)
+    complete: bool = True
     conditions: list[str] = field(default_factory=list)
     labs: list[Callable[[str], dict[str, Any]]] = field(default_factory=list)
     allergies: list[str] = field(default_factory=list)
     orders: list[str] = field(default_factory=list)
 
 
-def vital(code: str, value: float, unit: str) -> Callable[[str], dict[str, Any]]:
-    return lambda pid: fx.observation(pid, code, value, unit)
+def vital(code: str, value: float, unit: str) -> Vital:
+    return Vital(code, lambda pid: fx.observation(pid, code, value, unit))
 
 
 def lab(code: str, value: float, unit: str) -> Callable[[str], dict[str, Any]]:
@@ -66,7 +79,9 @@ TRIAGE: dict[str, Case] = {
     "ImmediateLowSpO2": Case("Immediate", vitals=[vital(SPO2, 85, "%")]),
     "ImmediateLowSpO2-alt-code": Case("Immediate", vitals=[vital("2708-6", 88, "%")]),
     "ImmediateLowSystolic": Case("Immediate", vitals=[vital(SBP, 82, "mm[Hg]")]),
-    "ImmediateLowSystolic-panel": Case("Immediate", vitals=[lambda p: fx.bp_panel(p, 84, 50)]),
+    "ImmediateLowSystolic-panel": Case(
+        "Immediate", vitals=[Vital(SBP, lambda p: fx.bp_panel(p, 84, 50))]
+    ),
     "ImmediateHighHeartRate": Case("Immediate", vitals=[vital(HR, 160, "/min")]),
     "ImmediateLowHeartRate": Case("Immediate", vitals=[vital(HR, 35, "/min")]),
     "ImmediateHighRespRate": Case("Immediate", vitals=[vital(RR, 34, "/min")]),
@@ -90,7 +105,8 @@ TRIAGE: dict[str, Case] = {
     "StandardFever": Case("Standard", conditions=[FEVER]),
     "StandardTemperature": Case("Standard", vitals=[vital(TEMP, 38.2, "Cel")]),
     "NonUrgentHeartRate": Case("NonUrgent", vitals=[vital(HR, 80, "/min")]),
-    "EscalateToNurse-no-data": Case(None),
+    "EscalateIncomplete-no-data": Case(None, complete=False),
+    "EscalateIncomplete-no-spo2": Case(None, vitals=[vital(HR, 110, "/min")], complete=False),
 }
 
 NSAID, AMOXICILLIN, METFORMIN, LISINOPRIL = "5640", "723", "6809", "29046"
@@ -113,8 +129,8 @@ MED_SAFETY: dict[str, Case] = {
     "CautionMetforminReducedEgfr": Case(
         "Caution", orders=[METFORMIN], labs=[lab("98979-8", 40, GFR_UNIT)]
     ),
-    "CautionNsaidUnknownEgfr": Case("Caution", orders=["7258"]),
-    "CautionMetforminUnknownEgfr": Case("Caution", orders=[METFORMIN]),
+    "NotDecided-nsaid-no-egfr": Case(None, orders=["7258"]),
+    "NotDecided-metformin-no-egfr": Case(None, orders=[METFORMIN]),
     "CautionAceInhibitorHyperkalemia": Case(
         "Caution", orders=[LISINOPRIL], labs=[lab(POTASSIUM, 6.1, "mmol/L")]
     ),
@@ -132,6 +148,11 @@ def client(
 ) -> Iterator[TestClient]:
     with make_app_client(public_base_url="https://cds.example.test") as c:
         yield c
+
+
+def run_of(result: dict[str, Any]) -> dict[str, Any]:
+    run: dict[str, Any] = result["extension"]["dev.horismos.run"]
+    return run
 
 
 def _store(server: FhirServer, resources: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -160,7 +181,10 @@ def test_triage_rule_over_http(
     case = TRIAGE[name]
     pid, eid = fx.new_id(), fx.new_id()
     patient, enc = _store(fhir_server, [fx.patient(pid, case.birth_date), fx.encounter(eid, pid)])
-    vitals = _store(fhir_server, [make(pid) for make in case.vitals])
+    readings = [make(pid) for make in case.vitals]
+    if case.complete:
+        readings += fx.vital_signs(pid, skip={v.code for v in case.vitals})
+    vitals = _store(fhir_server, readings)
     conditions = _store(fhir_server, [fx.condition(pid, c) for c in case.conditions])
     prefetch = None
     if mode == "prefetch":
@@ -193,10 +217,13 @@ def test_triage_rule_over_http(
     [card] = result["cards"]
     run = result["extension"]["dev.horismos.run"]
     if case.expect is None:
-        assert run["terminal"] == "EscalateToNurse"
+        # a vital sign is missing and could change the acuity: no decision, nothing written
+        assert run["terminal"] == "EscalateIncomplete"
         assert card["indicator"] == "warning"
-        assert "nurse" in card["summary"]
-        assert "Missing data" in card["detail"] and "heart rate" in card["detail"]
+        assert card["summary"] == "Triage not decided: vital signs or conditions incomplete"
+        assert "No oxygen saturation reading in the data the service received" in card["detail"]
+        assert "SpO2 below 90 %" in card["detail"]  # what the missing reading could change
+        assert "priority" not in fhir_server.read("Encounter", eid)
     else:
         assert run["terminal"] == "Done"
         assert card["indicator"] == INDICATOR[case.expect]
@@ -240,6 +267,14 @@ def test_med_safety_rule_over_http(
     )
     reads = [r for r in fhir_server.requests(since=mark) if r["method"] == "GET"]
     assert (reads == []) == (mode == "prefetch")
+    if name.startswith("NotDecided"):
+        # no eGFR on record: it could make the order contraindicated, so nothing is called safe
+        [card] = result["cards"]
+        assert run_of(result)["terminal"] == "NotDecided"
+        assert card["indicator"] == "warning"
+        assert "No eGFR reading in the data the service received" in card["detail"]
+        assert "eGFR below 30 (Contraindicated)" in card["detail"]
+        return
     if case.expect in (None, "Safe"):
         assert result["cards"] == []  # nothing to say
         return
@@ -338,12 +373,13 @@ def test_triage_non_urgent_symptom_from_the_chief_complaint(
     stored = _store(
         fhir_server, [fx.patient(pid), fx.encounter(eid, pid, reason="feels generally unwell")]
     )
+    vitals = _store(fhir_server, fx.vital_signs(pid))  # unremarkable: nothing outranks it
     prefetch = None
     if mode == "prefetch":
         prefetch = {
             "patient": stored[0],
             "encounter": stored[1],
-            "vitals": fx.searchset([]),
+            "vitals": fx.searchset(vitals),
             "conditions": fx.searchset([]),
         }
     body = fx.hook_request(
@@ -358,5 +394,5 @@ def test_triage_non_urgent_symptom_from_the_chief_complaint(
         result = _assert_conformant(c.post("/cds-services/horismos-triage", json=body), "NonUrgent")
     [card] = result["cards"]
     assert card["indicator"] == "info"
-    assert "criterion met: Symptom recorded, no other criterion" in card["detail"]
+    assert "Symptom recorded, no other criterion" in card["detail"]
     assert "read from free text by a language model, confidence 0.95" in card["detail"]

@@ -203,7 +203,7 @@ def test_response_carries_the_run_extension_and_is_persisted_first(
     body = resp.json()
     assert check_response(body) == []
     run = body["extension"]["dev.horismos.run"]
-    assert run["workflow"] == "MedSafety" and run["version"] == "1.0.0"
+    assert run["workflow"] == "MedSafety" and run["version"] == "1.1.0"
     assert run["terminal"] == "Done"
     assert run["decision"] == {"property": "orderSafety", "value": "Contraindicated"}
     with session_scope(engine) as session:

@@ -12,7 +12,7 @@ PRIORITY = "http://terminology.hl7.org/CodeSystem/v3-ActPriority|"
 
 def test_triage_verifies(triage: Ontology) -> None:
     assert verify(triage) == []
-    assert triage.version == "1.2.0"
+    assert triage.version == "1.3.0"
 
 
 def test_symptom_classes_and_snomed_codes(triage: Ontology) -> None:
@@ -99,7 +99,7 @@ def test_one_rule_per_criterion(triage: Ontology) -> None:
 
 def test_workflow_as_documented(triage: Ontology) -> None:
     w = triage.workflow("Triage")
-    assert (w.decides, w.focus, w.version) == (N + "acuity", N + "Patient", "1.2.0")
+    assert (w.decides, w.focus, w.version) == (N + "acuity", N + "Patient", "1.3.0")
     steps = {s.name: s for s in w.steps.values()}
     assert steps["Intake"].extracts == (N + "Patient", N + "Symptom")
     assert steps["Intake"].confidence == 0.85

@@ -48,7 +48,7 @@ def test_a_browser_gets_the_decision_record_page(client: TestClient) -> None:
     assert "Also met, ranked lower: Urgent" in clinician
     assert "isA" not in clinician and "heartRate" not in clinician
     # for the auditor: the versions, the engine's proof with provenance, every step of the trace
-    assert "Triage version 1.2.0" in auditor and "Done" in auditor
+    assert "Triage version 1.3.0" in auditor and "Done" in auditor
     assert "heartRate = 130 /min" in auditor and "hasSymptom → s1 isA ChestPain" in auditor
     assert '<span class="tag src">[api]</span>' in auditor
     assert "overrules acuity = Urgent" in auditor

@@ -27,7 +27,7 @@ def test_a_run_is_answered_persisted_and_replayable(client: TestClient) -> None:
     outcome = answer.json()
     assert outcome["terminal"] == "Done"
     assert outcome["decision"] == {"property": "acuity", "value": "Immediate"}
-    assert outcome["workflow"] == "Triage" and outcome["version"] == "1.2.0"
+    assert outcome["workflow"] == "Triage" and outcome["version"] == "1.3.0"
     assert [e["step"] for e in outcome["trace"]] == ["Intake", "Assess", "Route", "Explain", "Done"]
     assert outcome["proof"]
 

@@ -1,0 +1,276 @@
+"""Decidedness: whether a goal that holds (or does not) could change if the incomplete inputs were
+complete (docs/world.md, "Decided and undecided").
+
+A conclusion is *decided* when no input that is not complete could change it:
+
+- no rule that could overrule it (a ``FirstListed`` value listed before it) or conflict with it (a
+  ``Reject`` single-valued property's other value) could still fire: each of its conditions
+  either holds now, or depends on an incomplete input; one that reads only complete inputs and
+  fails now rules the rule out;
+- no negative premise (``isAssigned false``) and no aggregate in its proof reads an incomplete
+  input (more data could make the absence false or the count different);
+- no single-valued reading it rests on has an incomplete input (a newer reading may replace it).
+
+A positive premise read from an incomplete input stays true with more data (a heart rate of 160
+measured is 160 measured), so it does not block alone. A goal that does not hold is undecided
+when an incomplete input could make it hold. Sound, not complete: where a fact has several
+derivations the first is examined, so a run may be called undecided when a second derivation
+would have carried it; it is never called decided when an input could change it.
+
+Pure: reads the World's store and index, changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from app.ontology.model import Condition, Value, local_name
+from app.world.facts import FactKey
+
+if TYPE_CHECKING:
+    from app.world.index import CompiledRule, OntologyIndex
+    from app.world.world import World
+
+#: how an incomplete input could change the conclusion
+How = Literal["overrule", "conflict", "absence", "aggregate", "reading", "goal"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Blocker:
+    """One reason the conclusion is not decided: the incomplete input ``input`` could change
+    ``concerns`` (a property of ``subject``) ``how``, through ``rule`` when a rule is involved."""
+
+    input: str  # the incomplete input's property IRI
+    concerns: str  # the property of the conclusion it could change
+    subject: str
+    how: How
+    rule: str | None = None
+    #: overrule/conflict: the value the rule would conclude
+    value: Value | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "input": local_name(self.input),
+            "inputIri": self.input,
+            "concerns": local_name(self.concerns),
+            "subject": self.subject,
+            "how": self.how,
+        }
+        if self.rule is not None:
+            out["rule"] = local_name(self.rule)
+            out["ruleIri"] = self.rule
+        if self.value is not None:
+            out["value"] = local_name(self.value) if isinstance(self.value, str) else self.value
+        return out
+
+
+class _Deps:
+    """Which base properties each property depends on, through the rules and aggregates that
+    derive it (computed once per ontology index)."""
+
+    def __init__(self, ix: OntologyIndex) -> None:
+        self.by_conclusion: dict[str, list[CompiledRule]] = {}
+        for rule in ix.rules:
+            concluded = (
+                (rule.aggregate.property,)
+                if rule.aggregate is not None
+                else tuple(p for p, _ in rule.conclusions)
+            )
+            for p in dict.fromkeys(concluded):
+                self.by_conclusion.setdefault(p, []).append(rule)
+        self.by_iri = {r.rule.iri: r for r in ix.rules}
+        self._memo: dict[str, frozenset[str]] = {}
+
+    def of(self, prop: str) -> frozenset[str]:
+        found = self._memo.get(prop)
+        if found is not None:
+            return found
+        self._memo[prop] = frozenset((prop,))  # a cycle reads what is known so far
+        out = {prop}
+        for rule in self.by_conclusion.get(prop, ()):
+            out |= self.rule_reads(rule)
+        result = frozenset(out)
+        self._memo[prop] = result
+        return result
+
+    def rule_reads(self, rule: CompiledRule) -> set[str]:
+        out: set[str] = set()
+        for path in rule.reads:
+            out |= self.path(path)
+        for cc in rule.conditions:
+            out |= self.path(cc.path)
+        return out
+
+    def path(self, path: Iterable[str]) -> set[str]:
+        out: set[str] = set()
+        for p in path:
+            out |= self.of(p)
+        return out
+
+
+_DEPS: dict[int, tuple[Any, _Deps]] = {}
+
+
+def _deps(ix: OntologyIndex) -> _Deps:
+    held = _DEPS.get(id(ix))
+    if held is None or held[0] is not ix:
+        held = (ix, _Deps(ix))
+        _DEPS[id(ix)] = held
+    return held[1]
+
+
+class _Check:
+    def __init__(self, world: World, incomplete: frozenset[str]) -> None:
+        self.world = world
+        self.ix = world._ix
+        self.st = world._st
+        self.engine = world._engine
+        self.deps = _deps(self.ix)
+        self.incomplete = incomplete
+        self.seen: dict[FactKey, tuple[Blocker, ...]] = {}
+
+    def touched(self, path: Iterable[str]) -> list[str]:
+        return sorted(self.deps.path(path) & self.incomplete)
+
+    # --- a fact that holds ---------------------------------------------------------------
+
+    def fact(self, key: FactKey) -> tuple[Blocker, ...]:
+        if key in self.seen:
+            return self.seen[key]
+        self.seen[key] = ()  # a cycle adds nothing new
+        s, p, v = key
+        out = list(self.rivals(s, p, v))
+        support = self.st.support.get(key)
+        if key in self.st.base:
+            prop = self.ix.properties.get(p)
+            if p in self.incomplete and prop is not None and prop.single_valued:
+                out.append(Blocker(input=p, concerns=p, subject=s, how="reading"))
+        elif support:
+            out.extend(self.derivations(s, p, list(support)))
+        found = tuple(dict.fromkeys(out))
+        self.seen[key] = found
+        return found
+
+    def derivations(self, s: str, p: str, acts: list[tuple[int, str]]) -> list[Blocker]:
+        """The blockers of the first derivation; none when any derivation stands whole."""
+        first: list[Blocker] | None = None
+        for a in acts:
+            act = self.st.acts.get(a)
+            if act is None:
+                continue
+            rule = self.ix.rules[a[0]]
+            found: list[Blocker] = []
+            if rule.aggregate is not None:
+                found.extend(
+                    Blocker(input=q, concerns=p, subject=s, how="aggregate", rule=rule.rule.iri)
+                    for q in sorted(self.deps.rule_reads(rule) & self.incomplete)
+                )
+            for subject, path in act.absent:
+                found.extend(
+                    Blocker(input=q, concerns=p, subject=subject, how="absence", rule=rule.rule.iri)
+                    for q in self.touched(path)
+                )
+            for premise in act.premises:
+                found.extend(self.fact(premise))
+            if not found:
+                return []
+            if first is None:
+                first = found
+        return first or []
+
+    def rivals(self, s: str, p: str, v: Value) -> Iterable[Blocker]:
+        """Rules that could still conclude a value of ``p`` on ``s`` that would overrule ``v``
+        (FirstListed: listed before it) or conflict with it (single-valued: any other)."""
+        prop = self.ix.properties.get(p)
+        if prop is None:
+            return
+        if prop.resolution == "FirstListed":
+            order = prop.one_of
+            rank = order.index(v) if v in order else len(order)
+            beats: set[Value] | None = set(order[:rank])
+            how: How = "overrule"
+        elif prop.single_valued:
+            beats = None  # any other value conflicts
+            how = "conflict"
+        else:
+            return
+        for rule in self.deps.by_conclusion.get(p, ()):
+            if rule.aggregate is not None:
+                continue
+            for cp, cv in rule.conclusions:
+                if cp != p or cv == v or (beats is not None and cv not in beats):
+                    continue
+                if not self.world.is_a(s, rule.about):
+                    continue
+                for q in self.could_fire(rule, s):
+                    yield Blocker(
+                        input=q, concerns=p, subject=s, how=how, rule=rule.rule.iri, value=cv
+                    )
+
+    def could_fire(self, rule: CompiledRule, s: str) -> list[str]:
+        """The incomplete inputs on which ``rule`` firing on ``s`` depends; empty when a condition
+        that reads only complete inputs rules it out (or it fires already)."""
+        open_inputs: list[str] = []
+        for cc in rule.conditions:
+            touched = self.touched(cc.path)
+            if touched:
+                open_inputs.extend(touched)
+            elif not self.world.holds(s, [cc.condition]):
+                return []
+        return list(dict.fromkeys(open_inputs))
+
+    def could_become(self, s: str, path: tuple[str, ...], concerns: str) -> list[Blocker]:
+        """The incomplete inputs through which ``path`` on ``s`` could gain a value: the
+        property's own input, and the inputs of each rule deriving it that is not ruled out.
+        A longer path is judged by everything it reads."""
+        if len(path) > 1:
+            return [
+                Blocker(input=q, concerns=concerns, subject=s, how="goal")
+                for q in self.touched(path)
+            ]
+        p = path[0]
+        out: list[Blocker] = []
+        if p in self.incomplete:
+            out.append(Blocker(input=p, concerns=concerns, subject=s, how="goal"))
+        for rule in self.deps.by_conclusion.get(p, ()):
+            if not self.world.is_a(s, rule.about):
+                continue
+            reads = (
+                sorted(self.deps.rule_reads(rule) & self.incomplete)
+                if rule.aggregate is not None
+                else self.could_fire(rule, s)
+            )
+            out.extend(
+                Blocker(input=q, concerns=concerns, subject=s, how="goal", rule=rule.rule.iri)
+                for q in reads
+            )
+        return out
+
+    # --- a goal --------------------------------------------------------------------------
+
+    def goal(self, s: str, goal: Iterable[Condition]) -> list[Blocker]:
+        out: list[Blocker] = []
+        for cond in goal:
+            cc = self.ix.compiled(cond)
+            concerns = cc.path[-1]
+            if cc.negative or not self.world.holds(s, [cond]):
+                # nothing reached now, or the condition fails: could more data change that?
+                out.extend(self.could_become(s, cc.path, concerns))
+                continue
+            chain = self.engine.chain(s, cc)
+            for key in chain or ():
+                out.extend(self.fact(key))
+        return list(dict.fromkeys(out))
+
+
+def undecided(
+    world: World, subject: str, goal: Iterable[Condition], incomplete: Iterable[str]
+) -> tuple[Blocker, ...]:
+    """Why the ``goal`` on ``subject`` is not decided given the ``incomplete`` input properties
+    (empty: decided). See the module docstring for the rules."""
+    missing = frozenset(incomplete)
+    if not missing:
+        return ()
+    return tuple(_Check(world, missing).goal(subject, goal))
