@@ -84,6 +84,24 @@ def _nested_list(tree: SyntaxTreeNode) -> SyntaxTreeNode | None:
     return None
 
 
+def _undecided_list(tree: SyntaxTreeNode) -> SyntaxTreeNode | None:
+    """The list of incomplete inputs after a bold "No … was decided" opening, if there is one."""
+    blocks = tree.children
+    for i, node in enumerate(blocks[:-1]):
+        if node.type != "paragraph":
+            continue
+        opening = [n for n in node.children[0].children if shown_text(n).strip()]
+        if (
+            opening
+            and opening[0].type == "strong"
+            and shown_text(opening[0]).startswith("No ")
+            and shown_text(opening[0]).endswith(" was decided")
+            and blocks[i + 1].type == "bullet_list"
+        ):
+            return blocks[i + 1]
+    return None
+
+
 def check_card(detail: str, words: Iterable[str] = ()) -> list[str]:
     """Assert the card's structure and wording; return its proof's statements, one per item."""
     md = MarkdownIt("commonmark")
@@ -92,8 +110,21 @@ def check_card(detail: str, words: Iterable[str] = ()) -> list[str]:
 
     proof = _nested_list(tree)
     items: list[str] = []
+    undecided = _undecided_list(tree)
     if "Missing data:" in shown:  # no decision: what was missing, said in a sentence
         assert proof is None and tree.children[-1].type == "paragraph", detail
+    elif undecided is not None:
+        # not decided on incomplete data: one item per input and why, in a clinician's words,
+        # each with what it could have changed where a rule says so
+        items = [shown_text(item.children[0]) for item in undecided.children]
+        assert items and all(i.strip() for i in items), detail
+        for item in undecided.children:
+            for nested in item.children[1:]:
+                assert nested.type == "bullet_list", detail
+                assert all(
+                    shown_text(n.children[0]).startswith("could change it: ")
+                    for n in nested.children
+                ), detail
     else:
         assert proof is not None, f"no nested list in:\n{detail}"
         first = proof.children[0]

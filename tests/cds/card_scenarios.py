@@ -24,8 +24,21 @@ def triage(
     vitals: Sequence[tuple[str, float, str]] = (),
     symptoms: Sequence[str] = (),
     reason: str | None = None,
+    complete: bool = True,
 ) -> dict[str, Any]:
+    """A triage call with ``vitals`` (code, value, unit); with ``complete`` the vital signs not
+    given come as unremarkable readings, so that triage can decide."""
     pid, eid = "p-" + fx.new_id(), "e-" + fx.new_id()
+    given = {code for code, _, _ in vitals}
+    if complete:
+        vitals = [
+            *vitals,
+            *(
+                (code, v, unit)
+                for code, (v, unit) in fx.NORMAL_VITALS.items()
+                if code not in given
+            ),
+        ]
     return fx.hook_request(
         "encounter-start",
         {"patientId": pid, "encounterId": eid},
@@ -149,6 +162,22 @@ SCENARIOS: dict[tuple[str, str], tuple[Callable[[], dict[str, Any]], tuple[str, 
         lambda: triage(vitals=[(HEART_RATE, 72, "/min")], reason="sudden chest pain"),
         ("no language model is configured", "ended at: Escalation to the triage nurse"),
     ),
+    (TRIAGE, "Triage not decided: vital signs or conditions incomplete"): (
+        lambda: triage(vitals=[(HEART_RATE, 110, "/min")], complete=False),
+        (
+            "No acuity was decided",
+            "No oxygen saturation reading in the data the service received",
+            "could change it: SpO2 below 90 % (Immediate)",
+            "On the data that could be used the rules give acuity: Urgent",
+        ),
+    ),
+    (MED_SAFETY, "Medication safety not checked: lab results or allergies incomplete"): (
+        lambda: med_safety(orders=[IBUPROFEN]),
+        (
+            "No eGFR reading in the data the service received",
+            "NSAID with eGFR below 30 (Contraindicated)",
+        ),
+    ),
     (MED_SAFETY, "Contraindicated medication order"): (
         lambda: med_safety(orders=[IBUPROFEN], labs=[(EGFR, 25, "mL/min/{1.73_m2}")]),
         ("eGFR: 25 mL/min/1.73 m²", "Ibuprofen"),
@@ -174,7 +203,7 @@ SCENARIOS: dict[tuple[str, str], tuple[Callable[[], dict[str, Any]], tuple[str, 
             stored=[_opioid_on_record(), _benzodiazepine_on_record()],
             born=False,
         ),
-        ("data available did not allow a decision", "Missing data:"),
+        ("data it needs is missing or could not be used", "No age reading in the data"),
     ),
     (
         OPIOID_OS,
@@ -197,6 +226,6 @@ SCENARIOS: dict[tuple[str, str], tuple[Callable[[], dict[str, Any]], tuple[str, 
             stored=[_benzodiazepine_on_record()],
             born=False,
         ),
-        ("data available did not allow a decision", "Missing data:"),
+        ("data it needs is missing or could not be used", "No age reading in the data"),
     ),
 }
