@@ -44,7 +44,9 @@ def triage_with_a_refused_write() -> dict[str, Any]:
         prefetch={
             "patient": fx.patient(pid),
             "encounter": fx.encounter(eid, pid),
-            "vitals": fx.searchset([fx.observation(pid, "8867-4", 150, "/min")]),
+            "vitals": fx.searchset(
+                [fx.observation(pid, "8867-4", 150, "/min"), *fx.vital_signs(pid, skip={"8867-4"})]
+            ),
             "conditions": fx.searchset([]),
         },
     )
@@ -153,7 +155,7 @@ def _perceiving(tmp_path: Path) -> tuple[dict[str, Any], Path]:
         prefetch={
             "patient": fx.patient(pid),
             "encounter": fx.encounter(eid, pid, reason="feels generally unwell"),
-            "vitals": fx.searchset([]),
+            "vitals": fx.searchset(fx.vital_signs(pid)),
             "conditions": fx.searchset([]),
         },
     )

@@ -77,9 +77,11 @@ def test_a_temperature_the_gate_refuses_is_a_recorded_violation_not_a_500(
     assert resp.status_code == 200, resp.text
     answer = resp.json()
     run = answer["extension"]["dev.horismos.run"]
-    assert run["terminal"] == "EscalateToNurse"  # the temperature is missing for the rules
+    # the temperature is not used, and could change the acuity: triage does not decide
+    assert run["terminal"] == "EscalateIncomplete"
     [card] = answer["cards"]
     assert "refused input" in card["detail"].lower()
+    assert "Body temperature reading not used" in card["detail"]
     assert "running" not in _statuses(database_url)
     stored = client.get(f"/runs/{run['runId']}").json()
     assert any("50" in json_text(v) for v in stored["inputViolations"])
@@ -160,7 +162,7 @@ def test_run_routes_refuse_callers_without_a_client_jwt(secured: TestClient) -> 
         assert wrong_aud.status_code == 401, path
     read = secured.get(f"/runs/{run_id}", headers=_token(f"/runs/{run_id}"))
     assert read.status_code == 200
-    assert read.json()["terminal"] == "EscalateToNurse"
+    assert read.json()["terminal"] == "EscalateIncomplete"
     replayed = secured.post(f"/runs/{run_id}/replay", headers=_token(f"/runs/{run_id}/replay"))
     assert replayed.status_code == 200
     assert replayed.json()["same"] is True

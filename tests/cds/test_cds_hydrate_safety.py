@@ -426,7 +426,7 @@ def test_triage_over_http_ignores_retracted_and_foreign_readings(
         prefetch={
             "patient": patient,
             "encounter": enc,
-            "vitals": fx.searchset([final, retracted, foreign]),
+            "vitals": fx.searchset([final, retracted, foreign, *fx.vital_signs(pid, skip={HR})]),
             "conditions": fx.searchset([refuted]),
         },
     )
@@ -434,15 +434,20 @@ def test_triage_over_http_ignores_retracted_and_foreign_readings(
     assert resp.status_code == 200, resp.text
     result = resp.json()
     run = result["extension"]["dev.horismos.run"]
-    assert run["decision"]["value"] == "NonUrgent"
+    # the retracted reading and the refuted condition are not data; the foreign reading is a
+    # heart rate that was there and turned away, so the heart rate is not known whole: the
+    # acuity is not decided on it and nothing is written to the Encounter
+    assert "decision" not in run and run["terminal"] == "EscalateIncomplete"
     [card] = result["cards"]
-    assert card["indicator"] == "info"
+    assert card["indicator"] == "warning"
+    assert f"it is about Patient/{other}, not this patient" in card["detail"]
     assert "Refused input (subject)" in card["detail"]
     assert f"Observation/{foreign['id']}" in card["detail"]
+    assert "Unresponsive" not in card["detail"] and "170" not in card["detail"]
     stored = client.get(f"/runs/{run['runId']}").json()
     refused = [v for v in stored["inputViolations"] if v["code"] == "subject"]
     assert [f"Observation/{foreign['id']}" in v["message"] for v in refused] == [True]
-    assert fhir_server.read("Encounter", eid)["priority"]["coding"][0]["code"] == "EL"
+    assert "priority" not in fhir_server.read("Encounter", eid)
 
 
 def test_med_safety_over_http_refuses_a_non_indexed_clearance(client: TestClient) -> None:
@@ -468,9 +473,12 @@ def test_med_safety_over_http_refuses_a_non_indexed_clearance(client: TestClient
     resp = client.post("/cds-services/horismos-med-safety", json=body)
     assert resp.status_code == 200, resp.text
     result = resp.json()
-    # the clearance is not an eGFR: the NSAID is checked as with no eGFR at all
-    assert result["extension"]["dev.horismos.run"]["decision"]["value"] == "Caution"
+    # the clearance is not an eGFR: refused, so the order is not called safe or cautioned on a
+    # guess; the card says which reading was not used and why
+    run = result["extension"]["dev.horismos.run"]
+    assert "decision" not in run and run["terminal"] == "NotDecided"
     [card] = result["cards"]
     assert card["indicator"] == "warning"
-    assert "NSAID with no eGFR on record" in card["detail"]
+    assert "EGFR reading not used: unit 'mL/min' cannot be converted" in card["detail"]
+    assert "NSAID with eGFR below 30 (Contraindicated)" in card["detail"]
     assert "Refused input (unit)" in card["detail"]

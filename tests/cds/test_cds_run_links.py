@@ -56,7 +56,7 @@ def test_the_card_link_opens_the_record_in_a_browser_without_a_jwt(signing: Test
     assert "Decision record" in page.text and run_id in page.text
     as_json = signing.get(link)
     assert as_json.status_code == 200
-    assert as_json.json()["terminal"] == "EscalateToNurse"
+    assert as_json.json()["terminal"] == "EscalateIncomplete"
     # the plain address still needs the client JWT
     assert signing.get(f"/runs/{run_id}", headers=BROWSER).status_code == 401
 

@@ -38,9 +38,13 @@ def client(make_app_client: OpenClient) -> Iterator[TestClient]:
         yield c
 
 
-def med_safety_body(*, egfr: float | None = 25, rx: str = "5640") -> dict[str, Any]:
+def med_safety_body(
+    *, egfr: float | None = 25, rx: str = "5640", potassium: float | None = None
+) -> dict[str, Any]:
     pid = "p-" + fx.new_id()
     labs = [fx.observation(pid, "33914-3", egfr, "mL/min/{1.73_m2}", category="laboratory")]
+    if potassium is not None:
+        labs.append(fx.observation(pid, "2823-3", potassium, "mmol/L", category="laboratory"))
     return fx.hook_request(
         "order-sign",
         {
@@ -220,7 +224,8 @@ def test_response_carries_the_run_extension_and_is_persisted_first(
 
 def test_no_card_when_there_is_nothing_to_say(client: TestClient) -> None:
     body = client.post(
-        "/cds-services/horismos-med-safety", json=med_safety_body(egfr=90, rx="29046")
+        "/cds-services/horismos-med-safety",
+        json=med_safety_body(egfr=90, rx="29046", potassium=4.5),
     ).json()
     assert body["cards"] == []
     assert body["extension"]["dev.horismos.run"]["decision"]["value"] == "Safe"
