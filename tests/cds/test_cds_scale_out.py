@@ -96,7 +96,9 @@ def _triage(fhir_server: str, scope: str, pid: str, eid: str, **prefetch: Any) -
         prefetch={
             "patient": fx.patient(pid),
             "encounter": fx.encounter(eid, pid),
-            "vitals": fx.searchset([fx.observation(pid, "8867-4", 150, "/min")]),
+            "vitals": fx.searchset(
+                [fx.observation(pid, "8867-4", 150, "/min"), *fx.vital_signs(pid, skip={"8867-4"})]
+            ),
             "conditions": fx.searchset([]),
             **prefetch,
         },

@@ -1,6 +1,7 @@
 """Acceptance: the triage escalation reaches a person through the EHR.
 
-A triage hook that cannot complete ends at EscalateToNurse, which creates one FHIR Communication
+A triage hook that cannot complete ends at an escalation (EscalateIncomplete when vital signs are
+missing, EscalateToNurse when the complaint could not be read), which creates one FHIR Communication
 in the real Node FHIR server: addressed to the encounter's participants, with the reason in the
 deployment's words and the link to the decision record. Exactly one, whether the hook call is
 sent again, the answer to the create is lost once (the retry finds it) or every time
@@ -34,6 +35,8 @@ pytestmark = pytest.mark.fhirserver
 WRITE_SCOPE = "user/*.read user/Encounter.write user/Communication.write"
 QUEUE_ONLY_SCOPE = "user/*.read user/Encounter.write"
 REASON = "Triage needs a nurse's assessment"
+#: the card of a triage that did not decide because vital signs were missing
+INCOMPLETE = "Triage not decided: vital signs or conditions incomplete"
 ASK = (
     "Automatic triage could not complete for this patient. Please assess the patient in person "
     "and set the triage priority."
@@ -68,7 +71,7 @@ def _hook(
     vitals: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """An encounter-start call with everything prefetched; no vitals and no conditions by
-    default, so the rules cannot assign an acuity and the run escalates."""
+    default, so the rules cannot decide an acuity and the run escalates."""
     return clinical.hook_request(
         "encounter-start",
         {"patientId": pid, "encounterId": encounter["id"]},
@@ -130,7 +133,7 @@ def test_an_escalation_creates_one_communication_to_the_care_team_over_http(
         ]
         record = http.get(link, headers={"accept": "application/json"})
 
-    assert (run["terminal"], run.get("decision")) == ("EscalateToNurse", None)
+    assert (run["terminal"], run.get("decision")) == ("EscalateIncomplete", None)
     assert again.json() == first.json()
     assert _posts(fhir_server, mark) == ["/fhir/Communication"]  # once, for both calls
     assert message["status"] == "completed"
@@ -145,11 +148,11 @@ def test_an_escalation_creates_one_communication_to_the_care_team_over_http(
     # the link is this run's signed decision record, which a browser opens without a JWT
     assert link.startswith(f"{server.base}/runs/{run_id}?exp=")
     assert record.status_code == 200, record.text
-    assert record.json()["terminal"] == "EscalateToNurse"
+    assert record.json()["terminal"] == "EscalateIncomplete"
     [effect] = effect_reports(pg_engine, run_id)
     assert effect["created"] == f"Communication/{message['id']}"
     assert [i["value"] for i in message["identifier"]] == [effect["identifier"].split("|")[1]]
-    assert card["summary"] == REASON
+    assert card["summary"] == INCOMPLETE
     assert (
         f"Sent through the EHR: Communication/{message['id']} was created, addressed to "
         "Practitioner/nurse-1, Practitioner/dr-2."
@@ -257,10 +260,10 @@ def test_without_the_write_scope_nobody_is_notified_and_the_card_says_so(
 
     _, run, card = _answer(client.post("/cds-services/horismos-triage", json=body))
 
-    assert run["terminal"] == "EscalateToNurse"
+    assert run["terminal"] == "EscalateIncomplete"
     assert _posts(fhir_server, mark) == []
     assert _communications(fhir_server, encounter) == []
-    assert card["summary"] == REASON
+    assert card["summary"] == INCOMPLETE
     assert (
         "Nobody was notified through the EHR: no Communication was created "
         "(fhirAuthorization.scope does not grant user/Communication.write)."
@@ -277,7 +280,7 @@ def test_without_a_fhir_server_nobody_is_notified_and_the_card_says_so(
         client.post("/cds-services/horismos-triage", json=_hook(None, pid, encounter))
     )
 
-    assert run["terminal"] == "EscalateToNurse"
+    assert run["terminal"] == "EscalateIncomplete"
     assert fhir_server.requests(since=mark) == []
     assert (
         "Nobody was notified through the EHR: no Communication was created "
