@@ -7,6 +7,8 @@
   ``{{context.*}}`` tokens are not checked (its context is its own);
 - every template is a read (``Type/id``) or a search (``Type?name=value&…``) of an R4B resource
   type. Search parameter names are not checked: the R4B models carry no search parameters;
+- every ``{{context.X}}`` / ``{{prefetch.K…}}`` of a resource the workflow creates
+  (``horis:Create``'s template) is a context field of the hook / a prefetch key of the service;
 - every FHIR mapping of the focus class is fed: its ``horis:fromContext`` key is a context
   field of the hook, or a template reads its resource type; so is every ``horis:text`` source.
 
@@ -37,6 +39,7 @@ class HookChecker(TypeChecker):
             for t in s.prefetch:
                 self._template(s, t, fields)
             self._fed(s, fields)
+            self._writes(s, fields)
 
     def _hook(self, s: CdsServiceDef) -> tuple[ContextField, ...] | None:
         """The hook's context fields; None for a custom (or unknown) hook."""
@@ -148,6 +151,42 @@ class HookChecker(TypeChecker):
             where,
             suggestion=f"{{{{{hint}}}}}" if hint else None,
         )
+
+    def _writes(self, s: CdsServiceDef, fields: tuple[ContextField, ...] | None) -> None:
+        """Every ``{{context.X}}`` and ``{{prefetch.K…}}`` in the body template of a resource
+        the service's workflow creates names a context field of the hook and a prefetch key of
+        the service: otherwise the resource would be written with an empty reference."""
+        w = self.o.workflows.get(s.workflow)
+        if w is None:
+            return
+        context = {f.name for f in fields or ()}
+        keys = {t.key for t in s.prefetch}
+        for step in w.steps.values():
+            tool = self.o.tools.get(step.tool or "")
+            if tool is None or tool.commits is None or not tool.commits.template:
+                continue
+            where = f"{local_name(tool.iri)} horis:template"
+            for raw in _TOKEN.findall(tool.commits.template):
+                for name in (n.strip() for n in raw.split("??")):
+                    head, _, rest = name.partition(".")
+                    field = rest.split(".", 1)[0]
+                    if head == "context" and fields is not None and field not in context:
+                        hint = closest(field, context)
+                        why = f"{s.hook} has no context field {field!r}"
+                    elif head == "prefetch" and field not in keys:
+                        hint = closest(field, keys)
+                        why = f"{local_name(s.iri)} has no prefetch key {field!r}"
+                    else:
+                        continue
+                    self.add(
+                        "prefetch",
+                        s.iri,
+                        f"{{{{{name}}}}} in the resource {step.name} creates cannot be filled "
+                        f"({why}), so it would be written without it"
+                        + (f": did you mean {head}.{hint}?" if hint else ""),
+                        where,
+                        suggestion=f"{head}.{hint}" if hint else None,
+                    )
 
     # --- what the templates and the context feed -------------------------------------------
 

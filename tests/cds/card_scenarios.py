@@ -33,11 +33,7 @@ def triage(
     if complete:
         vitals = [
             *vitals,
-            *(
-                (code, v, unit)
-                for code, (v, unit) in fx.NORMAL_VITALS.items()
-                if code not in given
-            ),
+            *((code, v, unit) for code, (v, unit) in fx.NORMAL_VITALS.items() if code not in given),
         ]
     return fx.hook_request(
         "encounter-start",
