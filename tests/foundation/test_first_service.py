@@ -150,7 +150,7 @@ def test_the_walkthrough_serves_the_documented_card(served: tuple[str, Path]) ->
         request["prefetch"]["systolic"]["entry"] = []
         empty = client.post(path, json=request).json()
     assert [(c["indicator"], c["summary"]) for c in empty["cards"]] == [
-        ("info", "No systolic blood pressure reading to check")
+        ("warning", "No systolic blood pressure reading to check")
     ]
 
 

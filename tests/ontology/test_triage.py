@@ -151,8 +151,9 @@ def test_cds_service(triage: Ontology) -> None:
         ("info", N + "Done", N + "Standard"),
         ("info", N + "Done", N + "NonUrgent"),
         ("warning", N + "EscalateToNurse", None),
+        ("warning", N + "EscalateIncomplete", None),
     ]
-    assert "nurse's assessment" in svc.cards[-1].summary
+    assert "nurse's assessment" in svc.cards[-2].summary
 
 
 def test_extraction_schema_has_the_closed_symptom_tree_and_no_acuity(triage: Ontology) -> None:
