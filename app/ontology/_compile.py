@@ -167,6 +167,7 @@ class Compiler(FlowCompiler):
             one_of=one_of,
             label=self.label(node),
             value_sets=self.value_set_refs(node, H("inValueSet")),
+            named_by=self.ref(node, H("namedBy"), self.r.one(node, H("namedBy")), ("property",)),
         )
 
     def _individual(self, node: Node) -> Individual:

@@ -52,6 +52,7 @@ class TypeChecker:
 
     def run_types(self) -> None:
         self._codes()
+        self._names()
         for p in self.o.properties.values():
             self._property(p)
         for r in self.o.rules:
@@ -69,6 +70,20 @@ class TypeChecker:
             self._tool(tool.iri)
 
     # --- properties and conditions -------------------------------------------------------
+
+    def _names(self) -> None:
+        """``horis:namedBy``: a text property that the class's instances carry."""
+        for c in self.o.classes.values():
+            prop = self.o.properties.get(c.named_by) if c.named_by else None
+            if prop is None:
+                continue
+            if prop.range != XSD + "string" or prop.domain not in self.o.ancestors(c.iri):
+                self.add(
+                    "type-check",
+                    c.iri,
+                    f"horis:namedBy {prop.name} must be an xsd:string property of {c.name} "
+                    "(or of a class above it)",
+                )
 
     def _codes(self) -> None:
         """A coding must map to one class (and one individual), or FHIR data would be ambiguous."""

@@ -97,6 +97,8 @@ class ClassDef:
     one_of: tuple[str, ...] = ()  # horis:oneOf (individuals): an enumeration class
     label: str | None = None  # rdfs:label
     value_sets: tuple[str, ...] = ()  # horis:inValueSet <canonical>: its codes are the members
+    #: horis:namedBy P: the string property whose value names an instance for a reader
+    named_by: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -280,16 +280,27 @@ class _Builder:
         if isinstance(v, Decimal | int):
             return str(v)
         if v in self.eng.st.instances:
-            return self.name(self.eng.st.instances[v].class_iri)
+            return self.instance_name(v)
         if v in self.eng.ix.individuals:
             return self.name(v)
         return str(v)
 
+    def instance_name(self, iri: str) -> str:
+        """An instance as a reader knows it: the value of its class's ``horis:namedBy``
+        property (a drug's name), else its class's label."""
+        cls = self.eng.st.instances[iri].class_iri
+        ontology = self.world.ontology
+        for c in ontology.ancestors(cls):
+            named_by = getattr(ontology.classes.get(c), "named_by", None)
+            found = self.eng.st.values(iri, named_by) if named_by else ()
+            if found:
+                return str(found[0])
+        return self.name(cls)
+
     def about(self, s: str) -> str | None:
         if s == self.subject:
             return None
-        inst = self.eng.st.instances.get(s)
-        return self.name(inst.class_iri) if inst is not None else s
+        return self.instance_name(s) if s in self.eng.st.instances else s
 
     def rule_label(self, rule: str) -> str:
         prop = self.eng.ix.properties.get(rule)

@@ -34,6 +34,8 @@ def test_classes_subclass_trees_and_codes(full: Ontology) -> None:
     assert full.class_for_code("http://example.org/cs|arr") == F + "Arrhythmia"
     assert full.class_for_code("http://example.org/cs|nope") is None
     assert full.classes[F + "Traveller"].label == "Traveller"
+    assert full.classes[F + "Option"].named_by == F + "bookedBy"
+    assert full.classes[F + "Booking"].named_by is None
 
 
 def test_value_sets_load_from_the_folder_beside_the_file(full: Ontology) -> None:

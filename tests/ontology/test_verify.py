@@ -160,3 +160,26 @@ def test_negation_cycle_through_a_chain_of_derived_properties(
     path = _sound_with(ttl, ":Patient a horis:Class .", ":Patient a horis:Class .", chain)
     problems = verify(load_ontology([path]))
     assert [(p.code, p.node) for p in problems] == [("stratification", T + "RA")]
+
+
+@pytest.mark.parametrize(
+    ("names", "sound"),
+    [
+        (":name a horis:Property ; horis:domain :Patient ; horis:range xsd:string .", True),
+        # a number names nobody, and another class's property is not the instance's
+        (":name a horis:Property ; horis:domain :Patient ; horis:range xsd:integer .", False),
+        (
+            ":Other a horis:Class .\n"
+            ":name a horis:Property ; horis:domain :Other ; horis:range xsd:string .",
+            False,
+        ),
+    ],
+)
+def test_named_by_is_a_text_property_of_the_class(
+    ttl: Callable[[str], Path], names: str, sound: bool
+) -> None:
+    path = _sound_with(
+        ttl, ":Patient a horis:Class .", ":Patient a horis:Class ; horis:namedBy :name .", names
+    )
+    problems = [(p.code, p.node) for p in verify(load_ontology([path]))]
+    assert problems == ([] if sound else [("type-check", "https://example.org/t#Patient")])

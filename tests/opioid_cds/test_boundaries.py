@@ -73,9 +73,9 @@ def test_a_run_records_its_deployment_and_the_shared_files_it_imports(
 
     assert (recorded["iri"], recorded["version"]) == (
         "https://horismos.dev/opioid-cds/rec10-patient-view",
-        "1.0.0",
+        "1.1.0",
     )
     assert {i["iri"]: i["version"] for i in recorded["imports"]} == {
-        "https://horismos.dev/opioid-cds/common": "1.1.0",
+        "https://horismos.dev/opioid-cds/common": "1.2.0",
         "https://horismos.dev/opioid-cds/urine-screening": "1.0.0",
     }

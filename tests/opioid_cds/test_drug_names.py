@@ -26,6 +26,7 @@ from tests.support.opioid_cases import (
     OXYCODONE_ER_10,
     OXYCODONE_IR_5,
     RXNORM,
+    TEMAZEPAM_20,
     ago,
     case,
     order,
@@ -229,3 +230,22 @@ def test_each_order_sign_service_names_the_drug_of_its_card(
         [card] = cards(client, fhir_server, example, mode)
         assert card["summary"].startswith("Oxycodone IR 5 mg tablet: "), (service, card)
         assert "**Oxycodone IR 5 mg tablet**" in card["detail"], (service, card["detail"])
+
+
+@MODES
+def test_the_proof_names_the_orders_on_both_sides_by_their_drugs(
+    client: TestClient, fhir_server: FhirServer, mode: str
+) -> None:
+    """Recommendation 11: an opioid on record and a benzodiazepine on record; the card's proof
+    names both orders by their drugs (horis:namedBy), not as "Medication order"."""
+    example = case(
+        "pv-both-named", "opioidcds-11-patient-view", "patient-view", ADULT,
+        stored=[order("s-oxy", P, OXYCODONE_IR_5, authored=ago(15)),
+                named(order("s-benzo", P, TEMAZEPAM_20, authored=ago(40)), display=False)],
+    )  # fmt: skip
+    [card] = cards(client, fhir_server, example, mode)
+
+    assert f"Medication order on record: {_md(OXYCODONE_IR_5[1])}" in card["detail"]
+    # a benzodiazepine without a display is named by its code, said plainly
+    assert f"Medication order on record: RxNorm {TEMAZEPAM_20[0]}" in card["detail"]
+    assert "Medication order on record: Medication order" not in card["detail"]
