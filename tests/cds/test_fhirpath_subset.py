@@ -1,0 +1,148 @@
+"""The direct evaluator of FHIRPath filters (adapters.fhir.reading) answers as fhirpathpy does.
+
+Every ``horis:where`` expression of the bundled ontologies, and a few more in the same subset,
+is evaluated on many generated resources both ways: through ``evaluate`` (the direct walk,
+with its fallbacks) and through fhirpathpy itself.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fhirpathpy import compile as fhirpath_compile
+
+from adapters.fhir import reading
+
+ROOT = Path(__file__).resolve().parents[2]
+_WHERE = re.compile(r'horis:where\s+"([^"]+)"')
+
+
+def _bundled_filters() -> list[str]:
+    found: set[str] = set()
+    for path in (ROOT / "ontologies").rglob("*.ttl"):
+        found.update(_WHERE.findall(path.read_text(encoding="utf-8")))
+    return sorted(found)
+
+
+EXTRA = [
+    "code.coding.where(system = 'http://loinc.org' and code = '8867-4').exists()",
+    "'final' = status",
+    "status = 'final' or status = 'amended'",
+    "(status = 'final' or status = 'amended') and subject.exists()",
+    "category.coding.code = 'vital-signs'",
+    "identifier.where(value = 'x').empty()",
+]
+CODES = [
+    "active",
+    "refuted",
+    "entered-in-error",
+    "encounter-diagnosis",
+    "problem-list-item",
+    "final",
+    "amended",
+    "8867-4",
+    "vital-signs",
+    "x",
+    "",
+    "Active",
+]
+SYSTEMS = ["http://loinc.org", "http://snomed.info/sct", None]
+
+
+def _coding(rng: random.Random) -> Any:
+    roll = rng.random()
+    if roll < 0.05:
+        return None  # a null in an array
+    if roll < 0.1:
+        return rng.choice([1, True, "active", [], {}])
+    out: dict[str, Any] = {}
+    if rng.random() < 0.85:
+        out["code"] = rng.choice([*CODES, 7, None, ["active"]])
+    if rng.random() < 0.1:
+        out["_code"] = {"extension": [{"url": "u", "valueString": "v"}]}
+    system = rng.choice(SYSTEMS)
+    if system:
+        out["system"] = system
+    return out
+
+
+def _concept(rng: random.Random) -> Any:
+    roll = rng.random()
+    if roll < 0.15:
+        return None
+    if roll < 0.2:
+        return "active"
+    codings = [_coding(rng) for _ in range(rng.randint(0, 3))]
+    concept: dict[str, Any] = {}
+    if rng.random() < 0.8:
+        concept["coding"] = codings if rng.random() < 0.9 else (codings[0] if codings else {})
+    if rng.random() < 0.2:
+        concept["text"] = "t"
+    return concept
+
+
+def _resource(rng: random.Random) -> dict[str, Any]:
+    r: dict[str, Any] = {"resourceType": rng.choice(["Condition", "Observation"]), "id": "r"}
+    for name in ("clinicalStatus", "verificationStatus", "code"):
+        value = _concept(rng)
+        if value is not None:
+            r[name] = value
+    if rng.random() < 0.8:
+        r["category"] = [_concept(rng) for _ in range(rng.randint(0, 2))]
+    if rng.random() < 0.6:
+        r["status"] = rng.choice([*CODES, 3])
+    if rng.random() < 0.1:
+        r["_status"] = {"extension": []}
+    if rng.random() < 0.5:
+        r["authoredOn"] = rng.choice(["2026-01-02", "", None])
+    if rng.random() < 0.1:
+        r["_authoredOn"] = {"extension": [{"url": "u", "valueCode": "unknown"}]}
+    if rng.random() < 0.5:
+        r["dosageInstruction"] = [
+            {"timing": {"event": rng.choice([["2026-01-01"], [], None, "2026-01-01"])}}
+            for _ in range(rng.randint(0, 2))
+        ]
+    if rng.random() < 0.4:
+        r["subject"] = {"reference": "Patient/p"}
+    if rng.random() < 0.3:
+        r["identifier"] = [{"value": rng.choice(["x", "y", None])}]
+    return r
+
+
+def _fhirpathpy(resource: dict[str, Any], expression: str) -> list[Any]:
+    compiled: Any = fhirpath_compile(expression, None)
+    result = compiled(dict(resource))
+    return list(result) if isinstance(result, list) else [result]
+
+
+@pytest.mark.parametrize("expression", [*_bundled_filters(), *EXTRA])
+def test_direct_filters_answer_as_fhirpathpy(expression: str) -> None:
+    rng = random.Random(expression)
+    for _ in range(400):
+        resource = _resource(rng)
+        assert reading.evaluate(resource, expression) == _fhirpathpy(resource, expression), (
+            expression,
+            resource,
+        )
+
+
+def test_the_bundled_filters_take_the_direct_path() -> None:
+    """Each bundled filter is in the subset, so hydration does not run fhirpathpy for it."""
+    filters = _bundled_filters()
+    assert filters
+    outside = [e for e in filters if reading._subset(e, None) is None]
+    assert outside == []
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["code.coding.where(code != 'x').exists()", "status.length() > 2", "Condition.code.exists()"],
+)
+def test_expressions_outside_the_subset_go_to_fhirpathpy(expression: str) -> None:
+    assert reading._subset(expression, None) is None
+    resource = {"resourceType": "Condition", "status": "abc", "code": {"coding": [{"code": "y"}]}}
+    assert reading.evaluate(resource, expression) == _fhirpathpy(resource, expression)
