@@ -97,7 +97,9 @@ def _canonical(resource: Any) -> str:
 def shared_id_issues(prefetch: dict[str, Any]) -> list[Issue]:
     """One issue per resource of the client's prefetch that differs from an earlier one named by
     the same ``Type/id``."""
-    first: dict[str, tuple[str, str]] = {}  # Type/id -> (where, content)
+    # Type/id -> (where, the resource, its canonical JSON once another resource shares the id):
+    # only resources that share an id are serialised to be compared
+    first: dict[str, tuple[str, Any, list[str]]] = {}
     issues: list[Issue] = []
     for key, value in prefetch.items():
         if not isinstance(value, dict):
@@ -115,9 +117,12 @@ def shared_id_issues(prefetch: dict[str, Any]) -> list[Issue]:
             if not isinstance(resource, dict) or not isinstance(resource.get("id"), str):
                 continue
             ref = f"{resource.get('resourceType')}/{resource['id']}"
-            content = _canonical(resource)
-            seen = first.setdefault(ref, (where, content))
-            if seen[1] != content:
+            seen = first.setdefault(ref, (where, resource, []))
+            if seen[1] is resource:
+                continue
+            if not seen[2]:
+                seen[2].append(_canonical(seen[1]))
+            if seen[2][0] != _canonical(resource):
                 issues.append(
                     Issue(
                         code="duplicate",
