@@ -63,6 +63,7 @@ PARTS: list[tuple[str, str, str]] = [
     ("  store the run (one transaction)", "app.cds.service", "HookService._store"),
     ("    active version check", "app.deployments.catalog", "Catalog.check"),
     ("    run row", "app.cds.claim", "RunClaim.record"),
+    ("    trace events, source versions, cards", "app.store.repo", "add_run_rows"),
     ("    trace events", "app.store.repo", "add_trace"),
     ("    source versions", "app.store.repo", "add_sources"),
     (

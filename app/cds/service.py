@@ -708,11 +708,11 @@ class HookService:
                     shadow = catalog.check(connection, dep)
                 claim.record(connection, values)
                 # this call owns the run: nothing else wrote its trace, which starts at 0
-                repo.add_trace(connection, claim.run_id, record.trace, first_seq=0)
-                repo.add_sources(connection, claim.run_id, sources)
-                repo.record_cards(
+                repo.add_run_rows(
                     connection,
-                    run_id=claim.run_id,
+                    claim.run_id,
+                    trace=record.trace,
+                    sources=sources,
                     service_id=service_id,
                     card_uuids=[str(c["uuid"]) for c in response.get("cards", [])],
                 )

@@ -44,6 +44,7 @@ __all__ = [
     "FeedbackRow",
     "add_feedback",
     "add_feedbacks",
+    "add_run_rows",
     "add_sources",
     "add_trace",
     "claim_run",
@@ -77,6 +78,7 @@ _RUNS = cast(Table, Run.__table__)
 _TRACE = cast(Table, TraceEvent.__table__)
 _SOURCES = cast(Table, SourceVersion.__table__)
 _ISSUED_CARDS = cast(Table, IssuedCard.__table__)
+_TABLES = {t.name: t for t in (_TRACE, _SOURCES, _ISSUED_CARDS)}
 
 
 def _insert(session: Session | Connection, table: Any) -> Any:
@@ -296,7 +298,13 @@ def add_trace(
             select(func.max(_TRACE.c.seq)).where(_TRACE.c.run_id == run_id)
         ).scalar_one()
         start = 0 if last is None else last + 1
-    rows = [
+    _insert_many(connection, [(_TRACE, _trace_rows(run_id, trace, start))])
+
+
+def _trace_rows(
+    run_id: str, trace: Sequence[Mapping[str, Any]], start: int
+) -> list[dict[str, Any]]:
+    return [
         {
             "run_id": run_id,
             "seq": start + offset,
@@ -306,18 +314,40 @@ def add_trace(
         }
         for offset, entry in enumerate(trace)
     ]
-    _insert_rows(connection, _TRACE, rows)
 
 
 def add_sources(connection: Connection, run_id: str, sources: Iterable[Mapping[str, Any]]) -> None:
     """Record the FHIR resource versions a run read (see ``save_outcome`` for the keys)."""
-    rows = [_source_row(run_id, source) for source in sources]
-    if rows:
-        _insert_rows(connection, _SOURCES, rows)
+    _insert_many(connection, [(_SOURCES, [_source_row(run_id, s) for s in sources])])
+
+
+def add_run_rows(
+    connection: Connection,
+    run_id: str,
+    *,
+    trace: Sequence[Mapping[str, Any]],
+    sources: Iterable[Mapping[str, Any]],
+    service_id: str,
+    card_uuids: Iterable[str],
+) -> None:
+    """A new hook run's rows besides its own, in the caller's transaction: its trace (from
+    ``seq`` 0: nothing else writes the trace of a run just inserted), the FHIR resource
+    versions it read and the cards it returned (``add_trace``, ``add_sources`` and
+    ``record_cards`` at once: one statement on PostgreSQL)."""
+    _insert_many(
+        connection,
+        [
+            (_TRACE, _trace_rows(run_id, trace, 0)),
+            (_SOURCES, [_source_row(run_id, s) for s in sources]),
+            (_ISSUED_CARDS, _card_rows(run_id, service_id, card_uuids)),
+        ],
+    )
 
 
 #: PostgreSQL types of the columns the hook path inserts many rows of at once.
 _PG_TYPES = {
+    "service_id": "text",
+    "card_uuid": "text",
     "run_id": "text",
     "seq": "integer",
     "step": "text",
@@ -332,28 +362,47 @@ _PG_TYPES = {
 
 
 @functools.cache
-def _pg_insert_rows(table: str, columns: tuple[str, ...]) -> Executable:
-    """INSERT … SELECT FROM jsonb_to_recordset(:rows): all the rows in one statement with one
-    parameter, built once per table."""
-    names = ", ".join(columns)
-    record = ", ".join(f"{c} {_PG_TYPES[c]}" for c in columns)
-    return text(
-        f"INSERT INTO {table} ({names}) SELECT {names} "
-        f"FROM jsonb_to_recordset(:rows) AS r({record})"
-    ).bindparams(bindparam("rows", type_=postgresql.JSONB))
+def _pg_insert_many(shapes: tuple[tuple[str, tuple[str, ...]], ...]) -> Executable:
+    """One statement inserting into each ``(table, columns)`` the rows of its JSONB parameter
+    ``rows_<i>`` (INSERT … SELECT FROM jsonb_to_recordset; all but the last as data-modifying
+    WITH clauses, which PostgreSQL runs exactly once each), built once per shape."""
+    parts = []
+    for i, (table, columns) in enumerate(shapes):
+        names = ", ".join(columns)
+        record = ", ".join(f"{c} {_PG_TYPES[c]}" for c in columns)
+        parts.append(
+            f"INSERT INTO {table} ({names}) SELECT {names} "
+            f"FROM jsonb_to_recordset(:rows_{i}) AS r({record})"
+        )
+    *first, last = parts
+    ctes = ", ".join(f"w{i} AS ({part})" for i, part in enumerate(first))
+    return text(f"WITH {ctes} {last}" if ctes else last).bindparams(
+        *(bindparam(f"rows_{i}", type_=postgresql.JSONB) for i in range(len(parts)))
+    )
 
 
-def _insert_rows(connection: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
-    """Insert ``rows`` (dicts with the same keys) in the caller's transaction. On PostgreSQL
-    they travel as one JSON parameter of one statement: an executemany of a trace's and a
-    call's sources' rows cost more CPU (in psycopg's pipeline, per row, and in the server, a
-    bind and execute per row) than the rest of the run's store; SQLite's executemany is a loop
-    in C and stays."""
-    if connection.dialect.name != "postgresql":
-        connection.execute(insert(table), rows)
+@functools.cache
+def _plain_insert(table: str) -> Executable:
+    return insert(_TABLES[table])
+
+
+def _insert_many(connection: Connection, batches: list[tuple[Table, list[dict[str, Any]]]]) -> None:
+    """Insert each batch's rows (dicts with the same keys) in the caller's transaction. On
+    PostgreSQL all of them travel in one statement, each table's rows as one JSON parameter:
+    an executemany per table (a trace's 5 rows, a call's 10 source versions, its cards) cost
+    more CPU than the rest of the run's store, in psycopg's pipeline per row and in the server
+    a bind and execute per row, besides a round trip per table. SQLite's executemany is a loop
+    in C: there each table keeps its own."""
+    batches = [(table, rows) for table, rows in batches if rows]
+    if not batches:
         return
-    statement = _pg_insert_rows(table.name, tuple(rows[0]))
-    connection.execute(statement, {"rows": rows})
+    if connection.dialect.name != "postgresql":
+        for table, rows in batches:
+            connection.execute(_plain_insert(table.name), rows)
+        return
+    shapes = tuple((table.name, tuple(rows[0])) for table, rows in batches)
+    params = {f"rows_{i}": rows for i, (_table, rows) in enumerate(batches)}
+    connection.execute(_pg_insert_many(shapes), params)
 
 
 def hook_run(
@@ -673,12 +722,16 @@ def record_cards(
 ) -> None:
     """Remember the cards a hook run returned, so feedback can find them by key (in the
     caller's transaction: the hook path passes its ``Connection``)."""
-    rows = [
+    rows = _card_rows(run_id, service_id, card_uuids)
+    if rows:
+        session.execute(_plain_insert(_ISSUED_CARDS.name), rows)
+
+
+def _card_rows(run_id: str, service_id: str, card_uuids: Iterable[str]) -> list[dict[str, Any]]:
+    return [
         {"run_id": run_id, "service_id": service_id, "card_uuid": uuid}
         for uuid in dict.fromkeys(card_uuids)
     ]
-    if rows:
-        session.execute(insert(_ISSUED_CARDS), rows)
 
 
 def find_cards(session: Session, service_id: str, card_uuids: Iterable[str]) -> dict[str, str]:
