@@ -50,9 +50,36 @@ def _storable(text: str) -> str | None:
     return None
 
 
+def _fine(value: Any, max_depth: int) -> bool:
+    """Whether nothing in ``value`` is nested too deep or unstorable: the same walk as
+    :func:`check` without building a path for every value (a request body has hundreds);
+    only a refused document is walked again for the path of what is refused."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item or (not item.isascii() and _storable(item) is not None):
+                return False
+            continue
+        if not isinstance(item, dict | list):
+            continue
+        if depth >= max_depth:
+            return False
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if "\x00" in key or (not key.isascii() and _storable(key) is not None):
+                    return False
+                stack.append((child, depth + 1))
+        else:
+            stack.extend((child, depth + 1) for child in item)
+    return True
+
+
 def check(value: Any, *, where: str = "", max_depth: int = MAX_JSON_DEPTH) -> None:
     """Raise :class:`JsonRefused` for the first value nested deeper than ``max_depth`` or
     holding a string (key or value) that cannot be stored; ``where`` prefixes the paths."""
+    if _fine(value, max_depth):
+        return
     stack: list[tuple[Any, str, int]] = [(value, where, 0)]
     while stack:
         item, path, depth = stack.pop()
