@@ -7,29 +7,17 @@ says what it pins down; its ``expectedCards`` are what the guide's logic answers
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.settings import Settings
 from tests.support.fhir_server import FhirServer
 from tests.support.opioid_examples import CASES_DIR, Example, call_service, load_examples
 
 pytestmark = pytest.mark.fhirserver
 
 CASES = load_examples(CASES_DIR)
-
-
-@pytest.fixture(scope="module")
-def client(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    path = tmp_path_factory.mktemp("opioid-boundaries") / "horismos.db"
-    path.write_bytes(sqlite_template.read_bytes())
-    with TestClient(create_app(Settings(database_url=f"sqlite:///{path}"))) as app_client:
-        yield app_client
 
 
 @pytest.mark.parametrize("mode", ["prefetch", "fetch"])

@@ -7,16 +7,12 @@ of ``tests/cds/card_scenarios.py`` they must show every card the opioid deployme
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.settings import Settings
 from tests.cds.card_markdown import check_card, declared_cards, summary_matches
 from tests.cds.card_scenarios import SCENARIOS
 from tests.support.fhir_server import FhirServer
@@ -40,14 +36,6 @@ NOT_YET_SHOWN = {
         "consider tapering",
     ),
 }
-
-
-@pytest.fixture(scope="module")
-def client(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    path = tmp_path_factory.mktemp("opioid-markdown") / "horismos.db"
-    path.write_bytes(sqlite_template.read_bytes())
-    with TestClient(create_app(Settings(database_url=f"sqlite:///{path}"))) as app_client:
-        yield app_client
 
 
 def _without_birth_date(example: Example) -> Example:

@@ -20,14 +20,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.settings import Settings
 from tests.support.fhir_server import FhirServer
 from tests.support.opioid_examples import Example, call_service, deployed_services, load_examples
 
@@ -78,16 +75,6 @@ def _cases() -> Iterator[Any]:
                     )
                 )
             yield pytest.param(example, mode, id=f"{example.name}-{mode}", marks=marks)
-
-
-@pytest.fixture(scope="module")
-def client(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    """The service on a fresh SQLite database, shared by this module's calls (each call carries
-    a hookInstance of its own)."""
-    path = tmp_path_factory.mktemp("opioid-conformance") / "horismos.db"
-    path.write_bytes(sqlite_template.read_bytes())
-    with TestClient(create_app(Settings(database_url=f"sqlite:///{path}"))) as app_client:
-        yield app_client
 
 
 @pytest.mark.parametrize(("example", "mode"), list(_cases()))

@@ -3,13 +3,12 @@ deployment of its own that imports the shared definitions (ontologies/opioid-cds
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import configured_deployments, create_app
+from app.main import configured_deployments
 from app.settings import Settings
 from app.tools.host import ToolHost
 
@@ -30,14 +29,6 @@ SERVICES = {
     "opioidcds-12-patient-view": "patient-view",
 }
 COMMON = "https://horismos.dev/opioid-cds/common"
-
-
-@pytest.fixture(scope="module")
-def client(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    path = tmp_path_factory.mktemp("opioid-discovery") / "horismos.db"
-    path.write_bytes(sqlite_template.read_bytes())
-    with TestClient(create_app(Settings(database_url=f"sqlite:///{path}"))) as app_client:
-        yield app_client
 
 
 def test_each_service_is_in_discovery_with_the_guides_hook(client: TestClient) -> None:
