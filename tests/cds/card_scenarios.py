@@ -53,16 +53,9 @@ def triage(
 def med_safety(*, orders: list[str], labs: Sequence[tuple[str, float, str]] = ()) -> dict[str, Any]:
     pid = "p-" + fx.new_id()
     drafts = [fx.draft_order(pid, code) for code in orders]
-    return fx.hook_request(
-        "order-sign",
-        {
-            "patientId": pid,
-            "draftOrders": {
-                "resourceType": "Bundle",
-                "type": "collection",
-                "entry": [{"resource": o} for o in drafts],
-            },
-        },
+    return fx.order_sign(
+        pid,
+        drafts,
         fhir_server=None,
         prefetch={
             "patient": fx.patient(pid, birth_date="1950-04-02"),

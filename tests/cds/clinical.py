@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -177,6 +178,54 @@ def hook_request(
     if prefetch is not None:
         body["prefetch"] = prefetch
     return body
+
+
+def order_sign(
+    pid: str,
+    drafts: Sequence[dict[str, Any]],
+    *,
+    fhir_server: str | None,
+    prefetch: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """An order-sign request for patient ``pid`` whose draft orders are ``drafts``, in order (a
+    collection Bundle, as the hook's context carries them)."""
+    bundle = {
+        "resourceType": "Bundle",
+        "type": "collection",
+        "entry": [{"resource": d} for d in drafts],
+    }
+    return hook_request(
+        "order-sign",
+        {"patientId": pid, "draftOrders": bundle},
+        fhir_server=fhir_server,
+        prefetch=prefetch,
+    )
+
+
+def med_safety_body(
+    pid: str | None = None,
+    *,
+    egfr: float | None = 25,
+    rx: str = "5640",
+    potassium: float | None = None,
+) -> dict[str, Any]:
+    """A medication-safety order-sign request, everything prefetched: one draft order (``rx``,
+    ibuprofen unless told) for a patient born in 1970 with no allergies answered, the eGFR
+    ``egfr`` (no lab on record at all when None) and the potassium ``potassium`` if given."""
+    pid = pid or "p-" + new_id()
+    labs = [observation(pid, "33914-3", egfr, "mL/min/{1.73_m2}", category="laboratory")]
+    if potassium is not None:
+        labs.append(observation(pid, "2823-3", potassium, "mmol/L", category="laboratory"))
+    return order_sign(
+        pid,
+        [draft_order(pid, rx)],
+        fhir_server=None,
+        prefetch={
+            "patient": patient(pid, "1970-01-01"),
+            "allergies": None,
+            "labs": searchset(labs if egfr is not None else []),
+        },
+    )
 
 
 def example(name: str) -> dict[str, Any]:

@@ -250,17 +250,7 @@ def test_med_safety_rule_over_http(
             "allergies": fx.searchset(allergies),
             "labs": fx.searchset(labs),
         }
-    draft = {
-        "resourceType": "Bundle",
-        "type": "collection",
-        "entry": [{"resource": o} for o in orders],
-    }
-    body = fx.hook_request(
-        "order-sign",
-        {"patientId": pid, "draftOrders": draft},
-        fhir_server=fhir_server.base_url,
-        prefetch=prefetch,
-    )
+    body = fx.order_sign(pid, orders, fhir_server=fhir_server.base_url, prefetch=prefetch)
     mark = fhir_server.mark()
     result = _assert_conformant(
         client.post("/cds-services/horismos-med-safety", json=body), case.expect
@@ -299,16 +289,9 @@ def test_contraindication_cites_only_the_offending_order(
     pid = fx.new_id()
     [patient] = _store(fhir_server, [fx.patient(pid)])
     nsaid, safe = fx.draft_order(pid, NSAID), fx.draft_order(pid, LISINOPRIL)
-    body = fx.hook_request(
-        "order-sign",
-        {
-            "patientId": pid,
-            "draftOrders": {
-                "resourceType": "Bundle",
-                "type": "collection",
-                "entry": [{"resource": safe}, {"resource": nsaid}],
-            },
-        },
+    body = fx.order_sign(
+        pid,
+        [safe, nsaid],
         fhir_server=None,
         prefetch={
             "patient": patient,
@@ -332,13 +315,9 @@ def test_contraindication_offers_every_offending_order(
     [patient] = _store(fhir_server, [fx.patient(pid)])
     ibuprofen, naproxen = fx.draft_order(pid, NSAID), fx.draft_order(pid, "7258")
     safe = fx.draft_order(pid, LISINOPRIL)
-    entries = [{"resource": r} for r in (ibuprofen, safe, naproxen)]
-    body = fx.hook_request(
-        "order-sign",
-        {
-            "patientId": pid,
-            "draftOrders": {"resourceType": "Bundle", "type": "collection", "entry": entries},
-        },
+    body = fx.order_sign(
+        pid,
+        [ibuprofen, safe, naproxen],
         fhir_server=None,
         prefetch={
             "patient": patient,

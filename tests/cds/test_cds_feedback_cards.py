@@ -25,28 +25,6 @@ def client(make_app_client: OpenClient) -> Iterator[TestClient]:
         yield c
 
 
-def med_safety_body() -> dict[str, Any]:
-    pid = "p-" + fx.new_id()
-    labs = [fx.observation(pid, "33914-3", 25, "mL/min/{1.73_m2}", category="laboratory")]
-    return fx.hook_request(
-        "order-sign",
-        {
-            "patientId": pid,
-            "draftOrders": {
-                "resourceType": "Bundle",
-                "type": "collection",
-                "entry": [{"resource": fx.draft_order(pid, "5640")}],
-            },
-        },
-        fhir_server=None,
-        prefetch={
-            "patient": fx.patient(pid, "1970-01-01"),
-            "allergies": None,
-            "labs": fx.searchset(labs),
-        },
-    )
-
-
 def _stored(engine: Engine) -> int:
     with session_scope(engine) as session:
         return int(session.execute(select(func.count()).select_from(Feedback)).scalar_one())
@@ -55,7 +33,7 @@ def _stored(engine: Engine) -> int:
 def test_feedback_for_a_card_never_issued_is_400_and_nothing_is_stored(
     client: TestClient, engine: Engine
 ) -> None:
-    answer = client.post(MED, json=med_safety_body()).json()
+    answer = client.post(MED, json=fx.med_safety_body()).json()
     real = answer["cards"][0]["uuid"]
     items = [
         {"card": real, "outcome": "overridden", "outcomeTimestamp": STAMP},
@@ -81,7 +59,7 @@ def test_thousands_of_feedback_items_are_matched_by_key_not_by_scanning_response
 ) -> None:
     cards = []
     for _ in range(5):
-        answer = client.post(MED, json=med_safety_body()).json()
+        answer = client.post(MED, json=fx.med_safety_body()).json()
         cards.append(answer["cards"][0]["uuid"])
     items = [
         {

@@ -38,32 +38,6 @@ def client(make_app_client: OpenClient) -> Iterator[TestClient]:
         yield c
 
 
-def med_safety_body(
-    *, egfr: float | None = 25, rx: str = "5640", potassium: float | None = None
-) -> dict[str, Any]:
-    pid = "p-" + fx.new_id()
-    labs = [fx.observation(pid, "33914-3", egfr, "mL/min/{1.73_m2}", category="laboratory")]
-    if potassium is not None:
-        labs.append(fx.observation(pid, "2823-3", potassium, "mmol/L", category="laboratory"))
-    return fx.hook_request(
-        "order-sign",
-        {
-            "patientId": pid,
-            "draftOrders": {
-                "resourceType": "Bundle",
-                "type": "collection",
-                "entry": [{"resource": fx.draft_order(pid, rx)}],
-            },
-        },
-        fhir_server=None,
-        prefetch={
-            "patient": fx.patient(pid, "1970-01-01"),
-            "allergies": None,
-            "labs": fx.searchset(labs if egfr is not None else []),
-        },
-    )
-
-
 def _runs(database_url: str) -> int:
     eng = make_engine(database_url)
     try:
@@ -87,13 +61,13 @@ def test_discovery_lists_the_ontology_services(client: TestClient) -> None:
 
 
 def test_unknown_service_is_404_with_an_operation_outcome(client: TestClient) -> None:
-    resp = client.post("/cds-services/nope", json=med_safety_body())
+    resp = client.post("/cds-services/nope", json=fx.med_safety_body())
     assert resp.status_code == 404
     assert resp.json()["resourceType"] == "OperationOutcome"
 
 
 def test_invalid_request_is_400_naming_the_field(client: TestClient) -> None:
-    body = med_safety_body()
+    body = fx.med_safety_body()
     del body["context"]["patientId"]
     resp = client.post("/cds-services/horismos-med-safety", json=body)
     assert resp.status_code == 400
@@ -146,7 +120,7 @@ def test_crd_request_without_prefetch_and_unreachable_server_is_412(client: Test
 def test_retried_hook_instance_returns_the_stored_answer_without_running_again(
     client: TestClient, database_url: str
 ) -> None:
-    body = med_safety_body()
+    body = fx.med_safety_body()
     first = client.post("/cds-services/horismos-med-safety", json=body)
     second = client.post("/cds-services/horismos-med-safety", json=body)
     assert first.status_code == second.status_code == 200
@@ -155,7 +129,7 @@ def test_retried_hook_instance_returns_the_stored_answer_without_running_again(
 
 
 def test_same_hook_instance_with_a_different_body_is_409(client: TestClient) -> None:
-    body = med_safety_body()
+    body = fx.med_safety_body()
     assert client.post("/cds-services/horismos-med-safety", json=body).status_code == 200
     body["context"]["draftOrders"]["entry"][0]["resource"]["id"] = "another-order"
     resp = client.post("/cds-services/horismos-med-safety", json=body)
@@ -164,7 +138,7 @@ def test_same_hook_instance_with_a_different_body_is_409(client: TestClient) -> 
 
 
 def test_two_concurrent_identical_calls_run_once(client: TestClient, database_url: str) -> None:
-    body = med_safety_body()
+    body = fx.med_safety_body()
     answers: list[Any] = []
     barrier = threading.Barrier(2)
 
@@ -190,7 +164,7 @@ def test_run_that_cannot_be_persisted_is_503_and_returns_no_decision(
     try:
         with eng.begin() as conn:  # the trace table disappears: claims work, outcomes cannot land
             traces.drop(conn)
-        resp = client.post("/cds-services/horismos-med-safety", json=med_safety_body())
+        resp = client.post("/cds-services/horismos-med-safety", json=fx.med_safety_body())
     finally:
         with eng.begin() as conn:
             traces.create(conn)
@@ -203,7 +177,7 @@ def test_run_that_cannot_be_persisted_is_503_and_returns_no_decision(
 def test_response_carries_the_run_extension_and_is_persisted_first(
     client: TestClient, engine: Engine
 ) -> None:
-    resp = client.post("/cds-services/horismos-med-safety", json=med_safety_body())
+    resp = client.post("/cds-services/horismos-med-safety", json=fx.med_safety_body())
     body = resp.json()
     assert check_response(body) == []
     run = body["extension"]["dev.horismos.run"]
@@ -225,7 +199,7 @@ def test_response_carries_the_run_extension_and_is_persisted_first(
 def test_no_card_when_there_is_nothing_to_say(client: TestClient) -> None:
     body = client.post(
         "/cds-services/horismos-med-safety",
-        json=med_safety_body(egfr=90, rx="29046", potassium=4.5),
+        json=fx.med_safety_body(egfr=90, rx="29046", potassium=4.5),
     ).json()
     assert body["cards"] == []
     assert body["extension"]["dev.horismos.run"]["decision"]["value"] == "Safe"
@@ -239,7 +213,7 @@ def test_feedback_is_stored_linked_to_the_run_and_duplicates_are_harmless(
 ) -> None:
     heard: list[Any] = []
     add_feedback_listener(client.app, heard.append)  # type: ignore[arg-type]
-    answer = client.post("/cds-services/horismos-med-safety", json=med_safety_body()).json()
+    answer = client.post("/cds-services/horismos-med-safety", json=fx.med_safety_body()).json()
     card = answer["cards"][0]
     feedback = {
         "feedback": [
@@ -267,7 +241,7 @@ def test_feedback_is_stored_linked_to_the_run_and_duplicates_are_harmless(
     "name", ["feedback-overridden-no-reason-spec.json", "feedback-overridden-with-reason-spec.json"]
 )
 def test_spec_feedback_bodies_are_accepted(client: TestClient, name: str) -> None:
-    answer = client.post("/cds-services/horismos-med-safety", json=med_safety_body()).json()
+    answer = client.post("/cds-services/horismos-med-safety", json=fx.med_safety_body()).json()
     body = json.loads((FIXTURES / name).read_text())
     body["feedback"][0]["card"] = answer["cards"][0]["uuid"]  # a card this service returned
     resp = client.post("/cds-services/horismos-med-safety/feedback", json=body)
@@ -309,18 +283,22 @@ def _token(aud: str, **claims: Any) -> str:
 def test_signed_client_is_served_and_replay_is_401(secured: TestClient) -> None:
     url = "/cds-services/horismos-med-safety"
     token = _token(BASE + url)
-    ok = secured.post(url, json=med_safety_body(), headers={"Authorization": f"Bearer {token}"})
+    ok = secured.post(url, json=fx.med_safety_body(), headers={"Authorization": f"Bearer {token}"})
     assert ok.status_code == 200
-    replay = secured.post(url, json=med_safety_body(), headers={"Authorization": f"Bearer {token}"})
+    replay = secured.post(
+        url, json=fx.med_safety_body(), headers={"Authorization": f"Bearer {token}"}
+    )
     assert replay.status_code == 401
     assert "replay" in replay.json()["issue"][0]["diagnostics"]
 
 
 def test_missing_or_misaddressed_token_is_401(secured: TestClient) -> None:
     url = "/cds-services/horismos-med-safety"
-    assert secured.post(url, json=med_safety_body()).status_code == 401
+    assert secured.post(url, json=fx.med_safety_body()).status_code == 401
     other = _token(BASE + "/cds-services/horismos-triage")
-    resp = secured.post(url, json=med_safety_body(), headers={"Authorization": f"Bearer {other}"})
+    resp = secured.post(
+        url, json=fx.med_safety_body(), headers={"Authorization": f"Bearer {other}"}
+    )
     assert resp.status_code == 401
     assert resp.headers["www-authenticate"].startswith("Bearer")
 
@@ -352,7 +330,7 @@ def test_a_bad_client_token_is_401_over_http_and_runs_nothing(
     secured: TestClient, case: str
 ) -> None:
     url = "/cds-services/horismos-med-safety"
-    body = med_safety_body()
+    body = fx.med_safety_body()
     headers = {"Authorization": f"Bearer {_bad_token(case, BASE + url)}"}
     resp = secured.post(url, json=body, headers=headers)
     assert resp.status_code == 401, resp.text
@@ -366,7 +344,7 @@ def test_a_bad_client_token_is_401_over_http_and_runs_nothing(
 
 
 def test_a_hook_run_is_readable_and_replays_to_the_same_decision(client: TestClient) -> None:
-    answer = client.post("/cds-services/horismos-med-safety", json=med_safety_body()).json()
+    answer = client.post("/cds-services/horismos-med-safety", json=fx.med_safety_body()).json()
     run_id = answer["extension"]["dev.horismos.run"]["runId"]
     stored = client.get(f"/runs/{run_id}")
     assert stored.status_code == 200

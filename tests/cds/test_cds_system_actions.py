@@ -25,18 +25,7 @@ OpenClient = Callable[..., AbstractContextManager[TestClient]]
 def order_sign(*rxnorm: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     pid = "p-" + fx.new_id()
     orders = [fx.draft_order(pid, code) for code in rxnorm]
-    body = fx.hook_request(
-        "order-sign",
-        {
-            "patientId": pid,
-            "draftOrders": {
-                "resourceType": "Bundle",
-                "type": "collection",
-                "entry": [{"resource": o} for o in orders],
-            },
-        },
-        fhir_server=None,
-    )
+    body = fx.order_sign(pid, orders, fhir_server=None)
     return body, orders
 
 

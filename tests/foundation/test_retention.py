@@ -47,25 +47,7 @@ def client(make_app_client: OpenClient) -> Iterator[TestClient]:
 
 
 def med_safety(client: TestClient, pid: str) -> dict[str, Any]:
-    labs = [fx.observation(pid, "33914-3", 25, "mL/min/{1.73_m2}", category="laboratory")]
-    body = fx.hook_request(
-        "order-sign",
-        {
-            "patientId": pid,
-            "draftOrders": {
-                "resourceType": "Bundle",
-                "type": "collection",
-                "entry": [{"resource": fx.draft_order(pid, "5640")}],
-            },
-        },
-        fhir_server=None,
-        prefetch={
-            "patient": fx.patient(pid, "1970-01-01"),
-            "allergies": None,
-            "labs": fx.searchset(labs),
-        },
-    )
-    resp = client.post(MED, json=body)
+    resp = client.post(MED, json=fx.med_safety_body(pid))
     assert resp.status_code == 200, resp.text
     answer: dict[str, Any] = resp.json()
     return answer

@@ -48,18 +48,7 @@ def oxycodone(pid: str, name: str, per_day: int) -> dict[str, Any]:
 def order_sign(*orders: tuple[str, int]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     pid = "p-" + fx.new_id()
     resources = [oxycodone(pid, name, n) for name, n in orders]
-    body = fx.hook_request(
-        "order-sign",
-        {
-            "patientId": pid,
-            "draftOrders": {
-                "resourceType": "Bundle",
-                "type": "collection",
-                "entry": [{"resource": r} for r in resources],
-            },
-        },
-        fhir_server=None,
-    )
+    body = fx.order_sign(pid, resources, fhir_server=None)
     return body, resources
 
 

@@ -37,18 +37,7 @@ def order(pid: str, rxnorm: str, name: str | None) -> dict[str, Any]:
 def order_sign(*orders: tuple[str, str | None]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     pid = "p-" + fx.new_id()
     resources = [order(pid, code, name) for code, name in orders]
-    body = fx.hook_request(
-        "order-sign",
-        {
-            "patientId": pid,
-            "draftOrders": {
-                "resourceType": "Bundle",
-                "type": "collection",
-                "entry": [{"resource": r} for r in resources],
-            },
-        },
-        fhir_server=None,
-    )
+    body = fx.order_sign(pid, resources, fhir_server=None)
     return body, resources
 
 

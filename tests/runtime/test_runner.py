@@ -58,18 +58,7 @@ def test_every_step_of_a_hook_run_has_a_measured_duration(
 
 def _hook_wait_request() -> dict[str, Any]:
     pid = "p-" + fx.new_id()
-    return fx.hook_request(
-        "order-sign",
-        {
-            "patientId": pid,
-            "draftOrders": {
-                "resourceType": "Bundle",
-                "type": "collection",
-                "entry": [{"resource": fx.draft_order(pid, "5640")}],
-            },
-        },
-        fhir_server=None,
-    )
+    return fx.order_sign(pid, [fx.draft_order(pid, "5640")], fhir_server=None)
 
 
 def test_resuming_a_hook_run_keeps_its_hook_response_and_replay_material(
