@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, tzinfo
 from functools import cache
 from importlib import resources
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from app.ontology.card_text import markdown_escape
 from app.ontology.model import humanise, local_name
@@ -220,12 +220,24 @@ def proof_items(proof: Mapping[str, Any], zone: tzinfo = UTC) -> list[Item]:
     return [_fact(v, zone, root=True) for v in values]
 
 
-def base_facts(items: Iterable[Item]) -> list[Mapping[str, Any]]:
-    """The data a proof rests on (its leaves that were read, not derived), each once."""
+class ProofLine(Protocol):
+    """A line of a rendered proof: the stored proof node it shows (if any) and the lines beneath
+    it. :class:`Item` is one; so is the run page's engine-notation line."""
+
+    @property
+    def node(self) -> Mapping[str, Any] | None: ...
+
+    @property
+    def children(self) -> Sequence[ProofLine]: ...
+
+
+def base_facts(items: Iterable[ProofLine]) -> list[Mapping[str, Any]]:
+    """The data a proof rests on (its leaves that were read, not derived), in tree order, each
+    once (``Proof.base_facts``, from the stored JSON)."""
     seen: set[tuple[str, str, str]] = set()
     out: list[Mapping[str, Any]] = []
 
-    def walk(level: Iterable[Item]) -> None:
+    def walk(level: Iterable[ProofLine]) -> None:
         for item in level:
             node = item.node
             read = node is not None and node.get("provenance") != "rule"

@@ -304,25 +304,6 @@ def _proof_html(lines: Sequence[_Line]) -> str:
     return "".join(items)
 
 
-def _base_facts(lines: Sequence[_Line]) -> list[Mapping[str, Any]]:
-    """Base-fact nodes in tree order, each once (``Proof.base_facts``, from the JSON)."""
-    seen: set[tuple[str, str, str]] = set()
-    out: list[Mapping[str, Any]] = []
-
-    def walk(items: Sequence[_Line]) -> None:
-        for line in items:
-            node = line.node
-            if line.kind == "base" and node is not None and node.get("provenance") != "rule":
-                key = (str(node.get("subject")), str(node.get("propertyIri")), _e(node["value"]))
-                if key not in seen:
-                    seen.add(key)
-                    out.append(node)
-            walk(line.children)
-
-    walk(lines)
-    return out
-
-
 def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], css: str = "") -> str:
     """A table; the cells are HTML already escaped by the caller."""
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
@@ -838,7 +819,7 @@ def _auditor_html(page: RunPage, trace: Sequence[Mapping[str, Any]]) -> str:
         lines = _proof_lines(proof)
         parts.append('<h3>Proof <span class="muted">(engine notation)</span></h3>')
         parts.append(f'<section class="card engine proof"><ul>{_proof_html(lines)}</ul></section>')
-        base = _base_facts(lines)
+        base = base_facts(lines)
         if base:
             with_confidence = any(n.get("confidence") is not None for n in base)
             headers = ["Subject", "Property", "Value", "Provenance", "FHIR source"]

@@ -230,3 +230,62 @@ def proof_text_of(html: str) -> str:
 )
 def test_html_is_served_only_when_it_is_preferred(accept: str, html: bool) -> None:
     assert prefers_html(accept) is html
+
+
+def test_a_fact_two_derivations_rest_on_is_one_row_in_each_data_table() -> None:
+    """The clinician's 'Data used' and the auditor's base facts list what was read, each once:
+    not a derived statement, not a reading twice because two criteria rest on it."""
+    leaf = {
+        "subject": "pt",
+        "property": "heartRate",
+        "propertyIri": "urn:x#heartRate",
+        "value": 130,
+        "label": "heartRate = 130 /min",
+        "provenance": "api",
+        "source": {"resourceType": "Observation", "id": "o1", "versionId": "3"},
+    }
+    fast = {
+        "subject": "pt",
+        "property": "fast",
+        "propertyIri": "urn:x#fast",
+        "value": True,
+        "label": "fast = true",
+        "provenance": "rule",
+        "derivations": [{"ruleName": "Fast", "premises": [leaf], "absent": []}],
+    }
+    document: dict[str, Any] = {
+        "runId": "r1",
+        "workflow": "Triage",
+        "version": "1",
+        "status": "completed",
+        "terminal": "Done",
+        "decision": {"property": "acuity", "value": "Urgent"},
+        "proof": {
+            "subject": "pt",
+            "property": "acuity",
+            "values": [
+                {
+                    "subject": "pt",
+                    "property": "acuity",
+                    "value": "Urgent",
+                    "label": "acuity = Urgent",
+                    "provenance": "rule",
+                    "derivations": [
+                        {"ruleName": "A", "premises": [fast, leaf], "absent": []},
+                        {"ruleName": "B", "expanded": True, "premises": [leaf], "absent": []},
+                    ],
+                }
+            ],
+        },
+        "trace": [],
+    }
+    html = render_run_page(RunPage(document=document, created_at=datetime(2026, 3, 1, tzinfo=UTC)))
+
+    def rows_after(heading: str) -> list[str]:
+        table = html.split(heading, 1)[1].split("</table>", 1)[0]
+        return re.findall(r"<tr><td>(.*?)</tr>", table)
+
+    (used,) = rows_after("<h3>Data used</h3>")
+    assert "Heart rate" in used and "130" in used
+    (base,) = rows_after("(the proof's leaves)")
+    assert "<td>heartRate</td><td><b>130</b></td><td>api</td>" in base
