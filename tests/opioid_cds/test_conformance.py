@@ -98,6 +98,22 @@ def test_example_answers_as_the_reference(
         else example.expected_indicators
     )
     assert sorted(card["indicator"] for card in cards) == expected, [c["summary"] for c in cards]
+    # each card is about the order being signed and opens with its drug, as the order names it
+    drugs = _draft_drugs(example)
+    for card in cards:
+        assert any(card["summary"].startswith(f"{d}: ") for d in drugs), (card["summary"], drugs)
+
+
+def _draft_drugs(example: Example) -> list[str]:
+    """The name each draft order of the example gives its drug (every example's coding has a
+    display, none a text)."""
+    entries = (example.request["context"].get("draftOrders") or {}).get("entry") or []
+    return [
+        coding["display"]
+        for e in entries
+        for coding in (e["resource"].get("medicationCodeableConcept") or {}).get("coding", [])
+        if coding.get("display")
+    ]
 
 
 def test_every_example_is_covered_and_every_divergence_names_an_example() -> None:
