@@ -587,11 +587,37 @@ def _decision_html(doc: Mapping[str, Any], items: Sequence[Item], page: RunPage)
     if isinstance(doc.get("decision"), Mapping) and decided:
         return "".join(f'<p class="decision">{_e(i.text)}</p>' for i in decided)
     end = _name(page, doc.get("terminal"))
+    undecided = doc.get("undecided")
+    if isinstance(undecided, Mapping):
+        return _undecided_html(undecided, page, end)
     status = str(doc.get("status") or "")
     how = f"the workflow ended at: {end}" if end else f"the run is {status}"
     if doc.get("waitingAt"):
         how = f"the run is waiting at: {_name(page, doc.get('waitingAt'))}"
     return f'<p class="decision none">No decision — {_e(how)}</p>'
+
+
+def _undecided_html(undecided: Mapping[str, Any], page: RunPage, end: str) -> str:
+    """A run stopped because incomplete inputs could change its decision: which inputs, and
+    the value the rules held on the rest (not a decision)."""
+    labels = [
+        str(i.get("label") or i.get("input"))
+        for i in undecided.get("inputs") or ()
+        if isinstance(i, Mapping)
+    ]
+    what = str(undecided.get("propertyLabel") or _name(page, undecided.get("property")))
+    line = f"Not decided — data it depends on is missing or was not used ({', '.join(labels)})" + (
+        f"; the workflow ended at: {end}" if end else ""
+    )
+    out = f'<p class="decision none">{_e(line)}</p>'
+    held = undecided.get("held")
+    if held is not None:
+        shown = str(undecided.get("heldLabel") or _name(page, held))
+        out += (
+            f'<p class="muted">On the data that could be used the rules give {_e(what)}: '
+            f"{_e(shown)}. This is not a decision.</p>"
+        )
+    return out
 
 
 def _name(page: RunPage, key: Any) -> str:

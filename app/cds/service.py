@@ -637,6 +637,13 @@ class HookService:
         }
         if outcome.decision is not None:
             ext["decision"] = outcome.decision
+        if outcome.undecided is not None:  # which inputs kept it from deciding, for integrators
+            ext["undecided"] = {
+                "property": outcome.undecided.get("property"),
+                "inputs": [
+                    {"input": i["input"], "state": i["state"]} for i in outcome.undecided["inputs"]
+                ],
+            }
         response: dict[str, Any] = {"cards": cards}
         actions = build_system_actions(service=service, workflow=workflow, world=world, run=view)
         if actions:

@@ -20,7 +20,15 @@ from functools import partial
 from typing import Any, Literal, TypeVar
 
 from app.bridge.protocol import BridgeError, BridgeResult, schema_hash
-from app.ontology.model import Condition, Ontology, StepDef, ToolDef, WorkflowDef, local_name
+from app.ontology.model import (
+    Condition,
+    Ontology,
+    StepDef,
+    ToolDef,
+    WorkflowDef,
+    humanise,
+    local_name,
+)
 from app.runtime.calls import ExternalCalls
 from app.runtime.context import RunContext
 from app.runtime.effects import ContractError, effect_changes, resolve_args
@@ -639,9 +647,15 @@ def _outcome(run: _Run, wf: WorkflowDef, ended: _Ended) -> Outcome:
     undecided: dict[str, Any] | None = None
     if run.undecided:
         held = world.value(focus, wf.decides) if focus and wf.decides else None
+        prop = ontology.properties.get(wf.decides) if wf.decides else None
+        member = ontology.individuals.get(held) if isinstance(held, str) else None
         undecided = {
             "property": local_name(wf.decides) if wf.decides else None,
+            "propertyLabel": (prop.label or humanise(prop.name)) if prop else None,
             "held": show(ontology, held) if held is not None else None,
+            "heldLabel": (member.label or humanise(member.name))
+            if member is not None
+            else (None if held is None else str(show(ontology, held))),
             "inputs": run.undecided,
         }
     elif wf.decides is not None and focus is not None and ended.status == "completed":

@@ -95,9 +95,17 @@ def test_an_spo2_whose_unit_is_display_only_is_refused_and_said(
     assert "could change it: SpO2 below 90 % (Immediate)" in card["detail"]
     assert "Non-urgent. This is not a decision." in card["detail"]
     _nothing_written(fhir_server, eid)
+    assert run["undecided"] == {
+        "property": "acuity",
+        "inputs": [{"input": "spo2", "state": "refused"}],
+    }
     stored = client.get(f"/runs/{run['runId']}").json()
     [spo2_input] = [i for i in stored["inputs"] if i["property"].endswith("#spo2")]
     assert spo2_input["state"] == "refused"
+    assert stored["undecided"]["held"] == "NonUrgent" and "decision" not in stored
+    page = client.get(f"/runs/{run['runId']}", headers={"accept": "text/html"}).text
+    assert "Not decided — data it depends on is missing or was not used (oxygen saturation)" in page
+    assert "the rules give acuity: Non-urgent. This is not a decision." in page
 
 
 @pytest.mark.fhirserver
