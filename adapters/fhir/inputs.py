@@ -24,7 +24,14 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from app.ontology.model import FhirMapping, PrefetchTemplate, PropertyDef
+from app.ontology.model import (
+    FhirMapping,
+    Ontology,
+    PrefetchTemplate,
+    PropertyDef,
+    TextSource,
+    WorkflowDef,
+)
 from app.ucum import is_ucum
 from app.world.facts import Violation
 from app.world.inputs import InputReason, InputState, InputStatus
@@ -61,7 +68,16 @@ def span(seconds: float) -> str:
 
 
 def unit_refusal(quantity: Mapping[str, Any], wanted: str) -> str:
-    """Why a Quantity's unit cannot be read as ``wanted``, in a clinician's words."""
+    """Why a Quantity's unit cannot be read as ``wanted``, in a clinician's words, with the
+    reading as it was written (a clinician may act on the value the rules could not use)."""
+    why = _unit_why(quantity, wanted)
+    value, unit = quantity.get("value"), quantity.get("unit") or quantity.get("code")
+    if value is None:
+        return why
+    return f"{why} (the reading was {value}{'' if unit is None else ' ' + str(unit)})"
+
+
+def _unit_why(quantity: Mapping[str, Any], wanted: str) -> str:
     system, code, display = quantity.get("system"), quantity.get("code"), quantity.get("unit")
     if system not in (None, UCUM):
         shown = code if code is not None else display
@@ -194,3 +210,49 @@ def note_gate_refusals(
             continue
         said = f"{_sentence(label_of(prop))} {_noun(prop)} not used: {v.message}"
         status.note(prop.iri, InputReason(state="refused", source=v.subject, detail=said))
+
+
+def note_unread_text(
+    status: InputStatus,
+    ontology: Ontology,
+    workflow: WorkflowDef,
+    *,
+    texts: Sequence[TextSource],
+    prefetch: Sequence[PrefetchTemplate],
+    data: Mapping[str, Any],
+) -> None:
+    """When the resource carrying the run's free text was not received (every prefetch key
+    reading its type is null or missing), what the workflow's PerceptionSteps would have read
+    from it is unknown: each property of the focus whose range is a class they extract (other
+    than the focus's) is an *absent* input. A resource received without text is no such gap:
+    nothing was written there."""
+    if workflow.focus is None:
+        return
+    unread = [
+        (t, keys)
+        for t in texts
+        if (keys := [p.key for p in prefetch if query_type(p.query) == t.resource_type])
+        and all(data.get(k) is None for k in keys)
+    ]
+    if not unread:
+        return
+    extracted: set[str] = set()
+    for step in workflow.steps.values():
+        if step.kind == "PerceptionStep":
+            for c in step.extracts:
+                if c != workflow.focus:
+                    extracted.update(ontology.subclasses(c))
+    for prop in ontology.properties_of(workflow.focus):
+        if prop.range not in extracted:
+            continue
+        for t, keys in unread:
+            where = ", ".join(repr(k) for k in keys)
+            status.note(
+                prop.iri,
+                InputReason(
+                    state="absent",
+                    source=f"prefetch.{keys[0]}",
+                    detail=f"{_sentence(label_of(prop))} not read from the free text: no data for "
+                    f"{where}, which carries the {t.resource_type}'s text",
+                ),
+            )

@@ -33,6 +33,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from adapters.fhir.hydrate import Hydration, hydrate, resources_of
+from adapters.fhir.inputs import note_unread_text
 from app.cds.auth import ClientAuthenticator
 from app.cds.cards import RunView, build_cards, build_system_actions
 from app.cds.claim import ClaimFirstTools, ClaimLost, RunClaim, claim_first_bridge
@@ -374,6 +375,14 @@ class HookService:
             texts=service.text,
             prefetch=service.prefetch,
             truncated=gathered.truncated,
+        )
+        note_unread_text(
+            hydration.inputs,
+            ontology,
+            workflow,
+            texts=service.text,
+            prefetch=service.prefetch,
+            data=gathered.data,
         )
         # one call however the client spells its hookInstance (upper or lower case)
         digest = request_digest({**body, "hookInstance": req.hook_instance})

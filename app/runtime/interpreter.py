@@ -362,9 +362,9 @@ class _Run:
             return _Edge("onError", step.on_error)
         if record_args:
             entry.args = args
-        if self.undecided and tool.commits is not None and tool.commits.operation != "create":
-            # an undecided run writes nothing back to the record; a create (a message to a
-            # clinician) still goes, so that somebody hears of it
+        if self.undecided and tool.commits is not None and not _is_message(tool):
+            # an undecided run writes nothing back to the record; a message to a clinician
+            # still goes, so that somebody hears of it
             entry.effect = "refused"
             entry.reason = "not written back: the decision was not reached (incomplete inputs)"
             return _Edge("next", step.next)
@@ -697,6 +697,17 @@ def _outcome(run: _Run, wf: WorkflowDef, ended: _Ended) -> Outcome:
         suspended=suspended,
         facts=facts,
         undecided=undecided,
+    )
+
+
+#: FHIR resources that are messages between people: created even after an undecided step
+_MESSAGES = frozenset({"Communication"})
+
+
+def _is_message(tool: ToolDef) -> bool:
+    commits = tool.commits
+    return (
+        commits is not None and commits.operation == "create" and commits.resource_type in _MESSAGES
     )
 
 

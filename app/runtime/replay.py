@@ -169,6 +169,14 @@ def _diverge(recorded: RecordedRun, outcome: Outcome) -> list[dict[str, Any]]:
     for what in ("decision", "terminal", "status"):
         if was.get(what) != now.get(what):
             out.append({"what": what, "recorded": was.get(what), "replayed": now.get(what)})
+    if _blocked(was) != _blocked(now):  # which incomplete inputs kept it from deciding
+        out.append(
+            {
+                "what": "undecided",
+                "recorded": was.get("undecided"),
+                "replayed": now.get("undecided"),
+            }
+        )
     if proof_core(was.get("proof")) != proof_core(now.get("proof")):  # labels aside
         out.append({"what": "proof", "recorded": was.get("proof"), "replayed": now.get("proof")})
     before = {_row(f) for f in recorded.facts}
@@ -182,6 +190,14 @@ def _diverge(recorded: RecordedRun, outcome: Outcome) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def _blocked(outcome: dict[str, Any]) -> list[str] | None:
+    """The inputs an undecided outcome names (None for a decided run)."""
+    undecided = outcome.get("undecided")
+    if not isinstance(undecided, dict):
+        return None
+    return sorted(str(i.get("input")) for i in undecided.get("inputs") or ())
 
 
 def _row(fact: Iterable[Any]) -> tuple[str, ...]:

@@ -59,6 +59,7 @@ OUTCOME_KEYS = frozenset(
         "trace",
         "violations",
         "waitingAt",
+        "undecided",
     }
 )
 

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from app.ontology.model import Condition, Value, local_name
+from app.ontology.model import Condition, Ontology, Value, local_name
 from app.world.facts import FactKey
 
 if TYPE_CHECKING:
@@ -67,33 +67,54 @@ class Blocker:
 
 
 class _Deps:
-    """Which base properties each property depends on, through the rules and aggregates that
-    derive it (computed once per ontology index)."""
+    """Which properties each property depends on: through the rules and aggregates that derive
+    it, the ActionSteps whose tools assert it (their bound arguments, ``forEach`` paths and
+    ``where`` conditions) and its ``horis:inverseOf`` properties (hydration reads one to assert
+    the other). Computed once per ontology as a fixed point, so rule cycles are whole."""
 
-    def __init__(self, ix: OntologyIndex) -> None:
+    def __init__(self, ix: OntologyIndex, ontology: Ontology) -> None:
         self.by_conclusion: dict[str, list[CompiledRule]] = {}
+        direct: dict[str, set[str]] = {}
         for rule in ix.rules:
             concluded = (
                 (rule.aggregate.property,)
                 if rule.aggregate is not None
                 else tuple(p for p, _ in rule.conclusions)
             )
+            read = {p for path in rule.reads for p in path}
+            read |= {p for cc in rule.conditions for p in cc.path}
             for p in dict.fromkeys(concluded):
                 self.by_conclusion.setdefault(p, []).append(rule)
-        self.by_iri = {r.rule.iri: r for r in ix.rules}
-        self._memo: dict[str, frozenset[str]] = {}
+                direct.setdefault(p, set()).update(read)
+        for wf in ontology.workflows.values():
+            for step in wf.steps.values():
+                tool = ontology.tools.get(step.tool or "")
+                if tool is None or not tool.effects:
+                    continue
+                read = {b.property for b in step.bindings if b.property is not None}
+                read |= {p for path in step.for_each for p in path}
+                read |= {p for cond in step.each_where for p in cond.path}
+                for effect in tool.effects:
+                    direct.setdefault(effect.property, set()).update(read)
+        for prop in ix.properties.values():
+            for q in prop.inverse_of:
+                direct.setdefault(prop.iri, set()).add(q)
+                direct.setdefault(q, set()).add(prop.iri)
+        closure = {p: {p, *reads} for p, reads in direct.items()}
+        changed = True
+        while changed:
+            changed = False
+            for p, reads in closure.items():
+                grown = set(reads)
+                for q in reads:
+                    grown |= closure.get(q, set())
+                if len(grown) != len(reads):
+                    closure[p] = grown
+                    changed = True
+        self._closure = {p: frozenset(reads) for p, reads in closure.items()}
 
     def of(self, prop: str) -> frozenset[str]:
-        found = self._memo.get(prop)
-        if found is not None:
-            return found
-        self._memo[prop] = frozenset((prop,))  # a cycle reads what is known so far
-        out = {prop}
-        for rule in self.by_conclusion.get(prop, ()):
-            out |= self.rule_reads(rule)
-        result = frozenset(out)
-        self._memo[prop] = result
-        return result
+        return self._closure.get(prop) or frozenset((prop,))
 
     def rule_reads(self, rule: CompiledRule) -> set[str]:
         out: set[str] = set()
@@ -110,15 +131,13 @@ class _Deps:
         return out
 
 
-_DEPS: dict[int, tuple[Any, _Deps]] = {}
-
-
-def _deps(ix: OntologyIndex) -> _Deps:
-    held = _DEPS.get(id(ix))
-    if held is None or held[0] is not ix:
-        held = (ix, _Deps(ix))
-        _DEPS[id(ix)] = held
-    return held[1]
+def _deps(ix: OntologyIndex, ontology: Ontology) -> _Deps:
+    """The dependencies of ``ontology``, kept on its index (which lives as long as it does)."""
+    held = ix.__dict__.get("_decided_deps")
+    if not isinstance(held, _Deps):
+        held = _Deps(ix, ontology)
+        ix.__dict__["_decided_deps"] = held
+    return held
 
 
 class _Check:
@@ -127,7 +146,7 @@ class _Check:
         self.ix = world._ix
         self.st = world._st
         self.engine = world._engine
-        self.deps = _deps(self.ix)
+        self.deps = _deps(self.ix, world.ontology)
         self.incomplete = incomplete
         self.seen: dict[FactKey, tuple[Blocker, ...]] = {}
 

@@ -89,8 +89,8 @@ def test_an_spo2_whose_unit_is_display_only_is_refused_and_said(
     body, eid = _call(fhir_server, [spo2, *fx.vital_signs(pid, skip={SPO2})], pid)
     run, card = _undecided(client.post(TRIAGE, json=body))
     assert (
-        "Oxygen saturation reading not used: unit 'percent' is not a recognized unit"
-        in card["detail"]
+        "Oxygen saturation reading not used: unit 'percent' is not a recognized unit "
+        "(the reading was 85 percent)" in card["detail"]
     )
     assert "could change it: SpO2 below 90 % (Immediate)" in card["detail"]
     assert "Non-urgent. This is not a decision." in card["detail"]
@@ -148,6 +148,31 @@ def test_null_vitals_with_chest_pain_is_not_a_confident_urgent(
     assert "Chest pain with heart rate above 120 /min (Immediate)" in card["detail"]
     assert "Urgent. This is not a decision." in card["detail"]
     _nothing_written(fhir_server, eid)
+
+
+def test_a_missing_encounter_leaves_the_complaint_unread_and_triage_undecided(
+    client: TestClient,
+) -> None:
+    """The complaint is read from the Encounter's reason text; with the encounter key null it
+    could not be read, so a symptom it would have named is unknown — not "no symptom"."""
+    pid, eid = fx.new_id(), fx.new_id()
+    body = fx.hook_request(
+        "encounter-start",
+        {"patientId": pid, "encounterId": eid},
+        fhir_server=None,
+        prefetch={
+            "patient": fx.patient(pid),
+            "encounter": None,
+            "vitals": fx.searchset(fx.vital_signs(pid)),
+            "conditions": fx.searchset([]),
+        },
+    )
+    run, card = _undecided(client.post(TRIAGE, json=body))
+    assert (
+        "Has symptom not read from the free text: no data for 'encounter', which carries the "
+        "Encounter's text" in card["detail"]
+    )
+    assert run["undecided"]["inputs"] == [{"input": "hasSymptom", "state": "absent"}]
 
 
 def test_a_vitals_search_cut_off_after_ten_pages_is_not_read_as_whole(

@@ -71,7 +71,8 @@ def test_a_reading_in_a_unit_that_is_not_ucum_is_a_refused_input(client: TestCli
 
     assert inputs["spo2"]["state"] == "refused"
     assert _details(inputs["spo2"]) == [
-        "Oxygen saturation reading not used: unit 'mmHg' is not a recognized unit"
+        "Oxygen saturation reading not used: unit 'mmHg' is not a recognized unit "
+        "(the reading was 85 mmHg)"
     ]
     assert inputs["spo2"]["reasons"][0]["source"] == f"Observation/{spo2['id']}"
     assert inputs["heartRate"]["state"] == "complete"
