@@ -181,6 +181,12 @@ def _not_ucum(quantity: Mapping[str, Any], wanted: str) -> str:
     return f"a quantity without a UCUM code, only the display {display!r} (not {wanted!r})"
 
 
+def _uncoded(concepts: list[Any]) -> str:
+    """Why a record whose class a code decides was not used: it carries no code."""
+    texts = [str(c["text"]) for c in concepts if isinstance(c, Mapping) and c.get("text")]
+    return f"it has no code, only the text {texts[0]!r}" if texts else "it has no code"
+
+
 class _Hydrator(InstanceReading):
     def __init__(
         self,
@@ -490,10 +496,14 @@ class _Hydrator(InstanceReading):
             if is_stale(when, self._at, m.max_age):
                 old.append((when, r))
                 continue
-            classes = [
-                c
+            concepts = [
+                concept
                 for node, _origin in self._linked(m, r, targets, prop)
                 for concept in evaluate(node, m.fhir_path)
+            ]
+            classes = [
+                c
+                for concept in concepts
                 for coding in _codings(concept)
                 if (c := self.o.class_for_code(coding)) is not None and c in tree
             ]
@@ -503,6 +513,10 @@ class _Hydrator(InstanceReading):
             elif m.context_key is not None or not coded:
                 cls = prop.range  # acted on, or a record of a class no code decides
             else:
+                if not any(_codings(c) for c in concepts) and self._about_focus(r, prop.iri):
+                    # a record a code would classify, with no code at all: what it is, only
+                    # its text says — not "none of ours"
+                    self.inputs.refused(prop, source_of(r).reference, _uncoded(concepts))
                 continue
             if not self._about_focus(r, prop.iri):
                 continue

@@ -262,3 +262,62 @@ def test_a_deployment_with_a_silent_mistake_is_refused_not_served_mute(
     [deployment] = [d for d in ready["deployments"] if d["id"] == "triage"]
     assert deployment["status"] != "serving"
     assert finding in " ".join(str(p) for p in deployment["problems"])
+
+
+def _order_sign(pid: str, rx: str, allergies: list[dict[str, Any]]) -> dict[str, Any]:
+    return fx.hook_request(
+        "order-sign",
+        {
+            "patientId": pid,
+            "draftOrders": {
+                "resourceType": "Bundle",
+                "type": "collection",
+                "entry": [{"resource": fx.draft_order(pid, rx)}],
+            },
+        },
+        fhir_server=None,
+        prefetch={
+            "patient": fx.patient(pid),
+            "allergies": fx.searchset(allergies),
+            "labs": fx.searchset(
+                [
+                    fx.observation(pid, "33914-3", 80, "mL/min/{1.73_m2}", category="laboratory"),
+                    fx.observation(pid, "2823-3", 4.2, "mmol/L", category="laboratory"),
+                ]
+            ),
+        },
+    )
+
+
+def test_an_allergy_recorded_as_text_only_is_not_read_as_no_allergy(client: TestClient) -> None:
+    """'PCN - anaphylaxis' with no code: the service cannot tell what it is, so amoxicillin is
+    not called safe — the card names the record and its text."""
+    pid = fx.new_id()
+    text_only = fx.allergy(pid, "91936005")
+    text_only["code"] = {"text": "PCN - anaphylaxis"}
+    answer = client.post(
+        "/cds-services/horismos-med-safety", json=_order_sign(pid, "723", [text_only])
+    ).json()
+    run = answer["extension"]["dev.horismos.run"]
+    assert "decision" not in run and run["terminal"] == "NotDecided"
+    [card] = answer["cards"]
+    assert card["indicator"] == "warning"
+    assert (
+        "Has allergy record not used: it has no code, only the text 'PCN - anaphylaxis'"
+        in card["detail"]
+    )
+    assert "Penicillin with a penicillin allergy (Contraindicated)" in card["detail"]
+
+
+def test_a_coded_allergy_the_service_does_not_check_for_changes_nothing(
+    client: TestClient,
+) -> None:
+    """An allergy with a code the deployment does not list (peanut) is not one it checks:
+    amoxicillin is decided as ever."""
+    pid = fx.new_id()
+    peanut = fx.allergy(pid, "91935009")
+    answer = client.post(
+        "/cds-services/horismos-med-safety", json=_order_sign(pid, "723", [peanut])
+    ).json()
+    assert answer["extension"]["dev.horismos.run"]["decision"]["value"] == "Safe"
+    assert answer["cards"] == []
