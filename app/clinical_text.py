@@ -26,7 +26,6 @@ __all__ = [
     "Item",
     "code_text",
     "format_time",
-    "md_escape",
     "proof_items",
     "proof_markdown",
     "source_text",
@@ -253,10 +252,6 @@ def base_facts(items: Iterable[ProofLine]) -> list[Mapping[str, Any]]:
 
 
 # --- CommonMark -----------------------------------------------------------------------------
-
-#: The one escaper of free text for card Markdown is ``app.ontology.card_text.markdown_escape``;
-#: app/cds/cards.py still imports it from here under this name.
-md_escape = markdown_escape
 
 
 def _md_lines(items: Sequence[Item], depth: int, out: list[str]) -> None:

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, tzinfo
 from typing import Any
 
-from app.clinical_text import md_escape, proof_markdown
+from app.clinical_text import proof_markdown
 from app.ontology import card_text
+from app.ontology.card_text import markdown_escape
 from app.ontology.model import (
     CardDecl,
     CdsServiceDef,
@@ -93,25 +94,27 @@ def missing_inputs(ontology: Ontology, world: World, decides: str, focus_id: str
 
 
 def _detail(ontology: Ontology, workflow: WorkflowDef, world: World, run: RunView) -> str:
-    parts: list[str] = [md_escape(d) for d in run.detours]
+    parts: list[str] = [markdown_escape(d) for d in run.detours]
     if run.undecided is not None:
         parts.append(undecided_markdown(ontology, run.undecided))
     elif run.decided and workflow.decides is not None:
         if run.narration:
-            parts.append(md_escape(run.narration))
+            parts.append(markdown_escape(run.narration))
         proof = world.proof(run.focus_id, workflow.decides).to_json()
         parts.append(proof_markdown(proof, run.zone))
     elif workflow.decides is not None:
         missing = missing_inputs(ontology, world, workflow.decides, run.focus_id)
         what = _label(ontology, workflow.decides)
         if missing:
-            parts.append(md_escape(f"No {what} was decided. Missing data: {', '.join(missing)}."))
+            parts.append(
+                markdown_escape(f"No {what} was decided. Missing data: {', '.join(missing)}.")
+            )
         else:
-            parts.append(md_escape(f"No {what} was decided from the data available."))
-    parts.extend(md_escape(n) for n in run.notices)
-    parts.extend(md_escape(f) for f in run.failed_actions)
+            parts.append(markdown_escape(f"No {what} was decided from the data available."))
+    parts.extend(markdown_escape(n) for n in run.notices)
+    parts.extend(markdown_escape(f) for f in run.failed_actions)
     for v in run.violations:
-        parts.append(md_escape(f"Refused input ({v.code}): {v.message}"))
+        parts.append(markdown_escape(f"Refused input ({v.code}): {v.message}"))
     return "\n\n".join(parts)
 
 
@@ -121,13 +124,12 @@ def undecided_markdown(ontology: Ontology, undecided: Mapping[str, Any]) -> str:
     value the rules held on the rest of the data — said not to be a decision."""
     prop = undecided.get("property")
     what = _label(ontology, _iri(ontology, prop)) if isinstance(prop, str) else "decision"
-    lines = [
-        f"**No {md_escape(what)} was decided**: data it depends on is missing or was not used."
-    ]
+    opening = f"**No {markdown_escape(what)} was decided**"
+    lines = [f"{opening}: data it depends on is missing or was not used."]
     for item in undecided.get("inputs") or ():
         reasons = [r.get("detail") or "" for r in item.get("reasons") or ()]
         said = "; ".join(r for r in reasons if r) or f"No {item.get('label')} could be used"
-        lines.append(f"- {md_escape(said)}")
+        lines.append(f"- {markdown_escape(said)}")
         could = sorted(
             {
                 str(c["ruleLabel"])
@@ -137,12 +139,12 @@ def undecided_markdown(ontology: Ontology, undecided: Mapping[str, Any]) -> str:
             }
         )
         if could:
-            lines.append(f"  - could change it: {md_escape(', '.join(could))}")
+            lines.append(f"  - could change it: {markdown_escape(', '.join(could))}")
     held = undecided.get("held")
     if held is not None:
         lines.append("")
         lines.append(
-            md_escape(
+            markdown_escape(
                 f"On the data that could be used the rules give {what}: "
                 f"{_shown(ontology, held)}. This is not a decision."
             )

@@ -265,26 +265,19 @@ def test_a_deployment_with_a_silent_mistake_is_refused_not_served_mute(
 
 
 def _order_sign(pid: str, rx: str, allergies: list[dict[str, Any]]) -> dict[str, Any]:
-    return fx.hook_request(
-        "order-sign",
-        {
-            "patientId": pid,
-            "draftOrders": {
-                "resourceType": "Bundle",
-                "type": "collection",
-                "entry": [{"resource": fx.draft_order(pid, rx)}],
-            },
-        },
+    """Amoxicillin or another draft, with normal eGFR and potassium and these allergies."""
+    labs = [
+        fx.observation(pid, "33914-3", 80, "mL/min/{1.73_m2}", category="laboratory"),
+        fx.observation(pid, "2823-3", 4.2, "mmol/L", category="laboratory"),
+    ]
+    return fx.order_sign(
+        pid,
+        [fx.draft_order(pid, rx)],
         fhir_server=None,
         prefetch={
             "patient": fx.patient(pid),
             "allergies": fx.searchset(allergies),
-            "labs": fx.searchset(
-                [
-                    fx.observation(pid, "33914-3", 80, "mL/min/{1.73_m2}", category="laboratory"),
-                    fx.observation(pid, "2823-3", 4.2, "mmol/L", category="laboratory"),
-                ]
-            ),
+            "labs": fx.searchset(labs),
         },
     )
 
