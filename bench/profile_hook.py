@@ -1,10 +1,12 @@
 """Where a hook call's CPU goes, part by part, in-process (not a test).
 
     .venv/bin/python bench/profile_hook.py [--backend postgresql|sqlite] [--calls 300]
+        [--service ID=REQUEST.json]
 
 Builds the app in-process on a fresh database (PostgreSQL on 127.0.0.1:5432, dropped at the
 end; or a temporary SQLite file), sends the triage request of ``bench/hooks.py`` through the
-ASGI app (no sockets, no uvicorn) one call at a time with a fresh hookInstance and fresh
+ASGI app (no sockets, no uvicorn) — or, with ``--service``, that service's request file (the
+format ``bench/hooks.py --service`` takes) — one call at a time with a fresh hookInstance and fresh
 resource ids, and times named parts of the path with the process's CPU clock (every thread;
 the database server's own CPU is not in it). Parts nest: "the call" includes everything.
 
@@ -159,14 +161,21 @@ def fresh_database(backend: str) -> Iterator[str]:
             )
 
 
-async def drive(url: str, calls: int, warmup: int, clock: Clock) -> tuple[int, dict[str, Any]]:
+async def drive(
+    url: str,
+    calls: int,
+    warmup: int,
+    clock: Clock,
+    service: tuple[str, dict[str, Any]] | None = None,
+) -> tuple[int, dict[str, Any]]:
     import httpx
 
     from app.main import create_app
     from app.settings import Settings
 
     app = create_app(Settings(database_url=url))
-    template = template_of(triage_request())
+    sid, request = service or ("horismos-triage", triage_request())
+    template = template_of(request)
 
     def body() -> bytes:
         text = template.replace(PLACEHOLDER, str(uuid.uuid4()))
@@ -175,7 +184,7 @@ async def drive(url: str, calls: int, warmup: int, clock: Clock) -> tuple[int, d
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
-            path = "/cds-services/horismos-triage"
+            path = f"/cds-services/{sid}"
             headers = {"content-type": "application/json"}
             for _ in range(warmup):
                 resp = await client.post(path, content=body(), headers=headers)
@@ -197,14 +206,23 @@ def main() -> None:
     parser.add_argument("--backend", choices=("postgresql", "sqlite"), default="postgresql")
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument(
+        "--service",
+        metavar="ID=FILE",
+        help="profile this service with this CDS Hooks request instead of the triage hook",
+    )
     args = parser.parse_args()
+    service = None
+    if args.service:
+        sid, _, path = args.service.partition("=")
+        service = (sid, json.loads(Path(path).read_text(encoding="utf-8")))
     import logging
 
     logging.disable(logging.WARNING)
     clock = Clock()
     missing = instrument(clock)
     with fresh_database(args.backend) as url:
-        calls, last = asyncio.run(drive(url, args.calls, args.warmup, clock))
+        calls, last = asyncio.run(drive(url, args.calls, args.warmup, clock, service))
     run = last["extension"]["dev.horismos.run"]
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(
