@@ -61,6 +61,23 @@ def _call(
     return body, eid
 
 
+def _prefetched(*, with_encounter: bool = True) -> dict[str, Any]:
+    """A triage call with everything prefetched and unremarkable (no FHIR server): the
+    encounter key null unless ``with_encounter``."""
+    pid, eid = fx.new_id(), fx.new_id()
+    return fx.hook_request(
+        "encounter-start",
+        {"patientId": pid, "encounterId": eid},
+        fhir_server=None,
+        prefetch={
+            "patient": fx.patient(pid),
+            "encounter": fx.encounter(eid, pid) if with_encounter else None,
+            "vitals": fx.searchset(fx.vital_signs(pid)),
+            "conditions": fx.searchset([]),
+        },
+    )
+
+
 def _undecided(resp: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The run and its one card, asserting nothing was decided and the card warns."""
     assert resp.status_code == 200, resp.text
@@ -155,19 +172,7 @@ def test_a_missing_encounter_leaves_the_complaint_unread_and_triage_undecided(
 ) -> None:
     """The complaint is read from the Encounter's reason text; with the encounter key null it
     could not be read, so a symptom it would have named is unknown — not "no symptom"."""
-    pid, eid = fx.new_id(), fx.new_id()
-    body = fx.hook_request(
-        "encounter-start",
-        {"patientId": pid, "encounterId": eid},
-        fhir_server=None,
-        prefetch={
-            "patient": fx.patient(pid),
-            "encounter": None,
-            "vitals": fx.searchset(fx.vital_signs(pid)),
-            "conditions": fx.searchset([]),
-        },
-    )
-    run, card = _undecided(client.post(TRIAGE, json=body))
+    run, card = _undecided(client.post(TRIAGE, json=_prefetched(with_encounter=False)))
     assert (
         "Has symptom not read from the free text: no data for 'encounter', which carries the "
         "Encounter's text" in card["detail"]
@@ -240,18 +245,7 @@ def test_a_deployment_with_a_silent_mistake_is_refused_not_served_mute(
     assert old in text
     mutant = tmp_path / "triage.ttl"
     mutant.write_text(text.replace(old, new, 1), encoding="utf-8")
-    pid, eid = fx.new_id(), fx.new_id()
-    body = fx.hook_request(
-        "encounter-start",
-        {"patientId": pid, "encounterId": eid},
-        fhir_server=None,
-        prefetch={
-            "patient": fx.patient(pid),
-            "encounter": fx.encounter(eid, pid),
-            "vitals": fx.searchset(fx.vital_signs(pid)),
-            "conditions": fx.searchset([]),
-        },
-    )
+    body = _prefetched()
     with make_app_client(ontology_paths=[mutant]) as client:
         services = {s["id"] for s in client.get("/cds-services").json()["services"]}
         answer = client.post(TRIAGE, json=body)

@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 from decimal import Decimal
 
+from app.ontology.model import Ontology, PropertyDef, Value
 from app.world import World
-from app.world.facts import AddInstance, Assert
+from app.world.facts import AddInstance, Assert, Change
 from tests.world.builders import cls, cond, individual, iri, ontology, prop, rule
 
 P = "p1"
@@ -15,29 +16,34 @@ LEVELS = ("High", "Low")
 LEVEL_MEMBERS = [individual(name, "Level") for name in LEVELS]
 
 
-def _world(onto, *facts: tuple[str, object]) -> World:  # type: ignore[no-untyped-def]
+def _level(*, rules_only: bool = True) -> PropertyDef:
+    """The single-valued level the rules decide, High listed before Low."""
+    return prop(
+        "level",
+        "Patient",
+        "Level",
+        cardinality="0..1",
+        one_of=LEVELS,
+        resolution="FirstListed",
+        rules_only=rules_only,
+    )
+
+
+def _world(onto: Ontology, *facts: tuple[str, Value]) -> World:
     w = World(onto)
-    changes: list[object] = [AddInstance(P, iri("Patient"))]
+    changes: list[Change] = [AddInstance(P, iri("Patient"))]
     changes += [Assert(P, iri(p), v) for p, v in facts]
-    assert w.transact(changes, provenance="api").ok  # type: ignore[arg-type]
+    assert w.transact(changes, provenance="api").ok
     return w
 
 
-def _levels_ontology():  # type: ignore[no-untyped-def]
+def _levels_ontology() -> Ontology:
     return ontology(
         [cls("Patient"), cls("Level", one_of=LEVELS)],
         [
             prop("a", "Patient", "xsd:decimal", cardinality="0..1"),
             prop("b", "Patient", "xsd:decimal", cardinality="0..1"),
-            prop(
-                "level",
-                "Patient",
-                "Level",
-                cardinality="0..1",
-                one_of=LEVELS,
-                resolution="FirstListed",
-                rules_only=True,
-            ),
+            _level(),
         ],
         [
             rule("HighA", "Patient", [cond("a", "greaterThan", 10)], [("level", "High")]),
@@ -92,15 +98,7 @@ def test_a_rule_cycle_carries_every_input_of_the_cycle() -> None:
             prop("d", "Patient", "xsd:decimal", cardinality="0..1"),
             prop("x", "Patient", "xsd:boolean", cardinality="0..1"),
             prop("y", "Patient", "xsd:boolean", cardinality="0..1"),
-            prop(
-                "level",
-                "Patient",
-                "Level",
-                cardinality="0..1",
-                one_of=LEVELS,
-                resolution="FirstListed",
-                rules_only=True,
-            ),
+            _level(),
         ],
         [
             rule(
@@ -129,7 +127,7 @@ def test_an_absence_in_the_proof_on_an_incomplete_input_is_undecided() -> None:
         [cls("Patient"), cls("Level", one_of=LEVELS)],
         [
             prop("a", "Patient", "xsd:decimal", cardinality="0..1"),
-            prop("level", "Patient", "Level", cardinality="0..1", resolution="FirstListed"),
+            _level(rules_only=False),
         ],
         [rule("LowNoA", "Patient", [cond("a", "isAssigned", False)], [("level", "Low")])],
         LEVEL_MEMBERS,
