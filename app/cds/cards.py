@@ -96,7 +96,7 @@ def missing_inputs(ontology: Ontology, world: World, decides: str, focus_id: str
 def _detail(ontology: Ontology, workflow: WorkflowDef, world: World, run: RunView) -> str:
     parts: list[str] = [markdown_escape(d) for d in run.detours]
     if run.undecided is not None:
-        parts.append(undecided_markdown(ontology, run.undecided))
+        parts.append(undecided_markdown(run.undecided))
     elif run.decided and workflow.decides is not None:
         if run.narration:
             parts.append(markdown_escape(run.narration))
@@ -118,12 +118,12 @@ def _detail(ontology: Ontology, workflow: WorkflowDef, world: World, run: RunVie
     return "\n\n".join(parts)
 
 
-def undecided_markdown(ontology: Ontology, undecided: Mapping[str, Any]) -> str:
+def undecided_markdown(undecided: Mapping[str, Any]) -> str:
     """What a clinician reads when a decision was not made because inputs were incomplete: each
     input and why it is not complete (hydration's words), what it could have changed, and the
-    value the rules held on the rest of the data — said not to be a decision."""
-    prop = undecided.get("property")
-    what = _label(ontology, _iri(ontology, prop)) if isinstance(prop, str) else "decision"
+    value the rules held on the rest of the data — said not to be a decision. The labels are the
+    run's own (``Outcome.undecided``)."""
+    what = str(undecided.get("propertyLabel") or "decision")
     opening = f"**No {markdown_escape(what)} was decided**"
     lines = [f"{opening}: data it depends on is missing or was not used."]
     for item in undecided.get("inputs") or ():
@@ -133,35 +133,23 @@ def undecided_markdown(ontology: Ontology, undecided: Mapping[str, Any]) -> str:
         could = sorted(
             {
                 str(c["ruleLabel"])
-                + (f" ({_shown(ontology, c['value'])})" if c.get("value") is not None else "")
+                + (f" ({c['valueLabel']})" if c.get("valueLabel") is not None else "")
                 for c in item.get("couldChange") or ()
                 if c.get("ruleLabel")
             }
         )
         if could:
             lines.append(f"  - could change it: {markdown_escape(', '.join(could))}")
-    held = undecided.get("held")
+    held = undecided.get("heldLabel")
     if held is not None:
         lines.append("")
         lines.append(
             markdown_escape(
-                f"On the data that could be used the rules give {what}: "
-                f"{_shown(ontology, held)}. This is not a decision."
+                f"On the data that could be used the rules give {what}: {held}. "
+                "This is not a decision."
             )
         )
     return "\n".join(lines)
-
-
-def _iri(ontology: Ontology, name: str) -> str:
-    for table in (ontology.properties, ontology.classes, ontology.individuals):
-        for iri, node in table.items():
-            if node.name == name:
-                return iri
-    return name
-
-
-def _shown(ontology: Ontology, value: Any) -> str:
-    return _label(ontology, _iri(ontology, value)) if isinstance(value, str) else str(value)
 
 
 def cited_resources(world: World, workflow: WorkflowDef, focus_id: str, cites: str) -> list[str]:

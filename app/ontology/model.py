@@ -342,6 +342,16 @@ class AdapterCommit:
     scope: str = ""  # horis:scope "user/Encounter.write"
     template: str | None = None  # horis:template: the JSON body of a create
 
+    @property
+    def is_message(self) -> bool:
+        """A create of a message between people (a FHIR ``Communication``): the one write an
+        undecided run still makes, so that somebody hears of it."""
+        return self.operation == "create" and self.resource_type in _MESSAGE_TYPES
+
+
+#: FHIR resource types that are messages between people, not a record's content
+_MESSAGE_TYPES = frozenset({"Communication"})
+
 
 @dataclass(frozen=True, kw_only=True)
 class ToolDef:

@@ -43,7 +43,7 @@ from app.runtime.trace import (
     TraceEntry,
     TraceFact,
 )
-from app.runtime.undecided import undecided_json
+from app.runtime.undecided import undecided_json, value_label
 from app.tools.errors import EffectNotExecuted, ToolError
 from app.world import World
 from app.world.facts import Assert, Fact, TxResult
@@ -362,7 +362,7 @@ class _Run:
             return _Edge("onError", step.on_error)
         if record_args:
             entry.args = args
-        if self.undecided and tool.commits is not None and not _is_message(tool):
+        if self.undecided and tool.commits is not None and not tool.commits.is_message:
             # an undecided run writes nothing back to the record; a message to a clinician
             # still goes, so that somebody hears of it
             entry.effect = "refused"
@@ -648,14 +648,11 @@ def _outcome(run: _Run, wf: WorkflowDef, ended: _Ended) -> Outcome:
     if run.undecided:
         held = world.value(focus, wf.decides) if focus and wf.decides else None
         prop = ontology.properties.get(wf.decides) if wf.decides else None
-        member = ontology.individuals.get(held) if isinstance(held, str) else None
         undecided = {
             "property": local_name(wf.decides) if wf.decides else None,
             "propertyLabel": (prop.label or humanise(prop.name)) if prop else None,
             "held": show(ontology, held) if held is not None else None,
-            "heldLabel": (member.label or humanise(member.name))
-            if member is not None
-            else (None if held is None else str(show(ontology, held))),
+            "heldLabel": value_label(ontology, held) if held is not None else None,
             "inputs": run.undecided,
         }
     elif wf.decides is not None and focus is not None and ended.status == "completed":
@@ -697,17 +694,6 @@ def _outcome(run: _Run, wf: WorkflowDef, ended: _Ended) -> Outcome:
         suspended=suspended,
         facts=facts,
         undecided=undecided,
-    )
-
-
-#: FHIR resources that are messages between people: created even after an undecided step
-_MESSAGES = frozenset({"Communication"})
-
-
-def _is_message(tool: ToolDef) -> bool:
-    commits = tool.commits
-    return (
-        commits is not None and commits.operation == "create" and commits.resource_type in _MESSAGES
     )
 
 

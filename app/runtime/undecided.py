@@ -44,6 +44,7 @@ def undecided_json(
                 )
             if b.value is not None:
                 change["value"] = show(ontology, b.value)
+                change["valueLabel"] = value_label(ontology, b.value)
             if change not in changes:
                 changes.append(change)
         out.append(
@@ -57,3 +58,12 @@ def undecided_json(
             }
         )
     return out
+
+
+def value_label(ontology: Ontology, value: Any) -> str:
+    """How a clinician reads a value: an enumeration member's label (else its humanised name),
+    anything else as shown."""
+    member = ontology.individuals.get(value) if isinstance(value, str) else None
+    if member is not None:
+        return member.label or humanise(member.name)
+    return str(show(ontology, value))
