@@ -116,9 +116,9 @@ def _predicate(node: Mapping[str, Any]) -> _Predicate:
     if kind in ("AndExpression", "OrExpression"):
         left, right = (_predicate(c) for c in node["children"])
         if kind == "AndExpression" and _ops(node) == ["and"]:
-            return lambda item: _and(left, right, item)
+            return lambda item: _junction(False, left, right, item)
         if kind == "OrExpression" and _ops(node) == ["or"]:
-            return lambda item: _or(left, right, item)
+            return lambda item: _junction(True, left, right, item)
         raise _Unsupported
     if kind == "EqualityExpression" and _ops(node) == ["="]:
         a, b = node["children"]
@@ -145,24 +145,16 @@ def _predicate(node: Mapping[str, Any]) -> _Predicate:
     raise _Unsupported
 
 
-def _and(left: _Predicate, right: _Predicate, item: Any) -> bool | None:
+def _junction(decisive: bool, left: _Predicate, right: _Predicate, item: Any) -> bool | None:
+    """FHIRPath's three-valued ``and`` (``decisive`` False) and ``or`` (True): either side
+    equal to ``decisive`` decides; else empty (None) if either side is empty."""
     a = left(item)
-    if a is False:
-        return False
+    if a is decisive:
+        return decisive
     b = right(item)
-    if b is False:
-        return False
-    return None if a is None or b is None else True
-
-
-def _or(left: _Predicate, right: _Predicate, item: Any) -> bool | None:
-    a = left(item)
-    if a is True:
-        return True
-    b = right(item)
-    if b is True:
-        return True
-    return None if a is None or b is None else False
+    if b is decisive:
+        return decisive
+    return None if a is None or b is None else not decisive
 
 
 def _string(node: Mapping[str, Any]) -> str | None:
