@@ -34,22 +34,27 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from adapters.fhir.inputs import InputRecorder, is_stale, unit_refusal
+from adapters.fhir.bounds import COMPARATORS, representative, same_answers
+from adapters.fhir.inputs import InputRecorder, is_stale, label_of, unit_refusal
 from adapters.fhir.instances import Instance, InstanceReading
 from adapters.fhir.links import calendar_date, period_days, resolve
-from adapters.fhir.notes import DataNote
+from adapters.fhir.notes import DataNote, Unreadable
+from adapters.fhir.outcomes import server_errors
 from adapters.fhir.reading import as_codings as _as_codings
 from adapters.fhir.reading import codings as _codings
 from adapters.fhir.reading import evaluate, source_of
 from adapters.fhir.reading import resources_of as resources_of  # re-exported for callers
 from adapters.fhir.times import UNDATED, effective, when_key, years_since
 from adapters.fhir.units import UnitError, convert
+from adapters.fhir.unread import code_verdict, filter_gap, record_name
+from adapters.fhir.values import NotANumber, other_value
 from app.digest import canonical_digest
 from app.ontology.model import (
+    DEFAULT_CLOCK_SKEW,
     XSD,
     FhirMapping,
     Ontology,
@@ -181,10 +186,8 @@ def _not_ucum(quantity: Mapping[str, Any], wanted: str) -> str:
     return f"a quantity without a UCUM code, only the display {display!r} (not {wanted!r})"
 
 
-def _uncoded(concepts: list[Any]) -> str:
-    """Why a record whose class a code decides was not used: it carries no code."""
-    texts = [str(c["text"]) for c in concepts if isinstance(c, Mapping) and c.get("text")]
-    return f"it has no code, only the text {texts[0]!r}" if texts else "it has no code"
+def _components(r: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [c for c in r.get("component") or [] if isinstance(c, dict)]
 
 
 class _Hydrator(InstanceReading):
@@ -199,6 +202,8 @@ class _Hydrator(InstanceReading):
         now: datetime,
         prefetch: Sequence[PrefetchTemplate] | None = None,
         truncated: Mapping[str, str] | None = None,
+        invalid: Mapping[str, Sequence[Unreadable]] | None = None,
+        clock_skew: float = DEFAULT_CLOCK_SKEW,
     ) -> None:
         self.o = ontology
         self.focus_id = focus_id
@@ -207,13 +212,21 @@ class _Hydrator(InstanceReading):
         self.now = now
         self._at = now if now.tzinfo is not None else now.replace(tzinfo=UTC)
         self.out = Hydration()
+        errors, warnings = server_errors(data)
+        self.out.notes.extend(warnings)
         self.inputs = InputRecorder(
             self.out.inputs,
             data=data,
             context=context,
             prefetch=prefetch,
             truncated=truncated or {},
+            errors=errors,
+            invalid=invalid,
         )
+        #: readings stamped later than this are refused as taken in the future
+        self._latest = self._at + timedelta(seconds=clock_skew)
+        #: resource types whose free text a PerceptionStep reads (set by ``run``)
+        self._text_types: frozenset[str] = frozenset()
         self.pool: list[dict[str, Any]] = []
         self._seen: dict[tuple[str, str], dict[str, Any]] = {}
         for value in data.values():
@@ -343,16 +356,18 @@ class _Hydrator(InstanceReading):
         return True
 
     def run(self, texts: Iterable[TextSource]) -> Hydration:
+        texts = tuple(texts)
+        self._text_types = frozenset(t.resource_type for t in texts)
         focus_source = self._seen.get(("Patient", self.focus_id))
         for prop in self.o.properties_of(self.focus_class):
             if not prop.from_fhir:
                 continue
             self.inputs.read(prop)
             first = len(self.out.changes)
-            for m in prop.from_fhir:
-                if prop.is_object:
-                    self._object(prop, m)
-                else:
+            if prop.is_object:
+                self._object(prop)
+            else:
+                for m in prop.from_fhir:
                     self._datum(prop, m)
             read = any(
                 isinstance(c, Assert) and c.property == prop.iri for c in self.out.changes[first:]
@@ -395,14 +410,20 @@ class _Hydrator(InstanceReading):
                 why = self._unusable(m, r)
                 if why is not None:
                     unusable.append((r, why))
+                else:
+                    self._unread_reading(prop, m, r)
                 continue
             if not self._about_focus(r, prop.iri):
                 continue
             for node, origin in self._linked(m, r, targets, prop):
-                for v in evaluate(node, m.fhir_path):
+                values = evaluate(node, m.fhir_path)
+                if not values and (other := other_value(node, m.fhir_path)) is not None:
+                    values = [other]  # a number written another way: parsed, or refused
+                for v in values:
                     for item in _as_codings(v) if prop.range == _STRING else (v,):
                         if item is not None:
                             found.append((when_key(effective(r)), dict(origin), item))
+        found = self._not_in_future(prop, found)
         if not found:
             for res, why in unusable:  # only unusable readings: say why none was read
                 self.inputs.refused(prop, source_of(res).reference, why)
@@ -417,43 +438,135 @@ class _Hydrator(InstanceReading):
             found = fresh
         if m.pick == "Latest":
             found.sort(key=lambda item: item[0], reverse=True)
+            tied = [f for f in found if f[0] == found[0][0]]
+            if len(tied) > 1:
+                self._latest_of_tied(prop, m, tied)
+                return
             found = found[:1]
         for _when, r, raw in found:
             self._assert_literal(prop, m, r, raw)
 
-    def _assert_literal(
+    def _not_in_future(
+        self, prop: PropertyDef, found: list[tuple[datetime, dict[str, Any], Any]]
+    ) -> list[tuple[datetime, dict[str, Any], Any]]:
+        """The readings not stamped after the hook's time (beyond the service's clock skew); each
+        later one is a refused input, never the "latest"."""
+        kept = []
+        for f in found:
+            if f[0] != UNDATED and f[0] > self._latest:
+                when = f[0].isoformat(timespec="minutes")
+                why = f"it is dated {when}, after the time of this call"
+                self.inputs.refused(prop, source_of(f[1]).reference, why)
+            else:
+                kept.append(f)
+        return kept
+
+    def _latest_of_tied(
+        self, prop: PropertyDef, m: FhirMapping, tied: list[tuple[datetime, dict[str, Any], Any]]
+    ) -> None:
+        """Several readings share the latest time: read as one when every condition on the
+        property answers alike for all of them, else the input is *conflicting*."""
+        values = [self._literal_value(prop, m, r, raw) for _w, r, raw in tied]
+        if any(v is None for v in values):
+            return  # one of them could not be read: refused, and no other is used in its place
+        read = [v[0] for v in values if v is not None]
+        numbers = [
+            Decimal(v) for v in read if isinstance(v, int | Decimal) and not isinstance(v, bool)
+        ]
+        alike = len(set(map(str, read))) == 1 or (
+            len(numbers) == len(read) and same_answers(self.o.conditions_on(prop.iri), numbers)
+        )
+        if alike:
+            _when, r, raw = tied[0]
+            self._assert_literal(prop, m, r, raw)
+            return
+        when = tied[0][0]
+        shown = " and ".join(
+            f"{v[0]}{'' if v[1] is None else ' ' + str(v[1])} ({source_of(r).reference})"
+            for v, (_w, r, _raw) in zip(values, tied, strict=True)
+            if v is not None
+        )
+        at = "with no time" if when == UNDATED else f"at {when.isoformat(timespec='minutes')}"
+        detail = (
+            f"{label_of(prop)[:1].upper()}{label_of(prop)[1:]} readings disagree: {shown}, "
+            f"all taken {at}"
+        )
+        self.inputs.conflicting(prop, source_of(tied[0][1]).reference, detail)
+
+    def _unread_reading(self, prop: PropertyDef, m: FhirMapping, r: Mapping[str, Any]) -> None:
+        """A record of the mapping's type that was not selected: unread when it might be this
+        reading — coded in no system the mapping names, text only, or kept out only by an
+        element its filter needs that it does not have."""
+        if not _is_record(r) or not self._is_about_focus_quietly(r):
+            return
+        if m.codings or m.value_sets:
+            nodes = [r.get("code"), *(c.get("code") for c in _components(r))]
+            concepts = [c for c in nodes if c is not None]
+            systems = {c.split("|", 1)[0] for c in m.codings} | {
+                c.split("|", 1)[0]
+                for vs in m.value_sets
+                if (d := self.o.value_sets.get(vs)) is not None
+                for c in d.codes
+            }
+            coded = [c for concept in concepts for c in _codings(concept)]
+            if not any(c.split("|", 1)[0] in systems for c in coded):
+                why = (
+                    "it has no code" + (", only its text" if record_name(concepts) else "")
+                    if not coded
+                    else "it is not coded in a system this reading is recognised by"
+                )
+                self.inputs.unread(prop, source_of(r).reference, record_name(concepts), why)
+                return
+            if not self._coded(m, r.get("code")) and not any(
+                self._coded(m, c.get("code")) for c in _components(r)
+            ):
+                return  # another reading of a system the mapping names
+        gap = filter_gap(m, r) if m.where is not None else None
+        if gap is not None:
+            self.inputs.unread(prop, source_of(r).reference, record_name([r.get("code")]), gap)
+
+    def _is_about_focus_quietly(self, r: Mapping[str, Any]) -> bool:
+        whom = about(r)
+        focus = f"{_FOCUS_TYPE}/{self.focus_id}"
+        return whom is not None and (refers_to(whom, focus) or whom == self.focus_id)
+
+    def _literal_value(
         self,
         prop: PropertyDef,
         m: FhirMapping,
         r: Mapping[str, Any],
         raw: Any,
-        subject: str | None = None,
-    ) -> None:
+    ) -> tuple[Any, str | None] | None:
+        """The value (and its unit) of ``raw`` as ``prop`` stores it; None when it is not used
+        (the violation and the refused input are recorded)."""
         src = source_of(r)
         value: Any = raw
         unit: str | None = None
+        if isinstance(raw, NotANumber):
+            self._problem("range", prop, raw.shown, src, raw.why)
+            return None
         if m.transform == "PeriodDays":
             value = period_days(raw)
             if value is None:
-                return  # an open or undated period has no length
+                return None  # an open or undated period has no length
         elif prop.range == _DATE and isinstance(raw, str) and "T" in raw:
             day = calendar_date(raw)  # a dateTime read as a date keeps its day as written
             if day is None:
                 self._problem("range", prop, raw, src, f"{raw!r} is not a date")
-                return
+                return None
             value = day.isoformat()
         elif m.transform == "YearsSince":
             try:
                 value = years_since(str(raw), self.now)
             except ValueError:
                 self._problem("range", prop, raw, src, f"{raw!r} is not a date")
-                return
+                return None
         elif isinstance(raw, dict) and "value" in raw:
             try:
                 value = Decimal(str(raw["value"]))
             except InvalidOperation:
                 self._problem("range", prop, raw, src, "not a number")
-                return
+                return None
             # a code is UCUM only in the UCUM system (or with no system); display text never
             # is, unless it is literally the unit wanted
             code = raw.get("code") if raw.get("system") in (None, UCUM) else None
@@ -465,7 +578,7 @@ class _Hydrator(InstanceReading):
                         why = _not_ucum(raw, prop.unit)
                         said = unit_refusal(raw, prop.unit)
                         self._problem("unit", prop, raw.get("value"), src, why, said)
-                        return
+                        return None
                     unit = prop.unit
                 else:
                     try:
@@ -473,60 +586,169 @@ class _Hydrator(InstanceReading):
                     except UnitError as exc:
                         said = unit_refusal(raw, prop.unit)
                         self._problem("unit", prop, raw.get("value"), src, str(exc), said)
-                        return
+                        return None
+            comparator = raw.get("comparator")
+            if comparator in COMPARATORS:
+                return self._bounded(prop, src, raw, str(comparator), value, unit)
         elif isinstance(raw, float):
             value = Decimal(repr(raw))
         if prop.range == XSD + "integer" and isinstance(value, Decimal):
             value = int(value) if value == value.to_integral_value() else value
+        return value, unit
+
+    def _bounded(
+        self,
+        prop: PropertyDef,
+        src: Source,
+        raw: Mapping[str, Any],
+        comparator: str,
+        bound: Decimal,
+        unit: str | None,
+    ) -> tuple[Any, str | None] | None:
+        """A reading given as a bound (``<30``): read as one value inside it when every
+        condition on the property answers alike for the whole interval, else refused."""
+        written = f"{comparator}{raw.get('value')}" + (
+            f" {raw.get('unit') or raw.get('code')}" if raw.get("unit") or raw.get("code") else ""
+        )
+        inside = representative(self.o.conditions_on(prop.iri), comparator, bound)
+        if inside is None:
+            why = (
+                f"it was reported as {written!r}, a bound, and the rules' thresholds lie within it"
+            )
+            self._problem("range", prop, raw.get("value"), src, why)
+            return None
+        self.out.notes.append(
+            DataNote(
+                rule="bounded-value",
+                field=f"{src.reference} value",
+                received=written,
+                read_as=str(inside),
+                message=(
+                    f"{src.reference}: {label_of(prop)} reported as {written!r} is read as "
+                    f"{inside}, which every rule on it reads as it reads the whole bound"
+                ),
+            )
+        )
+        return inside, unit
+
+    def _assert_literal(
+        self,
+        prop: PropertyDef,
+        m: FhirMapping,
+        r: Mapping[str, Any],
+        raw: Any,
+        subject: str | None = None,
+    ) -> None:
+        read = self._literal_value(prop, m, r, raw)
+        if read is None:
+            return
+        value, unit = read
         who = subject if subject is not None else self.focus_id
-        self.out.changes.append(Assert(who, prop.iri, value, src, None, unit))
+        self.out.changes.append(Assert(who, prop.iri, value, source_of(r), None, unit))
 
     # --- object properties: coded resources become instances -------------------------------
 
-    def _object(self, prop: PropertyDef, m: FhirMapping) -> None:
+    def _object(self, prop: PropertyDef) -> None:
+        """Every record the property's mappings select, read through all of them: a coded
+        record becomes an instance of the most specific class its codes map to; one none of its
+        codes classifies is unread, or none of ours where the property is closed over a system
+        it is coded in (``adapters.fhir.unread``)."""
         tree = set(self.o.subclasses(prop.range))
         coded = self._coded_tree(prop.range)
-        old: list[tuple[datetime, Mapping[str, Any]]] = []
+        listed = self._listed(tree) if coded else frozenset()
+        old: list[tuple[datetime, Mapping[str, Any], FhirMapping]] = []
+        records: dict[int, tuple[dict[str, Any], FhirMapping, list[Any]]] = {}
+        gaps: dict[int, tuple[dict[str, Any], str]] = {}
         first = len(self.out.changes)
-        for r in self._candidates(m):
-            targets = self._targets(m, r)
-            if not targets:
+        for m in prop.from_fhir:
+            for r in self._candidates(m):
+                targets = self._targets(m, r)
+                if not targets:
+                    if _is_record(r) and self._is_about_focus_quietly(r):
+                        gap = filter_gap(m, r) if m.where is not None else None
+                        if gap is not None:
+                            gaps.setdefault(id(r), (r, gap))
+                    continue
+                when = when_key(effective(r))
+                if is_stale(when, self._at, m.max_age):
+                    old.append((when, r, m))
+                    continue
+                concepts = [
+                    concept
+                    for node, _origin in self._linked(m, r, targets, prop)
+                    for concept in evaluate(node, m.fhir_path)
+                ]
+                if not concepts and m.fhir_path.split(".", 1)[0] in m.missing_excludes:
+                    continue  # the element is optional here: a record without it says nothing
+                _r, _m, seen = records.setdefault(id(r), (r, m, []))
+                seen.extend(concepts)
+        for r, m, concepts in records.values():
+            gaps.pop(id(r), None)
+            self._object_record(prop, m, r, concepts, tree, coded, listed)
+        for r, gap in gaps.values():
+            m = prop.from_fhir[0]
+            concepts = [r.get("code")] if r.get("code") is not None else []
+            if coded and code_verdict(self.o, prop, concepts, listed=listed)[0] == "not-ours":
                 continue
-            when = when_key(effective(r))
-            if is_stale(when, self._at, m.max_age):
-                old.append((when, r))
-                continue
-            concepts = [
-                concept
-                for node, _origin in self._linked(m, r, targets, prop)
-                for concept in evaluate(node, m.fhir_path)
-            ]
-            classes = [
-                c
-                for concept in concepts
-                for coding in _codings(concept)
-                if (c := self.o.class_for_code(coding)) is not None and c in tree
-            ]
-            if classes:
-                # the most specific class among the codes (deepest in the tree)
-                cls = max(classes, key=lambda c: len(self.o.ancestors(c)))
-            elif m.context_key is not None or not coded:
-                cls = prop.range  # acted on, or a record of a class no code decides
-            else:
-                if not any(_codings(c) for c in concepts) and self._about_focus(r, prop.iri):
-                    # a record a code would classify, with no code at all: what it is, only
-                    # its text says — not "none of ours"
-                    self.inputs.refused(prop, source_of(r).reference, _uncoded(concepts))
-                continue
-            if not self._about_focus(r, prop.iri):
-                continue
-            src = source_of(r)
-            instance_id = self._instance_id(r, cls, from_context=m.context_key is not None)
-            self.out.changes.append(Assert(self.focus_id, prop.iri, instance_id, src))
+            if self._about_focus(r, prop.iri):
+                self.inputs.unread(prop, source_of(r).reference, record_name(concepts), gap)
         if old and len(self.out.changes) == first:  # records there were, all too old
-            when, res = max(old, key=lambda item: item[0])
+            when, res, m = max(old, key=lambda item: item[0])
             taken = None if when == UNDATED else when
             self.inputs.stale(prop, m, source_of(res).reference, taken)
+
+    def _listed(self, tree: set[str]) -> frozenset[str]:
+        """The codes that classify a record into a class of ``tree``."""
+        out: set[str] = set()
+        for iri in tree:
+            c = self.o.classes.get(iri)
+            if c is None:
+                continue
+            out.update(c.codes)
+            for vs in c.value_sets:
+                d = self.o.value_sets.get(vs)
+                if d is not None:
+                    out.update(d.codes)
+        return frozenset(out)
+
+    def _object_record(
+        self,
+        prop: PropertyDef,
+        m: FhirMapping,
+        r: dict[str, Any],
+        concepts: list[Any],
+        tree: set[str],
+        coded: bool,
+        listed: frozenset[str],
+    ) -> None:
+        classes = [
+            c
+            for concept in concepts
+            for coding in _codings(concept)
+            if (c := self.o.class_for_code(coding)) is not None and c in tree
+        ]
+        acted_on = m.context_key is not None
+        if classes:
+            # the most specific class among the codes (deepest in the tree)
+            cls = max(classes, key=lambda c: len(self.o.ancestors(c)))
+        elif not coded:
+            cls = prop.range  # a record of a class no code decides
+        else:
+            verdict, why = code_verdict(self.o, prop, concepts, listed=listed)
+            text_only = not any(_codings(c) for c in concepts)
+            if verdict == "unread" and text_only and r.get("resourceType") in self._text_types:
+                return  # its text is the run's free text, read by the PerceptionStep
+            if verdict == "unread" and self._about_focus(r, prop.iri):
+                name = record_name(concepts)
+                self.inputs.unread(prop, source_of(r).reference, name, why)
+            if not acted_on:
+                return  # none of ours, or unread: not a fact of the range tree
+            cls = prop.range  # acted on: an instance, whatever is known of it
+        if not self._about_focus(r, prop.iri):
+            return
+        src = source_of(r)
+        instance_id = self._instance_id(r, cls, from_context=acted_on)
+        self.out.changes.append(Assert(self.focus_id, prop.iri, instance_id, src))
 
     def _instance_id(self, r: Mapping[str, Any], cls: str, *, from_context: bool = False) -> str:
         """The instance a resource is, created on first sight. Two different resources named
@@ -607,11 +829,14 @@ def hydrate(
     texts: Iterable[TextSource] = (),
     prefetch: Sequence[PrefetchTemplate] | None = None,
     truncated: Mapping[str, str] | None = None,
+    invalid: Mapping[str, Sequence[Unreadable]] | None = None,
+    clock_skew: float = DEFAULT_CLOCK_SKEW,
 ) -> Hydration:
     """Read ``data`` (prefetch keys → resources) and ``context`` into changes for the focus,
     with the input status of every mapped property. ``prefetch`` (the service's templates)
     says which key feeds which resource type, so a key without data is an *absent* input;
-    ``truncated`` names the keys whose search was cut off, and why (``adapters.fhir.inputs``)."""
+    ``truncated`` names the keys whose search was cut off, and why (``adapters.fhir.inputs``);
+    ``invalid`` the resources of each key that were not valid FHIR and were left out."""
     return _Hydrator(
         ontology,
         focus_id=focus_id,
@@ -621,4 +846,6 @@ def hydrate(
         now=now,
         prefetch=prefetch,
         truncated=truncated,
+        invalid=invalid,
+        clock_skew=clock_skew,
     ).run(texts)

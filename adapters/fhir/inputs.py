@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.ontology.model import (
     FhirMapping,
@@ -35,6 +35,9 @@ from app.ontology.model import (
 from app.ucum import is_ucum
 from app.world.facts import Violation
 from app.world.inputs import InputReason, InputState, InputStatus
+
+if TYPE_CHECKING:
+    from adapters.fhir.notes import Unreadable
 
 UCUM = "http://unitsofmeasure.org"
 
@@ -102,12 +105,16 @@ class InputRecorder:
         context: Mapping[str, Any],
         prefetch: Sequence[PrefetchTemplate] | None,
         truncated: Mapping[str, str],
+        errors: Mapping[str, str] | None = None,
+        invalid: Mapping[str, Sequence[Unreadable]] | None = None,
     ) -> None:
         self.status = status
         self._data = data
         self._context = context
         self._prefetch = prefetch
         self._truncated = truncated
+        self._errors = errors or {}
+        self._invalid = invalid or {}
 
     def read(self, prop: PropertyDef) -> None:
         self.status.read(prop.iri)
@@ -119,6 +126,16 @@ class InputRecorder:
         """A value of ``prop`` was there and not admitted, for the reason ``why``."""
         said = f"{_sentence(label_of(prop))} {_noun(prop)} not used: {why}"
         self._note(prop, "refused", source, said)
+
+    def unread(self, prop: PropertyDef, source: str | None, name: str | None, why: str) -> None:
+        """A record that could have fed ``prop`` is there but could not be read, for ``why``."""
+        what = f"{name!r} ({source})" if name and source else (name and repr(name)) or source
+        said = f"{_sentence(label_of(prop))}: {what or 'a record'} could not be read: {why}"
+        self._note(prop, "unread", source, said)
+
+    def conflicting(self, prop: PropertyDef, source: str | None, detail: str) -> None:
+        """Readings of ``prop`` taken at the same instant disagree in what they decide."""
+        self._note(prop, "conflicting", source, detail)
 
     def stale(
         self, prop: PropertyDef, m: FhirMapping, source: str | None, taken: datetime | None
@@ -160,6 +177,19 @@ class InputRecorder:
                 continue
             for key in self._keys(m):
                 fed = True
+                if key in self._errors:
+                    self._note(
+                        prop,
+                        "truncated",
+                        f"prefetch.{key}",
+                        f"The {key!r} search came back with an error from the EHR "
+                        f"({self._errors[key]}): {label_of(prop)} data may exist that was "
+                        "not received",
+                    )
+                for bad in self._invalid.get(key, ()):
+                    # an unknown type could be anything the key returns
+                    if bad.resource_type in (m.resource_type, "Bundle", ""):
+                        self.unread(prop, bad.reference, None, f"it is not valid FHIR: {bad.why}")
                 if key in self._truncated:
                     self._note(
                         prop,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from adapters.fhir.links import resolve
 from adapters.fhir.reading import as_codings, codings, evaluate, source_of
+from adapters.fhir.unread import code_verdict, record_name
 from app.ontology.model import XSD, FhirMapping, PropertyDef
 from app.world.facts import Assert, Change
 
@@ -32,6 +33,11 @@ if TYPE_CHECKING:
     from adapters.fhir.inputs import InputRecorder
 
 _STRING = XSD + "string"
+
+
+def _is_concept(value: Any) -> bool:
+    """A CodeableConcept or Coding (what a code-classified string property reads)."""
+    return isinstance(value, dict) and any(k in value for k in ("coding", "code", "text"))
 
 
 @dataclass(kw_only=True)
@@ -119,11 +125,18 @@ class InstanceReading:
     def _instance_datum(self, iid: str, inst: Instance, prop: PropertyDef, m: FhirMapping) -> None:
         r = inst.resource
         found: list[tuple[Mapping[str, Any], Any]] = []
+        concepts: list[Any] = []
         for node, origin in self._linked(m, r, self._targets(m, r), prop):
             for v in evaluate(node, m.fhir_path):
+                if prop.closed_over and prop.range == _STRING and _is_concept(v):
+                    concepts.append(v)
                 for item in as_codings(v) if prop.range == _STRING else (v,):
                     if item is not None:
                         found.append((origin, item))
+        if concepts:  # a code this property classifies by: read, none of ours, or unread
+            verdict, why = code_verdict(self.o, prop, concepts)
+            if verdict == "unread":
+                self.inputs.unread(prop, source_of(r).reference, record_name(concepts), why)
         for origin, raw in found[:1] if m.pick == "Latest" else found:
             self._assert_literal(prop, m, origin, raw, subject=iid)
 

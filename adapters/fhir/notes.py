@@ -28,3 +28,16 @@ class DataNote:
             "readAs": self.read_as,
             "message": self.message,
         }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Unreadable:
+    """A resource received that is not valid FHIR R4 and so was not read: a refused record of
+    every input its prefetch key feeds, not a refusal of the whole call."""
+
+    reference: str  # "Encounter/e1", or where it was ("prefetch.vitals.entry[3].resource")
+    resource_type: str  # its resourceType, "" when it has none
+    why: str  # the element and the rule: "class: field required"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reference": self.reference, "resourceType": self.resource_type, "why": self.why}

@@ -1,8 +1,9 @@
 """FHIR payload checks with the ``fhir.resources`` R4B models.
 
-A resource the service is about to read is validated first, so malformed data is a clear client
-error naming the element (``prefetch.vitals.entry[0].resource.status``), never a crash deep in
-hydration.
+A resource the service is about to read is validated first, so malformed data never reaches
+hydration: in the hook context (a draft order) it is a clear client error naming the element
+(``context.draftOrders.entry[0].resource.status``); in prefetch it is a record the service could
+not read (:func:`readable`), named with the element and the rule on every input it feeds.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 from fhir.resources.R4B import get_fhir_model_class
 from pydantic import ValidationError
 
+from adapters.fhir.notes import Unreadable
 from app.cds.errors import Issue
 
 
@@ -92,6 +94,54 @@ def _issues(resource: Any, where: str) -> list[Issue]:
     except (ValueError, TypeError) as exc:
         return [Issue(code="structure", diagnostics=f"{where}: {exc}", expression=where)]
     return []
+
+
+def readable(value: Any, where: str) -> tuple[Any, list[Unreadable]]:
+    """``value`` (a prefetch key's resource or Bundle) without the resources that are not valid
+    FHIR R4, and those resources, each with the element and the rule it breaks. A resource that
+    fails is a record the service could not read, not a reason to refuse the whole call; a
+    Bundle whose own elements fail (or a key that is no resource) is unreadable whole (None)."""
+    if isinstance(value, dict) and value.get("resourceType") == "Bundle":
+        entries = value.get("entry")
+        if isinstance(entries, list):
+            shell = [
+                {k: v for k, v in e.items() if k != "resource"} if isinstance(e, dict) else e
+                for e in entries
+            ]
+            problems = _issues({**value, "entry": shell}, where)
+            if not problems:
+                kept: list[Any] = []
+                bad: list[Unreadable] = []
+                for i, entry in enumerate(entries):
+                    resource = entry.get("resource") if isinstance(entry, dict) else None
+                    at = f"{where}.entry[{i}].resource"
+                    found = _issues(resource, at) if resource else []
+                    if found:
+                        bad.append(_unreadable(resource, found, at))
+                    else:
+                        kept.append(entry)
+                return ({**value, "entry": kept} if bad else value), bad
+    problems = _issues(value, where)
+    if not problems:
+        return value, []
+    return None, [_unreadable(value, problems, where)]
+
+
+def _unreadable(resource: Any, issues: list[Issue], where: str) -> Unreadable:
+    rtype = resource.get("resourceType") if isinstance(resource, dict) else None
+    rid = resource.get("id") if isinstance(resource, dict) else None
+    first = issues[0].expression or where
+    reference = f"{rtype}/{rid}" if isinstance(rtype, str) and isinstance(rid, str) else first
+    why = "; ".join(_said(i, where) for i in issues[:3])
+    known = isinstance(rtype, str) and _known_type(rtype)
+    return Unreadable(reference=reference, resource_type=rtype if known else "", why=why)
+
+
+def _said(issue: Issue, where: str) -> str:
+    """An issue about a resource at ``where`` as "element: rule" (the element relative to it)."""
+    message = issue.diagnostics.split(": ", 1)[-1].removesuffix(")").split(" (invalid FHIR")[0]
+    at = (issue.expression or "").removeprefix(where).lstrip(".")
+    return f"{at}: {message}" if at else message
 
 
 def _unknown_type(where: str, rtype: object) -> Issue:

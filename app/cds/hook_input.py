@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from adapters.fhir.hydrate import hydrate
 from adapters.fhir.inputs import note_gate_refusals
+from adapters.fhir.notes import Unreadable
 from app.ontology.model import Ontology
 from app.runtime.replay import RecordedRun
 from app.world.facts import Change, Violation
@@ -52,6 +53,8 @@ class HookInput:
     now: str
     #: prefetch keys whose search was cut off → why (absent from inputs stored before it)
     truncated: Mapping[str, str] = field(default_factory=dict)
+    #: prefetch keys → the resources left out as not valid FHIR (read as *unread* again)
+    invalid: Mapping[str, Sequence[Unreadable]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -64,6 +67,8 @@ class HookInput:
         }
         if self.truncated:
             out["truncated"] = dict(self.truncated)
+        if self.invalid:
+            out["invalid"] = {k: [u.to_json() for u in v] for k, v in self.invalid.items()}
         return out
 
     def to_bytes(self) -> bytes:
@@ -82,6 +87,17 @@ class HookInput:
                 prefetch=dict(data["prefetch"]),
                 now=str(data["now"]),
                 truncated={str(k): str(v) for k, v in dict(data.get("truncated") or {}).items()},
+                invalid={
+                    str(k): [
+                        Unreadable(
+                            reference=str(u["reference"]),
+                            resource_type=str(u["resourceType"]),
+                            why=str(u["why"]),
+                        )
+                        for u in v
+                    ]
+                    for k, v in dict(data.get("invalid") or {}).items()
+                },
             )
         except (zlib.error, ValueError, KeyError, TypeError) as exc:
             raise InputUnusable(f"the stored input cannot be read: {exc}") from None
@@ -152,6 +168,8 @@ def rehydrate(ontology: Ontology, stored: HookInput) -> Rehydrated:
         texts=service.text,
         prefetch=service.prefetch,
         truncated=stored.truncated,
+        invalid=stored.invalid,
+        clock_skew=service.clock_skew,
     )
     world = World(ontology, now=now)
     problems: list[Violation] = list(hydration.violations)

@@ -32,8 +32,9 @@ from adapters.fhir.client import (
     FhirRead,
     short_of_total,
 )
-from app.cds.errors import Issue, PrefetchUnavailable, RequestInvalid
-from app.cds.fhir_data import resource_issues
+from adapters.fhir.notes import Unreadable
+from app.cds.errors import Issue, PrefetchUnavailable
+from app.cds.fhir_data import readable
 from app.cds.requests import HookRequest
 from app.ontology.hooks import USER_TOKENS
 from app.ontology.model import PrefetchTemplate
@@ -78,6 +79,8 @@ class Gathered:
     #: keys whose search was cut off (a page or byte budget, a paging loop) → why; their data
     #: is what was read before the cut (None when nothing could be)
     truncated: dict[str, str] = field(default_factory=dict)
+    #: keys → the resources left out of their data as not valid FHIR R4 (unread records)
+    invalid: dict[str, list[Unreadable]] = field(default_factory=dict)
 
 
 def _is_outcome(value: Any) -> bool:
@@ -107,12 +110,14 @@ async def gather(
     to_fetch: dict[str, str] = {}
     reasons: dict[str, str] = {}
     truncated: dict[str, str] = {}
-    client_issues: list[Issue] = []
+    invalid: dict[str, list[Unreadable]] = {}
     for t in templates:
         if t.key in request.prefetch and not _is_outcome(request.prefetch[t.key]):
             value = request.prefetch[t.key]
             if value is not None:
-                client_issues.extend(resource_issues(value, f"prefetch.{t.key}"))
+                value, bad = readable(value, f"prefetch.{t.key}")
+                if bad:
+                    invalid[t.key] = bad
             if _has_next(value):
                 truncated[t.key] = "the client sent its first page only"
             elif (short := short_of_total(value)) is not None:
@@ -126,10 +131,8 @@ async def gather(
         except Unrenderable:
             data[t.key] = None  # the template does not apply to this call: no such data
             reasons.pop(t.key, None)
-    if client_issues:
-        raise RequestInvalid(issues=client_issues)
     if not to_fetch:
-        return Gathered(data=data, fetched=(), truncated=truncated)
+        return Gathered(data=data, fetched=(), truncated=truncated, invalid=invalid)
     if request.fhir_server is None:
         raise PrefetchUnavailable(
             issues=[
@@ -179,12 +182,15 @@ async def gather(
                     expression=f"prefetch.{key}",
                 )
             )
-        elif results[key].body is not None:
-            issues.extend(resource_issues(results[key].body, f"prefetch.{key}"))
     if issues or scope.cancelled_caught:
         raise PrefetchUnavailable(issues=issues)
     for key, read in results.items():
-        data[key] = read.body
+        body = read.body
+        if body is not None:
+            body, bad = readable(body, f"prefetch.{key}")
+            if bad:
+                invalid[key] = bad
+        data[key] = body
         if read.truncated is not None:
             truncated[key] = read.truncated
-    return Gathered(data=data, fetched=tuple(to_fetch), truncated=truncated)
+    return Gathered(data=data, fetched=tuple(to_fetch), truncated=truncated, invalid=invalid)

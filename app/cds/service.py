@@ -375,6 +375,8 @@ class HookService:
             texts=service.text,
             prefetch=service.prefetch,
             truncated=gathered.truncated,
+            invalid=gathered.invalid,
+            clock_skew=service.clock_skew,
         )
         note_unread_text(
             hydration.inputs,
@@ -688,6 +690,7 @@ class HookService:
             prefetch=data,
             now=now.isoformat(),
             truncated=gathered.truncated,
+            invalid=gathered.invalid,
         )
         record.values["input"] = stored_input.to_bytes()
         rows = [s.to_row() for s in hydration.sources]

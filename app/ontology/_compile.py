@@ -247,6 +247,7 @@ class Compiler(FlowCompiler):
             absent_means=cast(Any, absent_means),
             inverse_of=self.refs(node, H("inverseOf"), ("property",)),
             aggregate=aggregate,
+            closed_over=self.strings(node, H("closedOver")),
         )
 
     def _aggregate(self, node: Node) -> AggregateDef | None:
@@ -397,6 +398,7 @@ class Compiler(FlowCompiler):
             max_age=self._max_age(node),
             value_sets=self.value_set_refs(node, H("inValueSet")),
             via=self._via(node),
+            missing_excludes=self.strings(node, H("missingExcludes")),
         )
 
     def _via(self, node: Node) -> str | None:

@@ -7,9 +7,12 @@ from typing import Any, cast
 from rdflib import Literal, URIRef
 from rdflib.term import Node
 
+from app.ontology import _values as V
 from app.ontology import card_text
 from app.ontology._compile_base import CompilerBase, H
+from app.ontology._rdf import literal_kind
 from app.ontology.model import (
+    DEFAULT_CLOCK_SKEW,
     ArgBinding,
     Branch,
     CandidateQuery,
@@ -196,7 +199,23 @@ class FlowCompiler(CompilerBase):
             cards=cards,
             system_actions=actions,
             custom_hook=bool(self.boolean(node, H("customHook"))),
+            clock_skew=self._clock_skew(node),
         )
+
+    def _clock_skew(self, node: Node) -> float:
+        raw = self.r.one(node, H("clockSkew"))
+        if raw is None:
+            return DEFAULT_CLOCK_SKEW
+        seconds = V.parse_iso_duration(raw)
+        if seconds is not None and seconds >= 0:
+            return seconds
+        self.r.problem(
+            "literal-type",
+            node,
+            f'expects an ISO 8601 duration like "PT5M", got {literal_kind(raw)}',
+            via=H("clockSkew"),
+        )
+        return DEFAULT_CLOCK_SKEW
 
     def _card(self, service: Node, node: Node, order: int) -> CardDecl:
         r = self.r

@@ -9,6 +9,7 @@ JSON (structured input, schemas, outcomes). Turtle terms are given next to each 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Literal, TypeAlias, get_args
@@ -83,6 +84,10 @@ def humanise(name: str) -> str:
     return " ".join(out)
 
 
+#: How far past the hook's time a reading may be stamped unless a service says otherwise.
+DEFAULT_CLOCK_SKEW = 300.0
+
+
 # --- classes and properties ----------------------------------------------------------------
 
 
@@ -137,6 +142,9 @@ class FhirMapping:
     #: horis:via "medicationReference": follow this Reference (contained or read in the same
     #: call) and evaluate ``fhir_path`` on the resource it names
     via: str | None = None
+    #: horis:missingExcludes "category": elements ``where`` reads whose absence means the record
+    #: is not one this mapping reads (else a record missing one is *unread*, not left out)
+    missing_excludes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -224,6 +232,10 @@ class PropertyDef:
     #: horis:inverseOf Q…: hydration asserts (o, this, s) for every (s, Q, o) it reads
     inverse_of: tuple[str, ...] = ()
     aggregate: AggregateDef | None = None  # horis:aggregate [ … ]: computed, never asserted
+    #: horis:closedOver "system"…: the code systems in which this property's code lists (its
+    #: range's classes, or the value sets its conditions test) are complete, so that a code of
+    #: such a system that none lists is *none of ours*; a code of any other system is *unread*
+    closed_over: tuple[str, ...] = ()
 
     @property
     def closed_world(self) -> bool:
@@ -588,6 +600,9 @@ class CdsServiceDef:
     cards: tuple[CardDecl, ...] = ()
     system_actions: tuple[SystemActionDecl, ...] = ()  # horis:systemAction [ … ]…
     custom_hook: bool = False  # horis:customHook true: not a hook of the CDS Hooks registry
+    #: horis:clockSkew "PT5M" in seconds: how far past the hook's time a reading may be stamped
+    #: (the EHR's clocks and ours differ) before it is refused as taken in the future
+    clock_skew: float = DEFAULT_CLOCK_SKEW
 
 
 # --- the whole ---------------------------------------------------------------------------
@@ -683,6 +698,19 @@ class Ontology:
                 best = iri
         return best
 
+    def knows_code(self, coding: str) -> bool:
+        """Whether ``"system|code"`` is named anywhere in the deployment (a class's or an
+        individual's code, a value set member, a mapping's coding)."""
+        return coding in self._index.known_codes
+
+    def names_system(self, system: str) -> bool:
+        """Whether any code the deployment names is of code system ``system``."""
+        return system in self._index.code_systems
+
+    def conditions_on(self, property_iri: str) -> tuple[Condition, ...]:
+        """The conditions (rules, steps, cards) that compare a value of ``property_iri``."""
+        return self._index.conditions_on.get(property_iri, ())
+
     def in_value_set(self, coding: str, canonical: str) -> bool:
         """Whether ``"system|code"`` is a member of the value set ``canonical``."""
         vs = self.value_sets.get(canonical)
@@ -727,6 +755,24 @@ class Ontology:
         return tuple(p for p in self.properties.values() if p.domain in ancestors)
 
 
+def _conditions_by_property(
+    o: Ontology, steps: Mapping[str, StepDef]
+) -> dict[str, tuple[Condition, ...]]:
+    """Every condition of the rules, steps (goals, requirements, branches) and cards, by the
+    property its path ends at: what a value of that property is compared with."""
+    found: dict[str, list[Condition]] = {}
+    groups: list[Iterable[Condition]] = [r.when for r in o.rules]
+    for s in steps.values():
+        groups.extend((s.goal, s.requires))
+        groups.extend(b.when for b in s.branches)
+    for svc in o.services.values():
+        groups.extend(c.when for c in svc.cards)
+    for group in groups:
+        for c in group:
+            found.setdefault(c.path[-1], []).append(c)
+    return {k: tuple(v) for k, v in found.items()}
+
+
 @dataclass(frozen=True)
 class _Index:
     """Lookup tables computed once from an Ontology's fields."""
@@ -741,6 +787,13 @@ class _Index:
     rules_by_property: dict[str, tuple[Rule, ...]]
     #: (class IRI, member codes) of every class with ``horis:inValueSet``, in document order
     value_set_classes: tuple[tuple[str, frozenset[str]], ...] = ()
+    #: every "system|code" the deployment names: class and individual codes, value set members,
+    #: mapping codings
+    known_codes: frozenset[str] = frozenset()
+    #: the code systems of ``known_codes``
+    code_systems: frozenset[str] = frozenset()
+    #: property IRI → the conditions anywhere in the deployment whose path ends at it
+    conditions_on: dict[str, tuple[Condition, ...]] = field(default_factory=dict)
     #: derived JSON Schemas by extracted classes (filled by ``app.ontology.schema``)
     schemas: dict[tuple[str, ...], dict[str, object]] = field(default_factory=dict)
 
@@ -793,7 +846,18 @@ class _Index:
         for r in o.rules:
             for prop in dict.fromkeys(t.property for t in r.then):
                 by_prop.setdefault(prop, []).append(r)
+        known = frozenset(
+            {
+                *(code for c in o.classes.values() for code in c.codes),
+                *(code for i in o.individuals.values() for code in i.codes),
+                *(code for vs in o.value_sets.values() for code in vs.codes),
+                *(code for p in o.properties.values() for m in p.from_fhir for code in m.codings),
+            }
+        )
         return _Index(
+            known_codes=known,
+            code_systems=frozenset(code.split("|", 1)[0] for code in known),
+            conditions_on=_conditions_by_property(o, steps),
             names={k: tuple(v) for k, v in names.items()},
             all_iris=frozenset(iris),
             ancestors=ancestors,

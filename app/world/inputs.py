@@ -8,9 +8,14 @@ A decision may rest only on inputs that are *complete*. The others say why they 
   never answered;
 - ``refused``: data was there but not admitted (gate, unit, subject, record status, validation);
 - ``stale``: every reading was older than the mapping's ``horis:maxAge`` at the hook's time;
-- ``truncated``: a search or size limit was reached, so more data may exist.
+- ``truncated``: a search or size limit was reached, or the server reported an error inside its
+  answer, so more data may exist;
+- ``unread``: a record is there but could not be read — its code is in no system or list the
+  deployment reads (or it has text only), an element a filter needs is missing, it is not valid
+  FHIR — so what it says is unknown;
+- ``conflicting``: readings of a single-valued input taken at the same instant disagree.
 
-A refused, stale or truncated input is never closed-world. Hydration builds an
+A refused, stale, conflicting, unread or truncated input is never closed-world. Hydration builds an
 :class:`InputStatus`; the run keeps it (stored with the run, shown on the run page and in
 ``GET /runs/{id}``) and the ReasoningStep asks it which properties may still change.
 """
@@ -21,17 +26,20 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-InputState = Literal["complete", "absent", "refused", "stale", "truncated"]
+InputState = Literal["complete", "absent", "refused", "stale", "conflicting", "unread", "truncated"]
 INPUT_STATES: tuple[InputState, ...] = get_args(InputState)
 
 #: When a property's inputs disagree, the one that says most about what may be missing wins:
-#: more data exists (truncated), data was turned away (refused), data too old (stale), none.
+#: more data exists (truncated), a record could not be read (unread), data was turned away
+#: (refused), readings disagree (conflicting), data too old (stale), none.
 _WEIGHT: dict[InputState, int] = {
     "complete": 0,
     "absent": 1,
     "stale": 2,
-    "refused": 3,
-    "truncated": 4,
+    "conflicting": 3,
+    "refused": 4,
+    "unread": 5,
+    "truncated": 6,
 }
 
 

@@ -85,10 +85,17 @@ NORMAL_VITALS: dict[str, tuple[float, str]] = {
 }
 
 
+#: another LOINC code of the same measurement → the code :data:`NORMAL_VITALS` uses for it
+SAME_MEASUREMENT: dict[str, str] = {"2708-6": "59408-5"}  # oxygen saturation, arterial blood
+
+
 def vital_signs(pid: str, *, skip: frozenset[str] | set[str] = frozenset()) -> list[dict[str, Any]]:
     """A complete set of recent, unremarkable vital signs (one Observation per code of
     :data:`NORMAL_VITALS` not in ``skip``): triage decides only when none of them is missing, so
-    a test that is about one reading sends the rest with it."""
+    a test that is about one reading sends the rest with it. Skipping another code of the same
+    measurement skips it too (two readings of one vital sign taken together that disagree are
+    conflicting, not one of them)."""
+    skip = {*skip, *(SAME_MEASUREMENT[c] for c in skip if c in SAME_MEASUREMENT)}
     return [
         observation(pid, code, value, unit)
         for code, (value, unit) in NORMAL_VITALS.items()

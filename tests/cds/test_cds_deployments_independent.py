@@ -114,7 +114,7 @@ def test_horismos_deployments_lists_them_and_exits_one_for_a_refused_one(tmp_pat
     listed = {d["id"]: d for d in json.loads(done.stdout)["deployments"]}
     assert {k: (d["version"], d["status"], d["services"]) for k, d in listed.items()} == {
         "hookwait": ("0.1.0", "refused", ["hook-wait"]),
-        "med-safety": ("1.1.0", "serving", ["horismos-med-safety"]),
-        "triage": ("1.3.0", "serving", ["horismos-triage"]),
+        "med-safety": ("1.2.0", "serving", ["horismos-med-safety"]),
+        "triage": ("1.4.0", "serving", ["horismos-triage"]),
     }
     assert "hookwait: not served" in done.stderr and "onUnreachable" in done.stderr

@@ -74,32 +74,48 @@ def _expressions(resp: Any) -> list[str]:
 # --- unknown resource types -------------------------------------------------------------------
 
 
-def test_an_unknown_resource_type_in_prefetch_is_400_naming_it(
-    client: TestClient, database_url: str
+def _inputs(client: TestClient, resp: Any) -> dict[str, dict[str, Any]]:
+    """The stored run's input status by property local name."""
+    assert resp.status_code == 200, resp.text
+    run_id = resp.json()["extension"]["dev.horismos.run"]["runId"]
+    stored = client.get(f"/runs/{run_id}").json()
+    return {i["property"].rsplit("#", 1)[-1]: i for i in stored["inputs"]}
+
+
+def test_an_unknown_resource_type_in_prefetch_is_an_unread_record_not_a_refused_call(
+    client: TestClient,
 ) -> None:
+    """A search result carrying a resource of no FHIR R4 type: the call is answered, and every
+    reading that search feeds is unread — the record could have been any of them."""
     body = triage_body()
+    del body["prefetch"]["encounter"]["reasonCode"]  # structured data only: Assess decides
     body["prefetch"]["vitals"]["entry"].append({"resource": {"resourceType": "Nonsense"}})
     resp = client.post(TRIAGE, json=body)
-    assert resp.status_code == 400, resp.text
-    assert "prefetch.vitals.entry[1].resource.resourceType" in _expressions(resp)
-    assert "Nonsense" in resp.text
+    run = resp.json()["extension"]["dev.horismos.run"]
+    assert "decision" not in run and run["terminal"] == "EscalateIncomplete"
+    heart = _inputs(client, resp)["heartRate"]
+    assert heart["state"] == "unread"
+    [reason] = [r for r in heart["reasons"] if r["state"] == "unread"]
+    assert reason["source"] == "prefetch.vitals.entry[1].resource.resourceType"
+    assert "unknown FHIR R4 resource type 'Nonsense'" in reason["detail"]
     top = triage_body()
     top["prefetch"]["patient"] = {"resourceType": "Nonsense", "id": "x"}
-    resp = client.post(TRIAGE, json=top)
-    assert resp.status_code == 400, resp.text
-    assert _expressions(resp) == ["prefetch.patient.resourceType"]
-    assert _runs(database_url) == 0
+    age = _inputs(client, client.post(TRIAGE, json=top))["age"]
+    assert age["state"] == "unread"
+    assert any("'Nonsense'" in r["detail"] for r in age["reasons"])
 
 
-def test_an_unknown_contained_resource_type_is_400_naming_it(client: TestClient) -> None:
+def test_an_unknown_contained_resource_type_makes_its_container_unread(
+    client: TestClient,
+) -> None:
     body = triage_body()
     body["prefetch"]["patient"]["contained"] = [{"resourceType": "Nonsense", "id": "c"}]
-    resp = client.post(TRIAGE, json=body)
-    assert resp.status_code == 400, resp.text
-    assert _expressions(resp) == ["prefetch.patient.contained[0].resourceType"]
+    age = _inputs(client, client.post(TRIAGE, json=body))["age"]
+    assert age["state"] == "unread"
+    assert any("'Nonsense'" in r["detail"] for r in age["reasons"])
 
 
-def test_an_unknown_resource_type_from_the_fhir_server_is_412_naming_the_key(
+def test_an_unknown_resource_type_from_the_fhir_server_is_an_unread_record(
     client: TestClient,
 ) -> None:
     pid, eid = fx.new_id(), fx.new_id()
@@ -114,8 +130,7 @@ def test_an_unknown_resource_type_from_the_fhir_server_is_412_naming_the_key(
             fhir_server=fhir.base + "/fhir",
         )
         resp = client.post(TRIAGE, json=body)
-    assert resp.status_code == 412, resp.text
-    assert "prefetch.vitals.entry[0].resource.resourceType" in _expressions(resp)
+    assert _inputs(client, resp)["heartRate"]["state"] == "unread"
 
 
 # --- JSON nested a thousand deep ----------------------------------------------------------------

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import anyio
 import httpx
 import pytest
 
-from app.cds.errors import PrefetchUnavailable, RequestInvalid
+from app.cds.errors import PrefetchUnavailable
 from app.cds.prefetch import Gathered, Unrenderable, gather, render
 from app.cds.requests import parse_hook_request
 from app.ontology.model import PrefetchTemplate
@@ -145,12 +144,14 @@ def test_the_whole_hook_shares_one_deadline() -> None:
         assert "could not be reached or did not answer in time" in issue["diagnostics"]
 
 
-def test_malformed_fetched_resource_is_412_and_malformed_sent_one_is_400() -> None:
+def test_a_malformed_resource_fetched_or_sent_is_left_out_and_named_not_a_refused_call() -> None:
+    """A resource that is not valid FHIR R4 is not read, whoever sent it: the key has no data
+    and the resource is named with the element and the rule it breaks."""
     bad = {"resourceType": "Patient", "id": "p1", "birthDate": "not a date"}
-    with pytest.raises(PrefetchUnavailable) as fetched:
-        _gather(_request({"vitals": EMPTY}), lambda r: httpx.Response(200, json=bad))
-    assert fetched.value.outcome()["issue"][0]["expression"] == ["prefetch.patient.birthDate"]
-    with pytest.raises(RequestInvalid) as sent:
-        _gather(_request({"patient": bad, "vitals": EMPTY}), lambda r: httpx.Response(500))
-    assert sent.value.outcome()["issue"][0]["expression"] == ["prefetch.patient.birthDate"]
-    assert json.dumps(sent.value.outcome())
+    fetched = _gather(_request({"vitals": EMPTY}), lambda r: httpx.Response(200, json=bad))
+    sent = _gather(_request({"patient": bad, "vitals": EMPTY}), lambda r: httpx.Response(500))
+    for got in (fetched, sent):
+        assert got.data["patient"] is None
+        [unread] = got.invalid["patient"]
+        assert unread.reference == "Patient/p1" and unread.resource_type == "Patient"
+        assert unread.why.startswith("birthDate: ") and "regex" in unread.why

@@ -131,6 +131,10 @@ def test_fhir_mappings(full: Ontology) -> None:
     assert age.max_age is None
     (cond,) = full.properties[F + "hasCondition"].from_fhir
     assert cond.where == "clinicalStatus.coding.code = 'active'" and cond.pick == "All"
+    assert cond.missing_excludes == ("clinicalStatus",) and weight.missing_excludes == ()
+    assert full.properties[F + "hasCondition"].closed_over == ("http://example.org/cs",)
+    assert full.properties[F + "weight"].closed_over == ()
+    assert full.services[F + "Service"].clock_skew == 120
     (draft,) = full.properties[F + "hasDraft"].from_fhir
     assert draft.context_key == "draftOrders"
 

@@ -12,7 +12,7 @@ PRIORITY = "http://terminology.hl7.org/CodeSystem/v3-ActPriority|"
 
 def test_triage_verifies(triage: Ontology) -> None:
     assert verify(triage) == []
-    assert triage.version == "1.3.0"
+    assert triage.version == "1.4.0"
 
 
 def test_symptom_classes_and_snomed_codes(triage: Ontology) -> None:
@@ -75,10 +75,12 @@ def test_inputs_and_their_fhir_sources(triage: Ontology) -> None:
     age = triage.properties[N + "age"]
     assert age.range == XSD + "integer"
     assert age.from_fhir[0].transform == "YearsSince"
-    (cond,) = triage.properties[N + "hasSymptom"].from_fhir
+    cond, reason = triage.properties[N + "hasSymptom"].from_fhir
     assert cond.resource_type == "Condition" and cond.pick == "All" and cond.where
     assert "encounter-diagnosis" in cond.where and "problem-list-item" in cond.where
-    assert "active" in cond.where
+    assert "active" in cond.where and "recurrence" in cond.where and "relapse" in cond.where
+    assert (reason.resource_type, reason.fhir_path) == ("Encounter", "reasonCode")
+    assert triage.properties[N + "hasSymptom"].closed_over == ("http://snomed.info/sct",)
     assert triage.properties[N + "queuedAt"].range == XSD + "dateTime"
 
 
