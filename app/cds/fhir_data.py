@@ -133,8 +133,8 @@ def _unreadable(resource: Any, issues: list[Issue], where: str) -> Unreadable:
     first = issues[0].expression or where
     reference = f"{rtype}/{rid}" if isinstance(rtype, str) and isinstance(rid, str) else first
     why = "; ".join(_said(i, where) for i in issues[:3])
-    known = isinstance(rtype, str) and _known_type(rtype)
-    return Unreadable(reference=reference, resource_type=rtype if known else "", why=why)
+    known = rtype if isinstance(rtype, str) and _known_type(rtype) else ""
+    return Unreadable(reference=reference, resource_type=known, why=why)
 
 
 def _said(issue: Issue, where: str) -> str:
