@@ -11,7 +11,8 @@ and an alias two entries of one tier give different targets is left out (ambiguo
 1. every CodeSystem ``url`` is canonical as it stands;
 2. every NamingSystem's ``uniqueId`` (types ``uri`` and ``oid``) names the NamingSystem's
    preferred URI;
-3. every CodeSystem ``identifier`` (``urn:oid:…``) names that CodeSystem's ``url``;
+3. every CodeSystem ``identifier`` (an OID, or a URI such as an old one) names that
+   CodeSystem's ``url``;
 4. the URIs FHIR STU3 published HL7 code systems under, derived by the rule in ``_stu3_uri``;
 5. the v2 table list (CodeSystem ``v2-tables``): each table's code-system OID, table OID and
    older URIs name the code system the list gives for that table.
@@ -180,10 +181,17 @@ def _identifier_oids(cs: dict[str, Any]) -> list[str]:
 
 
 def _identifier_aliases(cs: dict[str, Any]) -> Iterator[tuple[str, str]]:
-    if "url" in cs:
-        for oid in _identifier_oids(cs):
-            for form in _oid_forms(oid):
-                yield form, str(cs["url"])
+    """The CodeSystem's OIDs, and the URIs it lists as identifiers (QI-Core's old URI of
+    appropriateness-score is one, ``use`` old)."""
+    if "url" not in cs:
+        return
+    for oid in _identifier_oids(cs):
+        for form in _oid_forms(oid):
+            yield form, str(cs["url"])
+    for identifier in cs.get("identifier", []):
+        value = str(identifier.get("value", ""))
+        if "://" in value:
+            yield value, str(cs["url"])
 
 
 def _stu3_uri(url: str, oid: str) -> str | None:

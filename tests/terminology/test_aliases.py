@@ -27,6 +27,10 @@ THO = "http://terminology.hl7.org/CodeSystem/"
         ("urn:oid:2.16.840.1.113883.6.90", ICD10CM),
         ("2.16.840.1.113883.6.69", NDC),
         (" urn:oid:2.16.840.1.113883.6.1 ", LOINC),
+        # a NamingSystem's other names of one code system, a non-preferred URI among them
+        ("2.16.840.1.113883.12.292", "http://hl7.org/fhir/sid/cvx"),
+        ("http://terminology.hl7.org/CodeSystem/CVX", "http://hl7.org/fhir/sid/cvx"),
+        ("http://terminology.hl7.org/CodeSystem/icd10CM", ICD10CM),
     ],
 )
 def test_an_oid_names_its_code_system(terminology: Terminology, sent: str, canonical: str) -> None:
@@ -63,6 +67,11 @@ def test_a_version_suffix_is_dropped(terminology: Terminology, sent: str, canoni
         ("http://hl7.org/fhir/v3/ActCode", f"{THO}v3-ActCode"),
         ("http://hl7.org/fhir/v3/NullFlavor", f"{THO}v3-NullFlavor"),
         ("urn:oid:2.16.840.1.113883.5.1008", f"{THO}v3-NullFlavor"),
+        # an old URI the CodeSystem itself lists as an identifier (use: old)
+        (
+            "http://hl7.org/fhir/us/qicore/CodeSystem/appropriateness-score",
+            f"{THO}appropriateness-score",
+        ),
     ],
 )
 def test_an_older_hl7_uri_names_todays(terminology: Terminology, sent: str, canonical: str) -> None:
