@@ -96,7 +96,7 @@ def build_index(package_dirs: Iterable[Path]) -> IndexData:
     naming_systems = [ns for ns in naming_systems if ns.get("resourceType") == "NamingSystem"]
 
     urls = {str(cs["url"]) for cs in code_systems if "url" in cs}
-    aliases = _Aliases(urls)
+    aliases = _Aliases()
     aliases.add_tier((url, url) for url in urls)
     aliases.add_tier(pair for ns in naming_systems for pair in _naming_system_aliases(ns, urls))
     aliases.add_tier(pair for cs in code_systems for pair in _identifier_aliases(cs))
@@ -127,8 +127,7 @@ def _read(path: Path) -> dict[str, Any]:
 class _Aliases:
     """Alias → canonical URI, filled tier by tier (see the module docstring)."""
 
-    def __init__(self, urls: set[str]) -> None:
-        self._urls = urls
+    def __init__(self) -> None:
         self._map: dict[str, str] = {}
         self.ambiguous = 0
 
