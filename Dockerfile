@@ -1,6 +1,12 @@
 # Horismos service image: `docker compose up` runs it next to PostgreSQL (docker-compose.yml).
-# Two stages: the first builds Horismos's wheel, the second installs the runtime lock and that
-# wheel (not editable): no compiler, source tree or dev tool in the image.
+# Three stages: the first fetches the HL7 Terminology package (npm, checked against its pinned
+# sha512 by scripts/install-terminology), the second builds Horismos's wheel, the third installs
+# the runtime lock, that wheel (not editable) and the package's files: no compiler, Node, source
+# tree or dev tool in the image.
+FROM node:20-slim AS terminology
+COPY scripts/install-terminology /src/scripts/install-terminology
+RUN /src/scripts/install-terminology /terminology/packages
+
 FROM python:3.11-slim AS build
 
 ENV PIP_NO_CACHE_DIR=1 \
@@ -31,6 +37,10 @@ COPY requirements/runtime.txt /tmp/runtime.txt
 RUN pip install --require-hashes --no-deps -r /tmp/runtime.txt && rm /tmp/runtime.txt
 COPY --from=build /wheels /tmp/wheels
 RUN pip install --no-deps /tmp/wheels/*.whl && pip check && rm -rf /tmp/wheels
+# Where the installed service looks for it (app/resources.py: <prefix>/share/horismos), indexed
+# as `make terminology` does; nothing is downloaded when the service runs.
+COPY --from=terminology /terminology/packages /usr/local/share/horismos/terminology/packages
+RUN python -m app.terminology build
 
 USER horismos
 WORKDIR /home/horismos

@@ -26,12 +26,13 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 
 .DEFAULT_GOAL := help
-.PHONY: help serve test deps lint typecheck pytest migrate openapi lock lock-upgrade bench
+.PHONY: help serve test deps lint typecheck pytest migrate openapi lock lock-upgrade bench terminology
 
 help:
 	@echo "make serve   install the service if needed, migrate ./horismos.db, serve on http://$(HOST):$(PORT)"
 	@echo "make test    install the service and its dev tools if needed, then ruff, ruff format --check, mypy and pytest"
 	@echo "make lock    re-lock requirements/*.txt after editing the dependencies in pyproject.toml"
+	@echo "make terminology  fetch, check and index the HL7 Terminology package (serve and deps do it too)"
 	@echo "make bench   the hook benchmark (bench/hooks.py; BENCH_ARGS=... passes options), installs wrk if missing"
 
 $(BIN)/python:
@@ -54,7 +55,16 @@ $(DEV_STAMP): pyproject.toml $(LOCK_BUILD) $(LOCK_DEV) | $(BIN)/python
 	touch $@ $(RUNTIME_STAMP)
 
 # Everything the tests need. Other tool chains add a prerequisite here.
-deps: $(DEV_STAMP) fhir-server/node_modules tests/browser/node_modules /usr/bin/chromium
+deps: $(DEV_STAMP) terminology fhir-server/node_modules tests/browser/node_modules /usr/bin/chromium
+
+# The HL7 Terminology package the service reads at run time (app/terminology), fetched with
+# npm and checked against its pinned sha512 by scripts/install-terminology (a no-op once it is
+# installed), then indexed so a process loads one small file (half a second, every time: the
+# index always matches the package and the code that reads it).
+TERMINOLOGY_DIR := terminology/packages
+terminology: | $(BIN)/python
+	scripts/install-terminology $(TERMINOLOGY_DIR)
+	$(BIN)/python -m app.terminology build $(TERMINOLOGY_DIR)
 
 # The Node FHIR test server (tests/support/fhir_server.py), pinned by its package-lock.json.
 fhir-server/node_modules: fhir-server/package-lock.json
@@ -70,8 +80,9 @@ tests/browser/node_modules: tests/browser/package-lock.json
 /usr/bin/chromium:
 	scripts/install-chromium
 
-# Serving needs only the runtime install; Node and Chromium are for the test suite.
-migrate: $(RUNTIME_STAMP)
+# Serving needs the runtime install and the terminology package (npm fetches that package once);
+# the Node test servers and Chromium are for the test suite.
+migrate: $(RUNTIME_STAMP) terminology
 	$(BIN)/horismos db upgrade
 
 serve: migrate

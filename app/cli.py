@@ -48,14 +48,22 @@ def serve(
     """Serve the CDS Hooks service (configuration from HORISMOS_* environment variables).
 
     An SQLite database (the default ./horismos.db) is migrated first; a PostgreSQL database
-    that is not migrated is refused with the command that fixes it."""
+    that is not migrated is refused with the command that fixes it, and so is a missing
+    terminology package."""
     import uvicorn
 
     from app.settings import get_settings
     from app.store.migrate import NotMigrated, prepare_to_serve
+    from app.terminology import TerminologyNotInstalled, load_terminology
 
+    settings = get_settings()
+    try:  # before migrating: a service without its terminology is not started at all
+        load_terminology(settings.terminology_packages)
+    except TerminologyNotInstalled as exc:
+        _echo_err(f"horismos serve: {exc}")
+        raise typer.Exit(1) from None
     try:
-        typer.echo(prepare_to_serve(get_settings().database_url))
+        typer.echo(prepare_to_serve(settings.database_url))
     except (NotMigrated, ValueError) as exc:  # ValueError: a URL of no supported database
         _echo_err(f"horismos serve: {exc}")
         raise typer.Exit(1) from None

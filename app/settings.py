@@ -97,6 +97,9 @@ class Settings(BaseSettings):
     database_pool_timeout_seconds: float = Field(default=5.0, gt=0)
     #: Turtle files loaded as one ontology; empty means the bundled ``ontologies/*.ttl``.
     ontology_paths: Annotated[list[Path], NoDecode] = Field(default_factory=list)
+    #: The folder holding the installed FHIR terminology packages; unset means this
+    #: installation's ``terminology/packages`` (where ``make terminology`` puts them).
+    terminology_packages: Path | None = None
     #: ``mock:FILE.json`` or ``claude:MODEL``; unset means no LLM Bridge (fallbacks apply).
     bridge_model: str | None = None
     anthropic_api_key: SecretStr | None = None

@@ -18,6 +18,9 @@ from app.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "foundation"
+#: Where an installed wheel looks for the terminology (app/resources.py, python:3.11-slim's
+#: prefix /usr/local).
+INSTALLED_TERMINOLOGY = "/usr/local/share/horismos/terminology/packages"
 
 
 def _instructions() -> list[tuple[str, str]]:
@@ -113,7 +116,12 @@ def test_every_dockerfile_copy_source_exists_in_the_build_context() -> None:
 def test_dockerfile_runs_as_non_root_and_migrates_before_serving() -> None:
     instructions = _instructions()
     for stage in _stages():
-        assert stage[0][1].split()[0] == "python:3.11-slim", stage[0]
+        image, *name = stage[0][1].split()
+        if name[-1:] == ["terminology"]:  # fetches the terminology package; only files leave it
+            assert re.fullmatch(r"node:\d+-slim", image), stage[0]
+        else:
+            assert image == "python:3.11-slim", stage[0]
+    assert _stages()[-1][0][1] == "python:3.11-slim"
     users = [args for name, args in instructions if name == "USER"]
     assert users and users[-1] not in {"root", "0"}
     (entrypoint,) = [args for name, args in instructions if name == "ENTRYPOINT"]
@@ -149,3 +157,16 @@ def test_the_image_installs_the_runtime_lock_and_a_built_wheel_not_the_tree() ->
         assert "--no-deps" in words, f"{cmd} would resolve dependencies outside the lock"
     assert any(cmd.endswith(".whl") for cmd in pip_installs), "the image installs no wheel"
     assert any("pip check" in run for run in runs), "the image never checks its requirements"
+
+
+def test_the_image_carries_the_checked_terminology_package_where_the_service_reads_it() -> None:
+    stages = {stage[0][1].split()[-1]: stage for stage in _stages()[:-1]}
+    fetch = " ".join(args for name, args in stages["terminology"] if name == "RUN")
+    assert "scripts/install-terminology /terminology/packages" in fetch
+    *_, final = _stages()
+    copies = [shlex.split(args) for name, args in final if name == "COPY"]
+    assert ["--from=terminology", "/terminology/packages", INSTALLED_TERMINOLOGY] in copies
+    runs = [args for name, args in final if name == "RUN"]
+    assert "python -m app.terminology build" in runs  # indexed at its default place
+    (entrypoint,) = [args for name, args in final if name == "ENTRYPOINT"]
+    assert "install-terminology" not in entrypoint and "npm" not in entrypoint

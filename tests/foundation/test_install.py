@@ -88,6 +88,15 @@ def test_make_deps_installs_the_dev_lock() -> None:
     assert "npm ci" in commands
 
 
+@pytest.mark.parametrize("target", ["serve", "deps"])
+def test_serving_and_testing_both_install_and_index_the_terminology_package(target: str) -> None:
+    commands = _make_dry_run(target).splitlines()
+    install = commands.index("scripts/install-terminology terminology/packages")
+    assert commands[install + 1].endswith("python -m app.terminology build terminology/packages")
+    if target == "serve":
+        assert install < commands.index(".venv/bin/horismos db upgrade")
+
+
 def test_the_wheel_carries_the_bundled_ontologies_and_migrations(tmp_path: Path) -> None:
     subprocess.run(
         [
