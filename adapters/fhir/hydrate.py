@@ -48,9 +48,10 @@ from adapters.fhir.reading import as_codings as _as_codings
 from adapters.fhir.reading import codings as _codings
 from adapters.fhir.reading import evaluate, source_of
 from adapters.fhir.reading import resources_of as resources_of  # re-exported for callers
+from adapters.fhir.systems import canonical_systems
 from adapters.fhir.times import UNDATED, effective, when_key, years_since
 from adapters.fhir.units import UnitError, convert
-from adapters.fhir.unread import code_verdict, filter_gap, record_name
+from adapters.fhir.unread import Verdict, code_verdict, filter_gap, record_name
 from adapters.fhir.values import NotANumber, other_value
 from app.digest import canonical_digest
 from app.ontology.model import (
@@ -62,6 +63,7 @@ from app.ontology.model import (
     PropertyDef,
     TextSource,
 )
+from app.terminology import Terminology
 from app.world.facts import AddInstance, Assert, Change, Source, Violation, ViolationCode
 from app.world.inputs import InputStatus
 
@@ -204,8 +206,11 @@ class _Hydrator(InstanceReading):
         truncated: Mapping[str, str] | None = None,
         invalid: Mapping[str, Sequence[Unreadable]] | None = None,
         clock_skew: float = DEFAULT_CLOCK_SKEW,
+        terminology: Terminology | None = None,
     ) -> None:
         self.o = ontology
+        #: a code system as the deployment writes it, whatever the EHR sent (an OID, an older URI)
+        self.canonical = canonical_systems(terminology)
         self.focus_id = focus_id
         self.focus_class = focus_class
         self.context = context
@@ -214,6 +219,17 @@ class _Hydrator(InstanceReading):
         self.out = Hydration()
         errors, warnings = server_errors(data)
         self.out.notes.extend(warnings)
+        for key, bad in (invalid or {}).items():
+            self.out.notes.extend(
+                DataNote(
+                    rule="invalid-resource",
+                    field=f"prefetch.{key}",
+                    received=u.reference,
+                    read_as="not read",
+                    message=f"{u.reference} in {key!r} is not valid FHIR R4 ({u.why}): not read",
+                )
+                for u in bad
+            )
         self.inputs = InputRecorder(
             self.out.inputs,
             data=data,
@@ -261,7 +277,7 @@ class _Hydrator(InstanceReading):
     def _coded(self, m: FhirMapping, concept: Any) -> bool:
         """Whether a code matches the mapping: one of its ``horis:coding`` values, or a member
         of one of its ``horis:inValueSet`` value sets."""
-        codes = _codings(concept)
+        codes = _codings(concept, self.canonical)
         if set(m.codings).intersection(codes):
             return True
         return any(self.o.in_value_set(c, vs) for vs in m.value_sets for c in codes)
@@ -420,7 +436,7 @@ class _Hydrator(InstanceReading):
                 if not values and (other := other_value(node, m.fhir_path)) is not None:
                     values = [other]  # a number written another way: parsed, or refused
                 for v in values:
-                    for item in _as_codings(v) if prop.range == _STRING else (v,):
+                    for item in _as_codings(v, self.canonical) if prop.range == _STRING else (v,):
                         if item is not None:
                             found.append((when_key(effective(r)), dict(origin), item))
         found = self._not_in_future(prop, found)
@@ -508,7 +524,7 @@ class _Hydrator(InstanceReading):
                 if (d := self.o.value_sets.get(vs)) is not None
                 for c in d.codes
             }
-            coded = [c for concept in concepts for c in _codings(concept)]
+            coded = [c for concept in concepts for c in _codings(concept, self.canonical)]
             if not any(c.split("|", 1)[0] in systems for c in coded):
                 why = (
                     "it has no code" + (", only its text" if record_name(concepts) else "")
@@ -688,7 +704,11 @@ class _Hydrator(InstanceReading):
         for r, gap in gaps.values():
             m = prop.from_fhir[0]
             concepts = [r.get("code")] if r.get("code") is not None else []
-            if coded and code_verdict(self.o, prop, concepts, listed=listed)[0] == "not-ours":
+            if (
+                coded
+                and code_verdict(self.o, prop, concepts, listed=listed, canonical=self.canonical)[0]
+                == "not-ours"
+            ):
                 continue
             if self._about_focus(r, prop.iri):
                 self.inputs.unread(prop, source_of(r).reference, record_name(concepts), gap)
@@ -696,6 +716,11 @@ class _Hydrator(InstanceReading):
             when, res, m = max(old, key=lambda item: item[0])
             taken = None if when == UNDATED else when
             self.inputs.stale(prop, m, source_of(res).reference, taken)
+
+    def _verdict(
+        self, prop: PropertyDef, concepts: list[Any], listed: frozenset[str]
+    ) -> tuple[Verdict, str]:
+        return code_verdict(self.o, prop, concepts, listed=listed, canonical=self.canonical)
 
     def _listed(self, tree: set[str]) -> frozenset[str]:
         """The codes that classify a record into a class of ``tree``."""
@@ -724,7 +749,7 @@ class _Hydrator(InstanceReading):
         classes = [
             c
             for concept in concepts
-            for coding in _codings(concept)
+            for coding in _codings(concept, self.canonical)
             if (c := self.o.class_for_code(coding)) is not None and c in tree
         ]
         acted_on = m.context_key is not None
@@ -734,8 +759,10 @@ class _Hydrator(InstanceReading):
         elif not coded:
             cls = prop.range  # a record of a class no code decides
         else:
-            verdict, why = code_verdict(self.o, prop, concepts, listed=listed)
-            text_only = not any(_codings(c) for c in concepts)
+            verdict, why = code_verdict(
+                self.o, prop, concepts, listed=listed, canonical=self.canonical
+            )
+            text_only = not any(_codings(c, self.canonical) for c in concepts)
             if verdict == "unread" and text_only and r.get("resourceType") in self._text_types:
                 return  # its text is the run's free text, read by the PerceptionStep
             if verdict == "unread" and self._about_focus(r, prop.iri):
@@ -831,12 +858,14 @@ def hydrate(
     truncated: Mapping[str, str] | None = None,
     invalid: Mapping[str, Sequence[Unreadable]] | None = None,
     clock_skew: float = DEFAULT_CLOCK_SKEW,
+    terminology: Terminology | None = None,
 ) -> Hydration:
     """Read ``data`` (prefetch keys → resources) and ``context`` into changes for the focus,
     with the input status of every mapped property. ``prefetch`` (the service's templates)
     says which key feeds which resource type, so a key without data is an *absent* input;
     ``truncated`` names the keys whose search was cut off, and why (``adapters.fhir.inputs``);
-    ``invalid`` the resources of each key that were not valid FHIR and were left out."""
+    ``invalid`` the resources of each key that were not valid FHIR and were left out;
+    ``terminology`` resolves code-system aliases (the installed one when not given)."""
     return _Hydrator(
         ontology,
         focus_id=focus_id,
@@ -848,4 +877,5 @@ def hydrate(
         truncated=truncated,
         invalid=invalid,
         clock_skew=clock_skew,
+        terminology=terminology,
     ).run(texts)

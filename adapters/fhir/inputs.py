@@ -57,6 +57,11 @@ def _noun(prop: PropertyDef) -> str:
 
 
 def _sentence(text: str) -> str:
+    """``text`` starting a sentence: its first letter upper case, unless its first word is
+    written in mixed case as it stands (``eGFR``, ``pH``)."""
+    first = text.split(" ", 1)[0]
+    if any(c.isupper() for c in first[1:]):
+        return text
     return text[:1].upper() + text[1:]
 
 

@@ -18,7 +18,7 @@ focus is not followed (its ``subject`` is checked like every other resource's).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +59,7 @@ class InstanceReading:
         from app.ontology.model import Ontology
 
         o: Ontology
+        canonical: Callable[[str], str]
         focus_id: str
         focus_class: str
         out: Hydration
@@ -130,11 +131,11 @@ class InstanceReading:
             for v in evaluate(node, m.fhir_path):
                 if prop.closed_over and prop.range == _STRING and _is_concept(v):
                     concepts.append(v)
-                for item in as_codings(v) if prop.range == _STRING else (v,):
+                for item in as_codings(v, self.canonical) if prop.range == _STRING else (v,):
                     if item is not None:
                         found.append((origin, item))
         if concepts:  # a code this property classifies by: read, none of ours, or unread
-            verdict, why = code_verdict(self.o, prop, concepts)
+            verdict, why = code_verdict(self.o, prop, concepts, canonical=self.canonical)
             if verdict == "unread":
                 self.inputs.unread(prop, source_of(r).reference, record_name(concepts), why)
         for origin, raw in found[:1] if m.pick == "Latest" else found:
@@ -158,7 +159,7 @@ class InstanceReading:
                         continue
                     classes = [
                         c
-                        for coding in codings(target.get("code"))
+                        for coding in codings(target.get("code"), self.canonical)
                         if (c := self.o.class_for_code(coding)) is not None and c in tree
                     ]
                     cls = max(classes, key=lambda c: len(self.o.ancestors(c)), default=prop.range)

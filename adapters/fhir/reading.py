@@ -299,22 +299,28 @@ def resources_of(value: Any) -> list[dict[str, Any]]:
     return [value]
 
 
-def as_codings(value: Any) -> list[Any]:
+def as_codings(value: Any, canonical: Callable[[str], str] | None = None) -> list[Any]:
     """A Coding or CodeableConcept read into a string property: each coding as
     ``system|code`` (a coding without a code is no value); any other value unchanged."""
     if isinstance(value, dict) and "coding" in value:
-        return codings(value)
+        return codings(value, canonical)
     if isinstance(value, dict) and ("code" in value or "system" in value) and "value" not in value:
-        return codings({"coding": [value]})
+        return codings({"coding": [value]}, canonical)
     return [value]
 
 
-def codings(concept: Any) -> list[str]:
-    """A CodeableConcept's codings as ``system|code`` (codings without a code left out)."""
+def codings(concept: Any, canonical: Callable[[str], str] | None = None) -> list[str]:
+    """A CodeableConcept's codings as ``system|code`` (codings without a code left out), each
+    system as ``canonical`` names it (an OID or an older URI → the canonical URI)."""
     if not isinstance(concept, dict):
         return []
+    spell = canonical or _as_written
     return [
-        f"{c.get('system', '')}|{c.get('code', '')}"
+        f"{spell(str(c.get('system', '')))}|{c.get('code', '')}"
         for c in concept.get("coding") or []
         if isinstance(c, dict) and c.get("code")
     ]
+
+
+def _as_written(system: str) -> str:
+    return system

@@ -64,6 +64,7 @@ def code_verdict(
     concepts: Sequence[Any],
     *,
     listed: frozenset[str] | None = None,
+    canonical: Callable[[str], str] | None = None,
 ) -> tuple[Verdict, str]:
     """Whether a record coded with ``concepts`` (its code, a reaction's substance…) can be read
     for ``prop``, and if not why: read when one concept is coded with a listed code; else
@@ -73,7 +74,7 @@ def code_verdict(
     ``listed`` are the codes that classify it (an object property's range tree); None means any
     code the deployment names (a string property tested against value sets)."""
     known = (lambda c: c in listed) if listed is not None else o.knows_code
-    verdicts = [_concept_verdict(o, prop, concept, known) for concept in concepts]
+    verdicts = [_concept_verdict(o, prop, concept, known, canonical) for concept in concepts]
     if any(v == "read" for v, _ in verdicts):
         return "read", ""
     unread = [why for v, why in verdicts if v == "unread"]
@@ -85,9 +86,13 @@ def code_verdict(
 
 
 def _concept_verdict(
-    o: Ontology, prop: PropertyDef, concept: Any, known: Callable[[str], bool]
+    o: Ontology,
+    prop: PropertyDef,
+    concept: Any,
+    known: Callable[[str], bool],
+    canonical: Callable[[str], str] | None,
 ) -> tuple[Verdict | None, str]:
-    found = [c for c in as_codings(concept) if isinstance(c, str)] if concept else []
+    found = [c for c in as_codings(concept, canonical) if isinstance(c, str)] if concept else []
     if not found:
         return ("unread", "it has no code, only its text") if record_name([concept]) else (None, "")
     if any(known(c) for c in found):

@@ -114,14 +114,14 @@ async def gather(
     for t in templates:
         if t.key in request.prefetch and not _is_outcome(request.prefetch[t.key]):
             value = request.prefetch[t.key]
-            if value is not None:
-                value, bad = readable(value, f"prefetch.{t.key}")
-                if bad:
-                    invalid[t.key] = bad
             if _has_next(value):
                 truncated[t.key] = "the client sent its first page only"
             elif (short := short_of_total(value)) is not None:
                 truncated[t.key] = short
+            if value is not None:  # after the count: a record left out is unread, not missing
+                value, bad = readable(value, f"prefetch.{t.key}")
+                if bad:
+                    invalid[t.key] = bad
             data[t.key] = value
             continue
         if _is_outcome(request.prefetch.get(t.key)):

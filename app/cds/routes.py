@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -31,8 +32,20 @@ from app.changes.shadow import ShadowRunner
 from app.deps import DeploymentsDep, app_runner, is_json_media_type
 from app.ontology.model import Ontology
 from app.settings import Settings
+from app.terminology import Terminology, TerminologyNotInstalled, load_terminology
 
 log = logging.getLogger("horismos.cds")
+
+
+def _terminology(folder: Path | None) -> Terminology | None:
+    """The terminology the service resolves code-system aliases with; without one installed
+    (``horismos serve`` refuses to start, an embedded app in tests may) systems are read as
+    written and a record coded by an alias is unread."""
+    try:
+        return load_terminology(folder)
+    except TerminologyNotInstalled as exc:
+        log.warning("%s: code-system aliases are not resolved", exc)
+        return None
 
 
 def _commit_factory(app: FastAPI, http: httpx.Client) -> Any:
@@ -108,6 +121,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             deadline=settings.hook_deadline_seconds,
             shadow=shadow,
             zone=settings.zone,
+            terminology=_terminology(settings.terminology_packages),
         )
     )
     try:

@@ -66,6 +66,7 @@ from app.store import changes as change_store
 from app.store import repo
 from app.store.db import describe_error
 from app.store.models import new_id
+from app.terminology import Terminology
 from app.world.facts import Violation
 from app.world.world import World
 
@@ -114,6 +115,8 @@ class HookDeps:
     deadline: float | None = None
     #: the time zone cards show dates in
     zone: tzinfo = UTC
+    #: resolves code-system aliases in what the EHR sends (None: the installed terminology)
+    terminology: Terminology | None = None
 
 
 def _notices(handler: Any) -> list[str]:
@@ -377,6 +380,7 @@ class HookService:
             truncated=gathered.truncated,
             invalid=gathered.invalid,
             clock_skew=service.clock_skew,
+            terminology=d.terminology,
         )
         note_unread_text(
             hydration.inputs,

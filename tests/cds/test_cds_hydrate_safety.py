@@ -479,6 +479,6 @@ def test_med_safety_over_http_refuses_a_non_indexed_clearance(client: TestClient
     assert "decision" not in run and run["terminal"] == "NotDecided"
     [card] = result["cards"]
     assert card["indicator"] == "warning"
-    assert "EGFR reading not used: unit 'mL/min' cannot be converted" in card["detail"]
+    assert "eGFR reading not used: unit 'mL/min' cannot be converted" in card["detail"]
     assert "NSAID with eGFR below 30 (Contraindicated)" in card["detail"]
     assert "Refused input (unit)" in card["detail"]
