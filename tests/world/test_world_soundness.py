@@ -9,7 +9,7 @@ workflow's ``horis:decides`` property when the run is not undecided).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -88,6 +88,49 @@ MUTATIONS: dict[str, Callable[[Resource], Resource | None]] = {
 }
 
 
+# --- one record there but unreadable ----------------------------------------------------------
+
+
+def _local_code(r: Resource) -> Resource:
+    """Coded only in a local system the deployment does not read."""
+    return {**r, "code": {"coding": [{"system": "urn:local:codes", "code": "X1"}], "text": "?"}}
+
+
+def _text_only(r: Resource) -> Resource:
+    return {**r, "code": {"text": "recorded as text"}}
+
+
+def _future(r: Resource) -> Resource:
+    return {**r, "effectiveDateTime": (NOW + timedelta(hours=3)).isoformat()}
+
+
+def _bound(r: Resource) -> Resource:
+    return {**r, "valueQuantity": {**r["valueQuantity"], "comparator": "<"}}
+
+
+def _as_text(r: Resource) -> Resource:
+    out = {k: v for k, v in r.items() if k != "valueQuantity"}
+    return {**out, "valueString": str(r["valueQuantity"]["value"])}
+
+
+def _disagreeing(r: Resource) -> Resource:
+    """A second reading at the same instant, far from the first."""
+    value = r["valueQuantity"]["value"]
+    return {**r, "id": r["id"] + "-b", "valueQuantity": {**r["valueQuantity"], "value": value / 3}}
+
+
+#: a reading replaced by one that is there but cannot be read as it was (or joined by one that
+#: disagrees with it at the same instant): each may leave a decision undecided, never different
+UNREAD_READINGS: dict[str, Callable[[Resource], list[Resource]]] = {
+    "unread-local-code": lambda r: [_local_code(r)],
+    "unread-text-only": lambda r: [_text_only(r)],
+    "future": lambda r: [_future(r)],
+    "bound": lambda r: [_bound(r)],
+    "value-as-text": lambda r: [_as_text(r)],
+    "conflicting": lambda r: [r, _disagreeing(r)],
+}
+
+
 def _decide(
     onto: Ontology,
     service: str,
@@ -142,17 +185,23 @@ def _triage_inputs(draw: st.DrawFn) -> tuple[list[Resource], list[Resource]]:
         for code, (unit, low, high) in VITALS.items()
     ]
     conditions = [
-        {
-            "resourceType": "Condition",
-            "id": f"c-{code}",
-            "clinicalStatus": {"coding": [{"code": "active"}]},
-            "category": [{"coding": [{"code": "encounter-diagnosis"}]}],
-            "code": {"coding": [{"system": SNOMED, "code": code}]},
-            "subject": {"reference": f"Patient/{PID}"},
-        }
+        _triage_condition(code)
         for code in draw(st.lists(st.sampled_from(SYMPTOMS), max_size=2, unique=True))
     ]
     return vitals, conditions
+
+
+def _triage_condition(code: str) -> Resource:
+    return {
+        "resourceType": "Condition",
+        "id": f"c-{code}",
+        "clinicalStatus": {"coding": [{"code": "active"}]},
+        "category": [{"coding": [{"code": "encounter-diagnosis"}]}],
+        "code": {
+            "coding": [{"system": SNOMED, "code": SYMPTOMS[0] if code == "unread-c" else code}]
+        },
+        "subject": {"reference": f"Patient/{PID}"},
+    }
 
 
 def _triage(vitals: list[Resource], conditions: list[Resource] | None, **kw: Any) -> str | None:
@@ -191,6 +240,40 @@ def test_triage_never_decides_differently_on_less(
         changed = MUTATIONS[how](vitals[which])
         rest = [v for i, v in enumerate(vitals) if i != which]
         after = _triage([*rest, *([changed] if changed else [])], conditions)
+    assert _sound(before, after), (before, after, how, which)
+
+
+def _unread_condition(c: Resource, how: str) -> Resource:
+    if how == "condition-icd10":
+        return {
+            **c,
+            "code": {"coding": [{"system": "http://hl7.org/fhir/sid/icd-10-cm", "code": "R07.9"}]},
+        }
+    if how == "condition-no-category":
+        return {k: v for k, v in c.items() if k != "category"}
+    return {k: v for k, v in c.items() if k != "clinicalStatus"}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    inputs=_triage_inputs(),
+    which=st.integers(0, len(VITALS) - 1),
+    how=st.sampled_from(
+        [*UNREAD_READINGS, "condition-icd10", "condition-no-category", "condition-no-status"]
+    ),
+)
+def test_triage_never_decides_differently_with_one_record_unread(
+    inputs: tuple[list[Resource], list[Resource]], which: int, how: str
+) -> None:
+    vitals, conditions = inputs
+    before = _triage(vitals, conditions)
+    assert before not in (None, "undecided")
+    if how.startswith("condition-"):
+        extra = _triage_condition("unread-c")
+        after = _triage(vitals, [*conditions, _unread_condition(extra, how)])
+    else:
+        rest = [v for i, v in enumerate(vitals) if i != which]
+        after = _triage([*rest, *UNREAD_READINGS[how](vitals[which])], conditions)
     assert _sound(before, after), (before, after, how, which)
 
 
@@ -235,17 +318,34 @@ def _med_inputs(draw: st.DrawFn) -> tuple[list[str], list[Resource], list[str], 
 
 
 def _med(
-    orders: list[str], labs: list[Resource], allergies: list[str] | None, age: int, **kw: Any
+    orders: list[str],
+    labs: list[Resource],
+    allergies: list[str | Resource] | None,
+    age: int,
+    *,
+    extra_orders: Sequence[Resource] = (),
+    allergy_error: bool = False,
+    **kw: Any,
 ) -> str | None:
+    found = None
+    if allergies is not None:
+        found = _searchset([a if isinstance(a, dict) else _allergy(a) for a in allergies])
+        if allergy_error:
+            outcome = {
+                "resourceType": "OperationOutcome",
+                "issue": [{"severity": "error", "code": "exception", "diagnostics": "down"}],
+            }
+            found["entry"].append({"resource": outcome, "search": {"mode": "outcome"}})
     data = {
         "patient": {"resourceType": "Patient", "id": PID, "birthDate": f"{NOW.year - age}-01-01"},
-        "allergies": None if allergies is None else _searchset([_allergy(a) for a in allergies]),
+        "allergies": found,
         "labs": _searchset(labs),
     }
     draft = {
         "resourceType": "Bundle",
         "type": "collection",
-        "entry": [{"resource": _order(rx)} for rx in orders],
+        "entry": [{"resource": _order(rx)} for rx in orders]
+        + [{"resource": o} for o in extra_orders],
     }
     context = {"patientId": PID, "draftOrders": draft}
     return _decide(MED, "horismos-med-safety", data, context, **kw)
@@ -272,6 +372,62 @@ def test_med_safety_never_decides_differently_on_less(
         rest = [v for i, v in enumerate(labs) if i != which]
         after = _med(orders, [*rest, *([changed] if changed else [])], allergies, age)
     assert _sound(before, after), (before, after, how, which)
+
+
+def _unread_order(rx: str) -> Resource:
+    return {**_order(rx), "id": "o-unread", "medicationCodeableConcept": {"text": "a new drug"}}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    inputs=_med_inputs(),
+    which=st.integers(0, len(LABS) - 1),
+    how=st.sampled_from(
+        [
+            *UNREAD_READINGS,
+            "order-text-only",
+            "order-by-product",
+            "allergy-rxnorm",
+            "allergy-no-status",
+            "allergies-error",
+        ]
+    ),
+)
+def test_med_safety_never_decides_differently_with_one_record_unread(
+    inputs: tuple[list[str], list[Resource], list[str], int], which: int, how: str
+) -> None:
+    orders, labs, allergies, age = inputs
+    before = _med(orders, labs, allergies, age)
+    assert before not in (None, "undecided")
+    if how in UNREAD_READINGS:
+        rest = [v for i, v in enumerate(labs) if i != which]
+        after = _med(orders, [*rest, *UNREAD_READINGS[how](labs[which])], allergies, age)
+    elif how.startswith("order-"):
+        extra = _unread_order(orders[0])
+        if how == "order-by-product":
+            extra["medicationCodeableConcept"] = {"coding": [{"system": RXNORM, "code": "197806"}]}
+        after = _med(orders, labs, allergies, age, extra_orders=[extra])
+    elif how == "allergies-error":
+        after = _med(orders, labs, allergies, age, allergy_error=True)
+    else:
+        unread = _allergy("91936005")
+        unread["id"] = "a-unread"
+        if how == "allergy-rxnorm":
+            unread["code"] = {"coding": [{"system": RXNORM, "code": "70618"}]}
+        else:
+            del unread["clinicalStatus"]
+        after = _med(orders, labs, [*allergies, unread], age)
+    assert _sound(before, after), (before, after, how, which)
+
+
+@pytest.mark.parametrize("how", sorted(UNREAD_READINGS))
+def test_an_unread_reading_that_matters_makes_triage_undecided(how: str) -> None:
+    """Not vacuous either: the one SpO2 that decides, made unreadable, is seen."""
+    normal = {"8867-4": 80, "9279-1": 16, "59408-5": 98, "8480-6": 120, "8310-5": 36.8}
+    vitals = [_obs(code, value, VITALS[code][0]) for code, value in normal.items()]
+    assert _triage(vitals, []) == "NonUrgent"
+    changed = UNREAD_READINGS[how](vitals[2])  # the SpO2
+    assert _triage([*vitals[:2], *vitals[3:], *changed], []) == "undecided"
 
 
 @pytest.mark.parametrize("how", sorted(MUTATIONS))
