@@ -14,8 +14,10 @@ Verification names the node and, where it can, what was most likely meant.
   ``horis:fhirPath`` yields fits the property (a CodeableConcept for an object property, a
   date for ``horis:YearsSince``, a Quantity or number for a number …); ``horis:text`` paths
   and ``horis:commits`` elements likewise.
-- every code system (``horis:code``, ``horis:coding``, ``horis:codeSystem``) is an absolute
-  URI, and not a near miss of a canonical one (``code_systems.json``).
+- every code system (``horis:code``, ``horis:coding``, ``horis:codeSystem``,
+  ``horis:closedOver``) is an absolute URI, and not a near miss of a canonical one
+  (``code_systems.json``); a property ``horis:closedOver`` systems has code lists in one of
+  them (else every code would be read as none of ours).
 """
 
 from __future__ import annotations
@@ -80,6 +82,41 @@ class FhirChecker(TypeChecker):
             for node in table.values():
                 for code in node.codes:
                     self._system(node.iri, code.partition("|")[0], "horis:code")
+        for p in self.o.properties.values():
+            for system in p.closed_over:
+                self._system(p.iri, system, "horis:closedOver")
+            listed = self._listed_systems(p) if p.closed_over else set()
+            # no list at all: nothing in this deployment reads the property's codes; a property
+            # of a shared file may be closed over systems some deployments list and others not
+            if listed and not listed.intersection(p.closed_over):
+                self.add(
+                    "code-system",
+                    p.iri,
+                    f"horis:closedOver {', '.join(map(repr, p.closed_over))}: none of this "
+                    "property's code lists (the classes of its range, the value sets its "
+                    "conditions test) has a code of those systems, so every such code would be "
+                    "read as none of ours; close it over a system its lists are complete in "
+                    f"({', '.join(sorted(listed))})",
+                    "horis:closedOver",
+                )
+
+    def _listed_systems(self, p: PropertyDef) -> set[str]:
+        """The code systems of the codes that classify ``p``'s values: its range tree's codes
+        and value sets, and the value sets its ``inValueSet`` conditions test."""
+        canonicals: set[str] = set()
+        codes: set[str] = set()
+        if p.is_object:
+            for iri in self.o.subclasses(p.range):
+                c = self.o.classes.get(iri)
+                if c is not None:
+                    codes.update(c.codes)
+                    canonicals.update(c.value_sets)
+        canonicals.update(str(c.value) for c in self.o.conditions_on(p.iri) if c.op == "inValueSet")
+        for url in canonicals:
+            vs = self.o.value_sets.get(url)
+            if vs is not None:
+                codes.update(vs.codes)
+        return {code.partition("|")[0] for code in codes}
 
     # --- units -----------------------------------------------------------------------------
 

@@ -227,6 +227,33 @@ def test_a_system_of_ones_own_is_accepted(tmp_path: Path, system: str) -> None:
     assert _mapping(tmp_path, coding=f'"{system}|8867-4"') == []
 
 
+MED_SAFETY = ROOT / "ontologies" / "med-safety.ttl"
+MS = "https://horismos.dev/example/med-safety#"
+
+
+@pytest.mark.parametrize(
+    ("closed", "words"),
+    [
+        ('"http://loinc.org"', "none of this property's code lists"),
+        ('"https://snomed.info/sct"', "not the canonical URI of SNOMED CT"),
+    ],
+)
+def test_a_property_is_closed_only_over_a_system_its_lists_use(
+    tmp_path: Path, closed: str, words: str
+) -> None:
+    """Allergies closed over LOINC (no allergy list has a LOINC code) would read every allergy
+    as none of ours; a near miss of SNOMED CT's URI would close nothing the data says."""
+    text = MED_SAFETY.read_text(encoding="utf-8")
+    good = 'horis:closedOver "http://snomed.info/sct" ;'
+    assert good in text
+    assert _problems(text, tmp_path) == []
+    problems = _problems(text.replace(good, f"horis:closedOver {closed} ;"), tmp_path)
+    assert {(p.code, p.node, p.path) for p in problems} == {
+        ("code-system", MS + "hasAllergy", "horis:closedOver")
+    }
+    assert any(words in p.message for p in problems)
+
+
 # --- hooks and prefetch --------------------------------------------------------------------
 
 VITALS = "Observation?patient={{context.patientId}}"
