@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from adapters.fhir.inputs import label_of
 from adapters.fhir.links import resolve
 from adapters.fhir.reading import as_codings, codings, evaluate, source_of
 from adapters.fhir.unread import code_verdict, record_name
@@ -114,14 +115,33 @@ class InstanceReading:
                 inst = self.instances[iid]
                 rtype = inst.resource.get("resourceType")
                 for prop in self.o.properties_of(inst.cls):
+                    first = len(self.out.changes)
+                    read = False
                     for m in prop.from_fhir:
                         if m.resource_type != rtype or m.context_key is not None:
                             continue
+                        read = True
                         self.inputs.read(prop)
                         if prop.is_object:
                             self._instance_link(iid, inst, prop, m)
                         else:
                             self._instance_datum(iid, inst, prop, m)
+                    if read and prop.absent_means == "Unread":
+                        self._needed(iid, inst, prop, first)
+
+    def _needed(self, iid: str, inst: Instance, prop: PropertyDef, first: int) -> None:
+        """A property a record must have (``horis:absentMeans horis:Unread``): a record read
+        without a value for it (an order with no supply duration) is unread, not a record
+        that says nothing — unless that record is not about the focus at all."""
+        if any(
+            isinstance(c, Assert) and c.subject == iid and c.property == prop.iri
+            for c in self.out.changes[first:]
+        ):
+            return
+        if self._names_someone(inst.resource) and not self._about_focus(inst.resource, None):
+            return
+        ref = source_of(inst.resource).reference
+        self.inputs.unread(prop, ref, None, f"it has no {label_of(prop)}")
 
     def _instance_datum(self, iid: str, inst: Instance, prop: PropertyDef, m: FhirMapping) -> None:
         r = inst.resource

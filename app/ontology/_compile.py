@@ -215,7 +215,7 @@ class Compiler(FlowCompiler):
             )
         minimum = self.number(node, H("min"))
         maximum = self.number(node, H("max"))
-        absent_means = self.constant(node, H("absentMeans"), ("None", "Unknown"))
+        absent_means = self.constant(node, H("absentMeans"), ("None", "Unknown", "Unread"))
         if absent_means == "None" and cardinality in ("0..1", "1..1"):
             r.problem(
                 "literal-type",

@@ -56,9 +56,10 @@ StepKind = Literal[
 ]
 Pick = Literal["Latest", "All"]
 AggregateFunction = Literal["Count", "Sum", "Min", "Max", "DaysCovered"]
-#: ``horis:absentMeans``: ``Unknown`` (no value is unknown: a measurement) or ``None`` (closed
-#: world: an answered search without a match means there is none, for record lists only)
-AbsentMeans = Literal["None", "Unknown"]
+#: ``horis:absentMeans``: ``Unknown`` (no value is unknown: a measurement), ``None`` (closed
+#: world: an answered search without a match means there is none, for record lists only) or
+#: ``Unread`` (a property of a record: a record read without a value for it is *unread*)
+AbsentMeans = Literal["None", "Unknown", "Unread"]
 Indicator = Literal["info", "warning", "critical"]
 
 
