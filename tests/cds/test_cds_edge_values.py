@@ -1,0 +1,103 @@
+"""Values at the edges of what FHIR allows are read, or refused with a reason, never a 5xx:
+records dated at the ends of the calendar (the "unknown" sentinel ``0001-01-01T00:00:00+01:00``,
+``9999-12-31T23:59:59-12:00``) shown in any time zone, and a leap second. Real HTTP through
+the ASGI app, on both database backends; every decision record page is opened too."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.cds import clinical as fx
+
+OpenClient = Callable[..., AbstractContextManager[TestClient]]
+MED = "/cds-services/horismos-med-safety"
+AMOXICILLIN, PENICILLIN_ALLERGY = "723", "91936005"
+
+
+def _run(answer: Any) -> dict[str, Any]:
+    assert answer.status_code == 200, answer.text
+    run: dict[str, Any] = answer.json()["extension"]["dev.horismos.run"]
+    return run
+
+
+def _page(client: TestClient, run: dict[str, Any]) -> str:
+    page = client.get(f"/runs/{run['runId']}", headers={"accept": "text/html"})
+    assert page.status_code == 200, page.text
+    assert client.get(f"/runs/{run['runId']}").status_code == 200
+    return page.text
+
+
+def _amoxicillin_for_an_allergy_recorded(pid: str, when: str) -> dict[str, Any]:
+    allergy = fx.allergy(pid, PENICILLIN_ALLERGY)
+    allergy["recordedDate"] = allergy["onsetDateTime"] = when
+    labs = [fx.observation(pid, "33914-3", 80, "mL/min/{1.73_m2}", category="laboratory")]
+    return fx.order_sign(
+        pid,
+        [fx.draft_order(pid, AMOXICILLIN)],
+        fhir_server=None,
+        prefetch={
+            "patient": fx.patient(pid),
+            "allergies": fx.searchset([allergy]),
+            "labs": fx.searchset(labs),
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    ("recorded", "zone", "shown"),
+    [
+        # in UTC this instant is 31 Dec of year 0: shown as written, its offset named
+        ("0001-01-01T00:00:00+01:00", "UTC", "1 Jan 0001 00:00 UTC+01:00"),
+        ("0001-01-01T00:00:00+14:00", "Europe/Paris", "1 Jan 0001 00:00 UTC+14:00"),
+        ("0001-01-01T00:00:00Z", "America/New_York", "1 Jan 0001 00:00 UTC"),
+        ("9999-12-31T23:59:59-12:00", "UTC", "31 Dec 9999 23:59 UTC-12:00"),
+        ("9999-12-31T23:59:59Z", "Pacific/Kiritimati", "31 Dec 9999 23:59 UTC"),
+        ("0001-01-01", "Pacific/Kiritimati", "1 Jan 0001"),
+    ],
+)
+def test_a_penicillin_allergy_dated_at_the_calendars_edge_still_stops_amoxicillin(
+    make_app_client: OpenClient, recorded: str, zone: str, shown: str
+) -> None:
+    """The allergy record's date is an "unknown" sentinel at the edge of the calendar; the call
+    once failed with a 500 while writing the card, so the EHR showed nothing at all."""
+    with make_app_client(timezone=zone) as client:
+        answer = client.post(MED, json=_amoxicillin_for_an_allergy_recorded(fx.new_id(), recorded))
+        run = _run(answer)
+        assert run["decision"] == {"property": "orderSafety", "value": "Contraindicated"}
+        [card] = answer.json()["cards"]
+        assert card["indicator"] == "critical"
+        assert f"Has allergy: Penicillin allergy — Allergy intolerance, {shown}" in card["detail"]
+        assert shown in _page(client, run)
+
+
+def test_a_heart_rate_taken_at_a_leap_second_is_read_with_its_time(
+    make_app_client: OpenClient,
+) -> None:
+    """FHIR's grammar admits ``:60``; the reading is fresh and decides, its time shown."""
+    pid, eid = fx.new_id(), fx.new_id()
+    taken = fx.recent(30)
+    heart_rate = fx.observation(pid, "8867-4", 160, "/min", when=f"{taken[:17]}60{taken[19:]}")
+    body = fx.hook_request(
+        "encounter-start",
+        {"patientId": pid, "encounterId": eid},
+        fhir_server=None,
+        prefetch={
+            "patient": fx.patient(pid),
+            "encounter": fx.encounter(eid, pid),
+            "vitals": fx.searchset([heart_rate, *fx.vital_signs(pid, skip={"8867-4"})]),
+            "conditions": fx.searchset([]),
+        },
+    )
+    with make_app_client() as client:
+        answer = client.post("/cds-services/horismos-triage", json=body)
+        run = _run(answer)
+        assert run["decision"]["value"] == "Immediate"
+        [card] = answer.json()["cards"]
+        assert f"Heart rate: 160 /min — Observation, {int(taken[8:10])} " in card["detail"]
+        assert f"{taken[11:16]} UTC" in card["detail"] and ":60" not in card["detail"]
+        _page(client, run)
