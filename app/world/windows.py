@@ -40,6 +40,17 @@ def day_before(duration: CalendarDuration, now: datetime) -> date:
     return date(year, month, min(day.day, calendar.monthrange(year, month)[1]))
 
 
+def add_days(day: date, days: int) -> date:
+    """``day`` plus ``days``, held to the calendar: a span that would end after 9999-12-31 (or
+    begin before 0001-01-01) reaches the calendar's edge, which is as far as any window can
+    see, rather than failing the run."""
+    if days >= (date.max - day).days:
+        return date.max
+    if days <= (date.min - day).days:
+        return date.min
+    return day + timedelta(days=days)
+
+
 @lru_cache(maxsize=4096)
 def day_of(value: str) -> date | None:
     """The calendar day an ISO 8601 date or date-time names, as written."""

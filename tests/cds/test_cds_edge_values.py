@@ -1,10 +1,12 @@
 """Values at the edges of what FHIR allows are read, or refused with a reason, never a 5xx:
 records dated at the ends of the calendar (the "unknown" sentinel ``0001-01-01T00:00:00+01:00``,
-``9999-12-31T23:59:59-12:00``) shown in any time zone, and a leap second. Real HTTP through
-the ASGI app, on both database backends; every decision record page is opened too."""
+``9999-12-31T23:59:59-12:00``) shown in any time zone, a leap second, and a supply that runs
+past 9999. Real HTTP through the ASGI app, on both
+database backends; every decision record page is opened too."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
@@ -13,6 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.cds import clinical as fx
+from tests.support import opioid_cases as oc
 
 OpenClient = Callable[..., AbstractContextManager[TestClient]]
 MED = "/cds-services/horismos-med-safety"
@@ -101,3 +104,53 @@ def test_a_heart_rate_taken_at_a_leap_second_is_read_with_its_time(
         assert f"Heart rate: 160 /min — Observation, {int(taken[8:10])} " in card["detail"]
         assert f"{taken[11:16]} UTC" in card["detail"] and ":60" not in card["detail"]
         _page(client, run)
+
+
+def _rec07(supply_days: float, authored: str) -> dict[str, Any]:
+    """Recommendation 7 at signing an extended-release oxycodone, with one stored order of it
+    authored ``authored`` for ``supply_days`` days."""
+    pid = "p07-" + fx.new_id()
+    draft = oc.order("draft", pid, oc.OXYCODONE_ER_10, status="draft")
+    stored = oc.order("stored", pid, oc.OXYCODONE_ER_10, authored=authored, supply_days=supply_days)
+    prefetch = {
+        "patient": oc.patient(pid),
+        "medicationRequests": fx.searchset([stored]),
+        "conditions": fx.searchset([]),
+        "encounters": fx.searchset([]),
+        "procedures": fx.searchset([]),
+    }
+    return {
+        "hook": "order-sign",
+        "hookInstance": str(uuid.uuid4()),
+        "context": {
+            "userId": "Practitioner/example",
+            "patientId": pid,
+            "draftOrders": {
+                "resourceType": "Bundle",
+                "type": "collection",
+                "entry": [{"resource": draft}],
+            },
+        },
+        "prefetch": prefetch,
+    }
+
+
+def test_an_opioid_supply_running_past_the_calendar_covers_every_day_of_the_window(
+    make_app_client: OpenClient,
+) -> None:
+    """A 120-day supply from 100 days ago makes the patient a long-term user; one of 10³⁰⁰
+    days (its end lies past 9999-12-31) says the same, rather than failing the call. An order
+    authored on 9999-12-31 covers none of the past months."""
+    with make_app_client() as client:
+
+        def advice(supply: float, authored: str) -> tuple[str | None, list[str]]:
+            answer = client.post("/cds-services/opioidcds-07", json=_rec07(supply, authored))
+            run = _run(answer)
+            _page(client, run)
+            return run.get("decision", {}).get("value"), [
+                c["indicator"] for c in answer.json()["cards"]
+            ]
+
+        assert advice(120, oc.ago(100)) == ("EvaluateBenefitsAndRisks", ["warning"])
+        assert advice(1e300, oc.ago(100)) == ("EvaluateBenefitsAndRisks", ["warning"])
+        assert advice(30, "9999-12-31") == ("NoAdvice", [])

@@ -17,6 +17,8 @@ import re
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
+from app.world.windows import add_days
+
 _DAYS_PER_UNIT: dict[str, Decimal] = {
     "a": Decimal(365),
     "mo": Decimal(30),
@@ -66,4 +68,4 @@ def supply_end(authored_on: str | None, days: Decimal | None) -> date | None:
     """The authored day plus the whole days of supply (a fraction of a day does not count)."""
     if authored_on is None or days is None or not _DAY_PRECISION.match(authored_on):
         return None
-    return date.fromisoformat(authored_on[:10]) + timedelta(days=int(days))
+    return add_days(date.fromisoformat(authored_on[:10]), int(days))
