@@ -1,7 +1,7 @@
 """Values at the edges of what FHIR allows are read, or refused with a reason, never a 5xx:
 records dated at the ends of the calendar (the "unknown" sentinel ``0001-01-01T00:00:00+01:00``,
-``9999-12-31T23:59:59-12:00``) shown in any time zone, a leap second, and a supply that runs
-past 9999. Real HTTP through the ASGI app, on both
+``9999-12-31T23:59:59-12:00``) shown in any time zone, a leap second, a supply that runs past
+9999, and feedback stamped outside the calendar. Real HTTP through the ASGI app, on both
 database backends; every decision record page is opened too."""
 
 from __future__ import annotations
@@ -154,3 +154,29 @@ def test_an_opioid_supply_running_past_the_calendar_covers_every_day_of_the_wind
         assert advice(120, oc.ago(100)) == ("EvaluateBenefitsAndRisks", ["warning"])
         assert advice(1e300, oc.ago(100)) == ("EvaluateBenefitsAndRisks", ["warning"])
         assert advice(30, "9999-12-31") == ("NoAdvice", [])
+
+
+@pytest.mark.parametrize(
+    ("stamp", "why"),
+    [
+        ("0001-01-01T00:00:00+01:00", "lies outside the years 0001 to 9999 in UTC"),
+        ("9999-12-31T23:59:59-12:00", "lies outside the years 0001 to 9999 in UTC"),
+        ("2025-06-01T10:05:31", "must be an ISO 8601 instant with a time zone offset"),
+        ("2025-06-01", "must be an ISO 8601 instant with a time zone offset"),
+    ],
+)
+def test_feedback_stamped_outside_the_calendar_or_without_an_offset_is_400_naming_it(
+    make_app_client: OpenClient, stamp: str, why: str
+) -> None:
+    """Such a stamp cannot be stored as an instant: the client is told which field, not asked
+    to retry a 503."""
+    with make_app_client() as client:
+        card = client.post(MED, json=fx.med_safety_body()).json()["cards"][0]["uuid"]
+        item = {"card": card, "outcome": "overridden", "outcomeTimestamp": stamp}
+        resp = client.post(MED + "/feedback", json={"feedback": [item]})
+        assert resp.status_code == 400, resp.text
+        [issue] = resp.json()["issue"]
+        assert issue["expression"] == ["feedback[0].outcomeTimestamp"]
+        assert why in issue["diagnostics"]
+        item["outcomeTimestamp"] = "0001-01-01T00:00:00Z"  # the calendar's first instant is one
+        assert client.post(MED + "/feedback", json={"feedback": [item]}).status_code == 200
