@@ -106,6 +106,37 @@ def test_a_heart_rate_taken_at_a_leap_second_is_read_with_its_time(
         _page(client, run)
 
 
+def test_an_egfr_too_large_to_convert_is_refused_with_its_value(
+    make_app_client: OpenClient,
+) -> None:
+    """The largest double in mL/s is past a double in mL/min: the reading is refused for what
+    it is (above the deployment's maximum), and ibuprofen is not decided on the rest."""
+    pid = fx.new_id()
+    egfr = fx.observation(
+        pid, "33914-3", 1.7976931348623157e308, "mL/s/{1.73_m2}", category="laboratory"
+    )
+    body = fx.order_sign(
+        pid,
+        [fx.draft_order(pid, "5640")],
+        fhir_server=None,
+        prefetch={
+            "patient": fx.patient(pid),
+            "allergies": fx.searchset([]),
+            "labs": fx.searchset([egfr]),
+        },
+    )
+    with make_app_client() as client:
+        answer = client.post(MED, json=body)
+        run = _run(answer)
+        assert "decision" not in run
+        [card] = answer.json()["cards"]
+        assert (
+            "EGFR reading not used: egfr 1.07861588091738942E+310 is above the maximum 250"
+            in (card["detail"])
+        )
+        _page(client, run)
+
+
 def _rec07(supply_days: float, authored: str) -> dict[str, Any]:
     """Recommendation 7 at signing an extended-release oxycodone, with one stored order of it
     authored ``authored`` for ``supply_days`` days."""
