@@ -1,5 +1,5 @@
-"""FHIR's date-time text as Python reads it, the one place both hydration and the clinician's
-text parse it.
+"""FHIR's date-time text as Python reads it: the one parser hydration, the World's date values
+and windows, and the clinician's text share.
 
 FHIR's grammar admits what Python's ``fromisoformat`` does not: a leap second (``23:59:60``),
 read here as the last instant of its minute (``23:59:59.999999``), so that it keeps its place

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from functools import lru_cache
 
+from app.fhir_time import parse_datetime
 from app.ontology.durations import CalendarDuration, parse_window
 from app.ontology.model import Value
 
@@ -54,9 +55,10 @@ def add_days(day: date, days: int) -> date:
 @lru_cache(maxsize=4096)
 def day_of(value: str) -> date | None:
     """The calendar day an ISO 8601 date or date-time names, as written."""
+    if "T" in value:
+        parsed = parse_datetime(value)
+        return parsed.date() if parsed is not None else None
     try:
-        if "T" in value:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).date()
         return date.fromisoformat(value)
     except ValueError:
         return None

@@ -106,6 +106,42 @@ def test_a_heart_rate_taken_at_a_leap_second_is_read_with_its_time(
         _page(client, run)
 
 
+def test_an_opioid_order_authored_at_a_leap_second_is_checked_like_any_other(
+    make_app_client: OpenClient,
+) -> None:
+    """50 MME a day of hydrocodone for 30 days: the naloxone warning, whether the order was
+    authored at midnight or in the leap second before it."""
+    with make_app_client() as client:
+        for authored in (f"{oc.ago(0)}T00:00:00Z", f"{oc.ago(1)}T23:59:60Z"):
+            pid = "p08-" + fx.new_id()
+            draft = oc.order("draft", pid, oc.HYDROCODONE_10, dose=5, authored=authored)
+            empty = fx.searchset([])
+            prefetch = {"patient": oc.patient(pid), "medications": empty, "conditions": empty}
+            prefetch |= {"encounters": empty, "procedures": empty}
+            answer = client.post(
+                "/cds-services/opioidcds-08", json=_order_sign(pid, draft, prefetch)
+            )
+            assert _run(answer)["decision"]["value"] == "Applies", authored
+            assert [c["indicator"] for c in answer.json()["cards"]] == ["warning"]
+
+
+def _order_sign(pid: str, draft: dict[str, Any], prefetch: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "hook": "order-sign",
+        "hookInstance": str(uuid.uuid4()),
+        "context": {
+            "userId": "Practitioner/example",
+            "patientId": pid,
+            "draftOrders": {
+                "resourceType": "Bundle",
+                "type": "collection",
+                "entry": [{"resource": draft}],
+            },
+        },
+        "prefetch": prefetch,
+    }
+
+
 def test_an_egfr_too_large_to_convert_is_refused_with_its_value(
     make_app_client: OpenClient,
 ) -> None:
@@ -150,20 +186,7 @@ def _rec07(supply_days: float, authored: str) -> dict[str, Any]:
         "encounters": fx.searchset([]),
         "procedures": fx.searchset([]),
     }
-    return {
-        "hook": "order-sign",
-        "hookInstance": str(uuid.uuid4()),
-        "context": {
-            "userId": "Practitioner/example",
-            "patientId": pid,
-            "draftOrders": {
-                "resourceType": "Bundle",
-                "type": "collection",
-                "entry": [{"resource": draft}],
-            },
-        },
-        "prefetch": prefetch,
-    }
+    return _order_sign(pid, draft, prefetch)
 
 
 def test_an_opioid_supply_running_past_the_calendar_covers_every_day_of_the_window(
