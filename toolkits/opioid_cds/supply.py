@@ -17,6 +17,7 @@ import re
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
+from app.fhir_time import parse_datetime
 from app.world.windows import add_days
 
 _DAYS_PER_UNIT: dict[str, Decimal] = {
@@ -46,9 +47,8 @@ def _instant(text: str) -> datetime | None:
     """A FHIR dateTime of at least day precision as an aware instant (no zone: UTC)."""
     if not _DAY_PRECISION.match(text):
         return None
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+    parsed = parse_datetime(text)
+    if parsed is None:
         return None
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
