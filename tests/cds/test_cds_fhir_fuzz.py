@@ -580,6 +580,11 @@ def _as_sent(body: Resource) -> str:
 
 
 def _answers_or_names_the_field(client: TestClient, service: str, body: Resource) -> None:
+    """Send ``body`` (every resource in it valid R4B) and check the answer."""
+    sent = [v for v in body["prefetch"].values() if v is not None]
+    if "draftOrders" in body["context"]:
+        sent.append(body["context"]["draftOrders"])
+    assert all(_valid(resource) for resource in sent)  # fixtures beside the drawn ones too
     resp = client.post(
         f"/cds-services/{service}",
         content=_as_sent(body),
