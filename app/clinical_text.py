@@ -18,6 +18,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal, Protocol
 
+from app.fhir_time import parse_datetime
 from app.ontology.card_text import markdown_escape
 from app.ontology.model import humanise, local_name
 from app.ucum import display as unit_display
@@ -63,16 +64,14 @@ def _parse(value: str) -> datetime | date | None:
     text = value.strip()
     if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
         return date.fromisoformat(text)
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed
+    return parse_datetime(text)
 
 
 def format_time(value: Any, zone: tzinfo = UTC) -> str:
     """A FHIR date, dateTime or instant for a reader: ``30 Nov 2026 10:05 CET`` in ``zone``
-    (the zone named), a date alone as ``30 Nov 2026``; text that is neither, verbatim."""
+    (the zone named), a date alone as ``30 Nov 2026``; text that is neither, verbatim. An
+    instant whose day in ``zone`` lies outside the calendar (``0001-01-01T00:00+01:00`` is in
+    year 0 in UTC, a common "unknown" sentinel) is shown as written, its own offset named."""
     if isinstance(value, datetime):
         parsed: datetime | date | None = value
     elif isinstance(value, str):
@@ -82,11 +81,19 @@ def format_time(value: Any, zone: tzinfo = UTC) -> str:
     if parsed is None:
         return str(value)
     if not isinstance(parsed, datetime):
-        return f"{parsed.day} {parsed:%b %Y}"
+        return _day_text(parsed)
     if parsed.tzinfo is None:  # a local time with no offset: shown as given
-        return f"{parsed.day} {parsed:%b %Y %H:%M}"
-    local = parsed.astimezone(zone)
-    return f"{local.day} {local:%b %Y %H:%M} {local.tzname() or zone}"
+        return f"{_day_text(parsed)} {parsed:%H:%M}"
+    try:
+        local = parsed.astimezone(zone)
+    except OverflowError:
+        local, zone = parsed, parsed.tzinfo
+    return f"{_day_text(local)} {local:%H:%M} {local.tzname() or zone}"
+
+
+def _day_text(day: date) -> str:
+    """``30 Nov 2026``; the year in four digits (``1 Jan 0001``, not ``1 Jan 1``)."""
+    return f"{day.day} {day:%b} {day.year:04d}"
 
 
 # --- statements -----------------------------------------------------------------------------

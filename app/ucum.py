@@ -13,6 +13,7 @@ spelling alone: a special atom without its brackets (``mmHg`` → ``mm[Hg]``), a
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from decimal import Decimal
@@ -94,7 +95,14 @@ def convert(value: Decimal, source: str, target: str) -> Decimal:
         quantity = reg.Quantity(float(value), _unit(source)).to(_unit(target))
     except DimensionalityError as exc:
         raise UnitError(f"{source!r} cannot be converted to {target!r}") from exc
-    return Decimal(repr(round(float(quantity.magnitude), 6)))
+    magnitude = float(quantity.magnitude)
+    if not math.isfinite(magnitude):
+        # past a double's range (1.7e308 mL/s is 1.0e310 mL/min): the same map, a·x + b, in
+        # decimal arithmetic, whose exponents do not run out
+        at_zero = float(reg.Quantity(0.0, _unit(source)).to(_unit(target)).magnitude)
+        at_one = float(reg.Quantity(1.0, _unit(source)).to(_unit(target)).magnitude)
+        return (Decimal(repr(at_one - at_zero)) * value + Decimal(repr(at_zero))).normalize()
+    return Decimal(repr(round(magnitude, 6)))
 
 
 def convertible(source: str, target: str) -> bool:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import date, datetime
+from datetime import date
 from typing import Any
+
+from app.fhir_time import parse_datetime
 
 _TYPE_ID = re.compile(r"(?:^|/)([A-Z][A-Za-z]+)/([A-Za-z0-9\-.]{1,64})$")
 
@@ -49,9 +51,10 @@ def resolve(
 
 def calendar_date(text: str) -> date | None:
     """The calendar day a FHIR date or dateTime names, as written (its own offset kept)."""
+    if "T" in text:
+        parsed = parse_datetime(text)
+        return parsed.date() if parsed is not None else None
     try:
-        if "T" in text:
-            return datetime.fromisoformat(text.replace("Z", "+00:00")).date()
         return date.fromisoformat(text)
     except ValueError:
         return None

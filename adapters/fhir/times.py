@@ -8,8 +8,10 @@ from __future__ import annotations
 import calendar
 import re
 from collections.abc import Mapping
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta, timezone
 from typing import Any
+
+from app.fhir_time import parse_datetime
 
 _TIME_PATHS = (
     ("effectiveDateTime",),
@@ -36,16 +38,17 @@ def effective(resource: Mapping[str, Any]) -> str:
     return ""
 
 
-UNDATED = datetime.min.replace(tzinfo=UTC)
+#: Older than any FHIR instant, 0001-01-01T00:00:00+14:00 included (FHIR offsets stop at
+#: ±14:00), so that no dated reading is ever taken for an undated one.
+UNDATED = datetime.min.replace(tzinfo=timezone(timedelta(hours=23, minutes=59)))
 
 
 def when_key(text: str) -> datetime:
     """Effective times compare as instants; a date-only value counts as its midnight UTC (for
     ``horis:maxAge`` too: a reading of that day counts as taken at its start), an undated
-    one as older than any other."""
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+    one as older than any other, a leap second as the last instant of its minute."""
+    parsed = parse_datetime(text)
+    if parsed is None:
         return UNDATED
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)

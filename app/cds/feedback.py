@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Container
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Engine
@@ -45,13 +45,23 @@ FeedbackListener = Callable[[StoredFeedback], None]
 
 
 def _timestamp(item: FeedbackItem, i: int) -> datetime:
+    """The item's instant, in UTC as it is stored. One with no offset (a date, a local time) is
+    not an instant, and one whose UTC time falls outside the calendar
+    (``0001-01-01T00:00:00+01:00``) cannot be stored: both are the client's to correct."""
+    where = f"feedback[{i}].outcomeTimestamp"
     try:
-        return datetime.fromisoformat(item.outcomeTimestamp.replace("Z", "+00:00"))
+        stamp = datetime.fromisoformat(item.outcomeTimestamp.replace("Z", "+00:00"))
     except ValueError:
+        raise RequestInvalid.one("invalid", f"{where} must be an ISO 8601 instant", where) from None
+    if stamp.tzinfo is None:
         raise RequestInvalid.one(
-            "invalid",
-            f"feedback[{i}].outcomeTimestamp must be an ISO 8601 instant",
-            f"feedback[{i}].outcomeTimestamp",
+            "invalid", f"{where} must be an ISO 8601 instant with a time zone offset", where
+        )
+    try:
+        return stamp.astimezone(UTC)
+    except OverflowError:
+        raise RequestInvalid.one(
+            "invalid", f"{where} lies outside the years 0001 to 9999 in UTC", where
         ) from None
 
 

@@ -21,7 +21,7 @@ from app.ontology.model import DatedDef, SharingDef, SpanDef, Value
 from app.world.facts import FactKey
 from app.world.store import Chain
 from app.world.values import compare, is_number
-from app.world.windows import day_before, day_of
+from app.world.windows import add_days, day_before, day_of
 
 if TYPE_CHECKING:
     from app.world.engine import Engine
@@ -132,7 +132,7 @@ def _span(
         for v in engine.st.values(value, span.length):
             if not is_number(v) or isinstance(v, bool):
                 continue
-            d = first + timedelta(days=int(Decimal(v)))
+            d = add_days(first, int(Decimal(v)))
             if last is None or d > last:
                 last, end_fact = d, (value, span.length, v)
     if last is None or end_fact is None:

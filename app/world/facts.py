@@ -24,8 +24,11 @@ FactKey: TypeAlias = tuple[str, str, Value]
 def json_value(value: Value) -> Any:
     """A JSON-native rendering of a value: exact decimals as strings are avoided for readability,
     integral decimals become ints, other decimals floats (display only; see ``World.to_json`` for
-    the exact form)."""
+    the exact form). A value that is no number JSON has (``Infinity``, ``NaN``: only ever one the
+    gate refused, kept in its violation) is its text."""
     if isinstance(value, Decimal):
+        if not value.is_finite():
+            return str(value)
         return int(value) if value == value.to_integral_value() else float(value)
     return value
 

@@ -13,6 +13,7 @@ from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 
+from app.fhir_time import parse_datetime
 from app.ontology.model import XSD, Value
 
 DECIMAL = XSD + "decimal"
@@ -81,9 +82,9 @@ def normalize(datatype: str, v: object) -> Value:
 
 @lru_cache(maxsize=4096)
 def _parse_temporal(text: str) -> datetime | date | None:
+    if "T" in text:
+        return parse_datetime(text)
     try:
-        if "T" in text:
-            return datetime.fromisoformat(text)
         return date.fromisoformat(text)
     except ValueError:
         return None

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from functools import lru_cache
 
+from app.fhir_time import parse_datetime
 from app.ontology.durations import CalendarDuration, parse_window
 from app.ontology.model import Value
 
@@ -40,12 +41,24 @@ def day_before(duration: CalendarDuration, now: datetime) -> date:
     return date(year, month, min(day.day, calendar.monthrange(year, month)[1]))
 
 
+def add_days(day: date, days: int) -> date:
+    """``day`` plus ``days``, held to the calendar: a span that would end after 9999-12-31 (or
+    begin before 0001-01-01) reaches the calendar's edge, which is as far as any window can
+    see, rather than failing the run."""
+    if days >= (date.max - day).days:
+        return date.max
+    if days <= (date.min - day).days:
+        return date.min
+    return day + timedelta(days=days)
+
+
 @lru_cache(maxsize=4096)
 def day_of(value: str) -> date | None:
     """The calendar day an ISO 8601 date or date-time names, as written."""
+    if "T" in value:
+        parsed = parse_datetime(value)
+        return parsed.date() if parsed is not None else None
     try:
-        if "T" in value:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).date()
         return date.fromisoformat(value)
     except ValueError:
         return None

@@ -17,6 +17,9 @@ import re
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
+from app.fhir_time import parse_datetime
+from app.world.windows import add_days
+
 _DAYS_PER_UNIT: dict[str, Decimal] = {
     "a": Decimal(365),
     "mo": Decimal(30),
@@ -44,9 +47,8 @@ def _instant(text: str) -> datetime | None:
     """A FHIR dateTime of at least day precision as an aware instant (no zone: UTC)."""
     if not _DAY_PRECISION.match(text):
         return None
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+    parsed = parse_datetime(text)
+    if parsed is None:
         return None
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
@@ -66,4 +68,4 @@ def supply_end(authored_on: str | None, days: Decimal | None) -> date | None:
     """The authored day plus the whole days of supply (a fraction of a day does not count)."""
     if authored_on is None or days is None or not _DAY_PRECISION.match(authored_on):
         return None
-    return date.fromisoformat(authored_on[:10]) + timedelta(days=int(days))
+    return add_days(date.fromisoformat(authored_on[:10]), int(days))
