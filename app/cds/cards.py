@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, tzinfo
 from typing import Any
 
+from app.cds.leniency import UnreadOrder
 from app.clinical_text import proof_markdown
 from app.ontology import card_text
 from app.ontology.card_text import markdown_escape
@@ -266,6 +267,43 @@ def _reasons(decl: CardDecl, world: World, instance: str | None, zone: tzinfo) -
     return out
 
 
+def _source(ontology: Ontology, service: CdsServiceDef) -> dict[str, Any]:
+    return {"label": f"Horismos · {service.title} (ontology {ontology.version})"}
+
+
+def unread_order_cards(
+    *,
+    ontology: Ontology,
+    service: CdsServiceDef,
+    unread: Sequence[UnreadOrder],
+    run_url: str,
+) -> list[dict[str, Any]]:
+    """One warning card per draft order that could not be read: it was not checked, and an
+    answer without a card for it would read as "all clear"."""
+    cards: list[dict[str, Any]] = []
+    for order in unread:
+        name = order.name if order.name != order.reference else "A draft order"
+        summary = card_text.shorten(
+            f"{name} not checked: the draft order could not be read", SUMMARY_LIMIT
+        )
+        detail = (
+            f"{name} ({order.reference}) was not checked by {service.title}: the draft order "
+            f"could not be read: {order.reason}. Complete the order and sign it again to have "
+            "it checked."
+        )
+        cards.append(
+            {
+                "uuid": str(uuid.uuid4()),
+                "summary": summary,
+                "indicator": "warning",
+                "detail": card_text.markdown_escape(detail),
+                "source": _source(ontology, service),
+                "links": [{"label": RUN_LINK_LABEL, "url": run_url, "type": "absolute"}],
+            }
+        )
+    return cards
+
+
 def build_cards(
     *,
     ontology: Ontology,
@@ -306,7 +344,7 @@ def build_cards(
                 "detail": detail
                 if len(detail) <= DETAIL_LIMIT
                 else detail[: DETAIL_LIMIT - 1] + "…",
-                "source": {"label": f"Horismos · {service.title} (ontology {ontology.version})"},
+                "source": _source(ontology, service),
                 "links": [{"label": RUN_LINK_LABEL, "url": run_url, "type": "absolute"}],
             }
             suggestions = [

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
@@ -35,7 +35,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from adapters.fhir.hydrate import Hydration, hydrate, resources_of
 from adapters.fhir.inputs import note_unread_text
 from app.cds.auth import ClientAuthenticator
-from app.cds.cards import RunView, build_cards, build_system_actions
+from app.cds.cards import RunView, build_cards, build_system_actions, unread_order_cards
 from app.cds.claim import ClaimFirstTools, ClaimLost, RunClaim, claim_first_bridge
 from app.cds.errors import (
     CdsError,
@@ -48,10 +48,9 @@ from app.cds.errors import (
     ServiceNotFound,
     StoreUnavailable,
 )
-from app.cds.fhir_data import resource_issues
 from app.cds.hook_input import HookInput, apply_api_facts
 from app.cds.leases import LeaseKeeper, abandoned, take_over_claim
-from app.cds.leniency import as_service_hook
+from app.cds.leniency import as_service_hook, read_draft_orders
 from app.cds.prefetch import Gathered, gather
 from app.cds.requests import HookRequest, parse_hook_request
 from app.cds.response_check import check_response
@@ -175,25 +174,28 @@ def request_digest(body: Mapping[str, Any]) -> str:
     return canonical_digest(body)
 
 
-def _check_context_resources(ontology: Ontology, workflow: WorkflowDef, req: HookRequest) -> None:
-    """FHIR resources the service reads from the hook context must be valid R4."""
+def _check_context_resources(
+    ontology: Ontology, workflow: WorkflowDef, req: HookRequest
+) -> HookRequest:
+    """``req`` with the draft orders the service reads from the hook context repaired where they
+    can mean one thing and left out, as ``unread``, where they are not valid R4 (the answer says
+    each was not checked; the others are)."""
     if workflow.focus is None:
-        return
+        return req
     wanted: dict[str, set[str]] = {}
     for prop in ontology.properties_of(workflow.focus):
         for m in prop.from_fhir:
             if m.context_key is not None:
                 wanted.setdefault(m.context_key, set()).add(m.resource_type)
-    issues: list[Issue] = []
-    for key, types in wanted.items():
-        value = req.context.get(key)
-        entries = value.get("entry") if isinstance(value, dict) else None
-        for i, entry in enumerate(entries or []):
-            res = entry.get("resource") if isinstance(entry, dict) else None
-            if isinstance(res, dict) and res.get("resourceType") in types:
-                issues.extend(resource_issues(res, f"context.{key}.entry[{i}].resource"))
-    if issues:
-        raise RequestInvalid(issues=issues)
+    context, notes, unread = read_draft_orders(req.context, wanted)
+    if not notes and not unread:
+        return req
+    return replace(
+        req,
+        context=context,
+        notes=(*req.notes, *notes, *(u.to_note() for u in unread)),
+        unread=(*req.unread, *unread),
+    )
 
 
 #: How a card says that a step left the workflow's main path, by the edge it took
@@ -352,7 +354,7 @@ class HookService:
         req = as_service_hook(req, service.hook)
         if workflow.focus is None:
             raise RequestInvalid.one("not-supported", f"{workflow.name} declares no focus")
-        _check_context_resources(ontology, workflow, req)
+        req = _check_context_resources(ontology, workflow, req)
         fhir_deadline = d.fhir_timeout
         if d.deadline is not None:  # FHIR reads get what is left of the call's own deadline
             fhir_deadline = max(0.0, min(fhir_deadline, d.deadline - (time.monotonic() - started)))
@@ -630,14 +632,20 @@ class HookService:
             resources=_by_reference([*resources, *_context_resources(req.context)]),
             zone=d.zone,
         )
-        cards = build_cards(
-            ontology=ontology,
-            service=service,
-            workflow=workflow,
-            world=world,
-            run=view,
-            run_url=d.authenticator.run_url(base_url, run_id),
-        )
+        run_url = d.authenticator.run_url(base_url, run_id)
+        cards = [
+            *unread_order_cards(
+                ontology=ontology, service=service, unread=req.unread, run_url=run_url
+            ),
+            *build_cards(
+                ontology=ontology,
+                service=service,
+                workflow=workflow,
+                world=world,
+                run=view,
+                run_url=run_url,
+            ),
+        ]
         ext: dict[str, Any] = {
             "runId": run_id,
             "workflow": outcome.workflow,

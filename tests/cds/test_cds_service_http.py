@@ -4,6 +4,7 @@ durability and feedback (real database on both backends, real HTTP through the A
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import threading
 import time
@@ -92,12 +93,37 @@ def test_non_json_body_is_400(client: TestClient) -> None:
     assert resp.status_code == 400
 
 
-def test_malformed_draft_order_is_400_naming_the_element(client: TestClient) -> None:
-    body = json.loads((FIXTURES / "order-sign-request-crd-testkit.json").read_text())
+def test_a_draft_order_with_one_object_for_a_list_is_read_and_a_malformed_one_is_not_checked(
+    client: TestClient,
+) -> None:
+    body = fx.med_safety_body()
+    pid = body["context"]["patientId"]
+    crd = json.loads((FIXTURES / "order-sign-request-crd-testkit.json").read_text())
+    one_object = crd["context"]["draftOrders"]["entry"][1]  # doseAndRate: {…}
+    one_object["resource"]["subject"] = {"reference": f"Patient/{pid}"}
+    malformed = copy.deepcopy(one_object)
+    malformed["resource"]["id"] = "malformed"
+    malformed["resource"]["authoredOn"] = "yesterday"
+    body["context"]["draftOrders"]["entry"] += [one_object, malformed]
+
     resp = client.post("/cds-services/horismos-med-safety", json=body)
-    assert resp.status_code == 400
-    named = {e for i in resp.json()["issue"] for e in i["expression"]}
-    assert "context.draftOrders.entry[1].resource.dosageInstruction[0].doseAndRate" in named
+
+    assert resp.status_code == 200, resp.text
+    unread, decided = resp.json()["cards"]
+    assert unread["summary"].startswith("Amoxicillin 120 MG/ML")
+    assert unread["summary"].endswith("not checked: the draft order could not be read")
+    assert "MedicationRequest/malformed" in unread["detail"]
+    assert "authoredOn" in unread["detail"]
+    assert decided["indicator"] == "critical"  # the other draft orders were still checked
+    run_id = resp.json()["extension"]["dev.horismos.run"]["runId"]
+    notes = client.get(f"/runs/{run_id}").json()["dataQuality"]
+    assert [(n["rule"], n["field"]) for n in notes] == [
+        (
+            "single-as-list",
+            "context.draftOrders.entry[1].resource.dosageInstruction[0].doseAndRate",
+        ),
+        ("unread-draft-order", "context.draftOrders.entry[2].resource.authoredOn"),
+    ]
 
 
 def test_crd_request_without_prefetch_and_unreachable_server_is_412(client: TestClient) -> None:
