@@ -202,6 +202,9 @@ def _check_context_resources(
 #: (docs/cards.md, "Glossary"); ``{why}`` is the trace's reason, in the reader's words.
 _DETOURS = {
     "fallback": "{step} could not be completed ({why}), so the workflow ended at: {end}.",
+    # a PerceptionStep's fallback: the free text did not count, the structured data did
+    "fallback-text": "{step} could not be completed ({why}), so the free text was not used: "
+    "what follows is from the structured data alone, and the workflow ended at: {end}.",
     "onUnreachable": "{step}: the data available did not allow a decision, so the workflow "
     "ended at: {end}.",
     "onError": "{step} failed ({why}), so the workflow ended at: {end}.",
@@ -250,8 +253,12 @@ def _detours(workflow: WorkflowDef, trace: list[TraceEntry], terminal: str | Non
     """One sentence per step that took a failure edge: why the run ended where it did."""
     out: list[str] = []
     end = _step_label(workflow, terminal)
+    perceives = {s.name for s in workflow.steps.values() if s.kind == "PerceptionStep"}
     for entry in trace:
-        template = _DETOURS.get("onIncomplete" if entry.undecided else entry.edge or "")
+        edge = "onIncomplete" if entry.undecided else entry.edge or ""
+        if edge == "fallback" and entry.step in perceives:
+            edge = "fallback-text"
+        template = _DETOURS.get(edge)
         if template is None:
             continue
         why = _plain(entry.reason or entry.error or "it could not complete")
