@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import logging
 import threading
 import time
 import uuid
@@ -395,3 +396,46 @@ def test_browser_clients_from_configured_origins_pass_cors(make_app_client: Open
         assert preflight.headers["access-control-allow-origin"] == sandbox
         other = c.get("/cds-services", headers={"Origin": "https://elsewhere.example"})
         assert "access-control-allow-origin" not in other.headers
+
+
+SANDBOX_PREFLIGHT = {
+    "Origin": "https://sandbox.cds-hooks.org",
+    "Access-Control-Request-Method": "POST",
+    "Access-Control-Request-Headers": "content-type",
+}
+
+
+def test_the_start_lists_the_cors_origins(
+    make_app_client: OpenClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="horismos.cors"):
+        with make_app_client(cors_origins=["https://sandbox.cds-hooks.org"]):
+            pass
+        with make_app_client():
+            pass
+    lines = [r.getMessage() for r in caplog.records if r.name == "horismos.cors"]
+    assert lines[0] == "CORS: browser clients may call from https://sandbox.cds-hooks.org"
+    assert lines[1].startswith(
+        "CORS: no browser origin is allowed (HORISMOS_CORS_ORIGINS is empty)"
+    )
+
+
+@pytest.mark.parametrize("allowed", [[], ["https://ehr.example"]], ids=["none", "another"])
+def test_a_refused_browser_origin_is_logged_once_saying_what_to_set(
+    make_app_client: OpenClient, caplog: pytest.LogCaptureFixture, allowed: list[str]
+) -> None:
+    with (
+        caplog.at_level(logging.WARNING, logger="horismos.cors"),
+        make_app_client(cors_origins=allowed) as c,
+    ):
+        first = c.options("/cds-services/horismos-triage", headers=SANDBOX_PREFLIGHT)
+        c.options("/cds-services/horismos-triage", headers=SANDBOX_PREFLIGHT)
+        # the service's own pages and programs without an Origin are not browsers refused
+        c.get("/cds-services", headers={"Origin": "http://testserver"})
+        c.get("/cds-services")
+    assert "access-control-allow-origin" not in first.headers
+    [line] = [r.getMessage() for r in caplog.records if r.name == "horismos.cors"]
+    assert line.startswith(
+        "CORS: refused a browser preflight from origin https://sandbox.cds-hooks.org "
+        "(POST /cds-services/horismos-triage): it is not in HORISMOS_CORS_ORIGINS"
+    )
