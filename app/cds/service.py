@@ -54,7 +54,7 @@ from app.cds.leniency import as_service_hook, read_draft_orders
 from app.cds.prefetch import Gathered, gather
 from app.cds.requests import HookRequest, parse_hook_request
 from app.cds.response_check import check_response
-from app.cds.unsent import unsent_notices
+from app.cds.unsent import unsent_effects, unsent_notices
 from app.deployments import Deployment, Deployments
 from app.deployments.catalog import Catalog, VersionMoved
 from app.digest import canonical_digest
@@ -113,6 +113,14 @@ class HookDeps:
     deadline: float | None = None
     #: the time zone cards show dates in
     zone: tzinfo = UTC
+
+
+def _unsent(
+    ontology: Ontology, trace: list[TraceEntry], context: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``{"effects": [...]}`` of a run with no FHIR server, when it proposed writes."""
+    effects = unsent_effects(ontology, trace, context)
+    return {"effects": effects} if effects else {}
 
 
 def _notices(handler: Any) -> list[str]:
@@ -693,6 +701,8 @@ class HookService:
             outcome,
             inputViolations=[v.to_json() for v in problems],
             dataQuality=[n.to_json() for n in (*req.notes, *hydration.notes)],
+            # the writes that had nowhere to go (the effect log holds the ones that went)
+            **({} if handler is not None else _unsent(ontology, outcome.trace, req.context)),
         )
         record.values["inputs"] = hydration.inputs.to_json()
         # what hydration read, so replay can hydrate it again under another version

@@ -73,3 +73,25 @@ def test_a_write_that_was_not_possible_is_not_reported_as_a_failure(client: Test
     assert "FHIR server" not in card["detail"]
     assert "Not completed" not in card["detail"]
     assert "EHR" not in card["detail"]
+
+
+def test_a_write_with_no_fhir_server_is_an_effect_of_its_own_not_sent(
+    client: TestClient,
+) -> None:
+    body = _triage(None, 160)
+    answer = client.post("/cds-services/horismos-triage", json=body).json()
+    run_id = answer["extension"]["dev.horismos.run"]["runId"]
+
+    record = client.get(f"/runs/{run_id}").json()
+
+    [effect] = record["effects"]
+    assert effect["state"] == "not sent"
+    assert effect["detail"] == "the request names no FHIR server to write to"
+    assert effect["target"] == f"Encounter/{body['context']['encounterId']}"
+    assert (effect["operation"], effect["element"], effect["value"]) == (
+        "patch",
+        "priority",
+        "Immediate",
+    )
+    page = client.get(f"/runs/{run_id}", headers={"accept": "text/html"}).text
+    assert "not sent — the request names no FHIR server to write to" in page
