@@ -304,6 +304,17 @@ def unread_order_cards(
     return cards
 
 
+def override_reasons(ontology: Ontology, reasons: Sequence[str]) -> list[dict[str, str]]:
+    """The CDS Hooks ``overrideReasons`` (Codings) of the override-reason individuals given
+    (the loader made sure each has one ``system|code`` and a label)."""
+    out: list[dict[str, str]] = []
+    for iri in reasons:
+        reason = ontology.individuals[iri]
+        system, _, code = reason.codes[0].rpartition("|")
+        out.append({"system": system, "code": code, "display": reason.label or code})
+    return out
+
+
 def build_cards(
     *,
     ontology: Ontology,
@@ -315,7 +326,31 @@ def build_cards(
 ) -> list[dict[str, Any]]:
     """The cards of every matching declaration, in document order (one per instance for a
     ``horis:forEach`` declaration), their texts filled from the run's facts."""
-    cards: list[dict[str, Any]] = []
+    return [
+        card
+        for _decl, card in declared_cards(
+            ontology=ontology,
+            service=service,
+            workflow=workflow,
+            world=world,
+            run=run,
+            run_url=run_url,
+        )
+    ]
+
+
+def declared_cards(
+    *,
+    ontology: Ontology,
+    service: CdsServiceDef,
+    workflow: WorkflowDef,
+    world: World,
+    run: RunView,
+    run_url: str,
+) -> list[tuple[CardDecl, dict[str, Any]]]:
+    """``build_cards`` with the declaration each card came from (feedback on a card is
+    counted against its declaration)."""
+    cards: list[tuple[CardDecl, dict[str, Any]]] = []
     run_detail: str | None = None
     for decl in sorted(service.cards, key=lambda d: d.order):
         if not _matches(decl, world, run):
@@ -362,7 +397,10 @@ def build_cards(
             if suggestions:
                 card["suggestions"] = suggestions
                 card["selectionBehavior"] = decl.selection_behavior or "at-most-one"
-            cards.append(card)
+            reasons = override_reasons(ontology, service.reasons_for(decl))
+            if reasons:
+                card["overrideReasons"] = reasons
+            cards.append((decl, card))
     return cards
 
 

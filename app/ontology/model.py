@@ -550,6 +550,9 @@ class CardDecl:
     detail: str | None = None  # horis:detail: Markdown shown before the run's own detail
     #: each placeholder name its texts use (``instance.mme``) → the property IRI it reads
     variables: tuple[tuple[str, str], ...] = ()
+    #: horis:overrideReason on the card: individuals, in place of the service's; None: its
+    #: service's
+    override_reasons: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -588,6 +591,12 @@ class CdsServiceDef:
     cards: tuple[CardDecl, ...] = ()
     system_actions: tuple[SystemActionDecl, ...] = ()  # horis:systemAction [ … ]…
     custom_hook: bool = False  # horis:customHook true: not a hook of the CDS Hooks registry
+    #: horis:overrideReason: the individuals every card offers as override reasons, in order
+    override_reasons: tuple[str, ...] = ()
+
+    def reasons_for(self, card: CardDecl) -> tuple[str, ...]:
+        """The override reasons ``card`` offers: its own, else the service's."""
+        return self.override_reasons if card.override_reasons is None else card.override_reasons
 
 
 # --- the whole ---------------------------------------------------------------------------
