@@ -146,6 +146,9 @@ def _include_routers(app: FastAPI) -> None:
     from app.api import changes
 
     app.include_router(changes.router)  # change control: /changes, /deployments
+    from app.api import analytics
+
+    app.include_router(analytics.router)  # GET /analytics: cards fired, accepted, overridden
     from app.api import resume
 
     app.include_router(resume.router)  # WaitStep resume; periodic reconciliation (its lifespan)

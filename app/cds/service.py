@@ -35,7 +35,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from adapters.fhir.hydrate import Hydration, hydrate, resources_of
 from adapters.fhir.inputs import note_unread_text
 from app.cds.auth import ClientAuthenticator
-from app.cds.cards import RunView, build_cards, build_system_actions, unread_order_cards
+from app.cds.cards import RunView, build_system_actions, declared_cards, unread_order_cards
 from app.cds.claim import ClaimFirstTools, ClaimLost, RunClaim, claim_first_bridge
 from app.cds.errors import (
     CdsError,
@@ -49,6 +49,7 @@ from app.cds.errors import (
     StoreUnavailable,
 )
 from app.cds.hook_input import HookInput, apply_api_facts
+from app.cds.issued import card_issues, proof_rules
 from app.cds.leases import LeaseKeeper, abandoned, take_over_claim
 from app.cds.leniency import as_service_hook, read_draft_orders
 from app.cds.prefetch import Gathered, gather
@@ -65,6 +66,7 @@ from app.store import changes as change_store
 from app.store import repo
 from app.store.db import describe_error
 from app.store.models import new_id
+from app.store.repo import CardIssue
 from app.world.facts import Violation
 from app.world.world import World
 
@@ -648,19 +650,20 @@ class HookService:
             zone=d.zone,
         )
         run_url = d.authenticator.run_url(base_url, run_id)
-        cards = [
-            *unread_order_cards(
-                ontology=ontology, service=service, unread=req.unread, run_url=run_url
-            ),
-            *build_cards(
-                ontology=ontology,
-                service=service,
-                workflow=workflow,
-                world=world,
-                run=view,
-                run_url=run_url,
-            ),
-        ]
+        unread = unread_order_cards(
+            ontology=ontology, service=service, unread=req.unread, run_url=run_url
+        )
+        declared = declared_cards(
+            ontology=ontology,
+            service=service,
+            workflow=workflow,
+            world=world,
+            run=view,
+            run_url=run_url,
+        )
+        cards = [*unread, *(card for _decl, card in declared)]
+        proof = world.proof(focus_id, workflow.decides).to_json() if workflow.decides else None
+        issued = card_issues(declared, unread, proof_rules(proof))
         ext: dict[str, Any] = {
             "runId": run_id,
             "workflow": outcome.workflow,
@@ -716,7 +719,7 @@ class HookService:
         )
         record.values["input"] = stored_input.to_bytes()
         rows = [s.to_row() for s in hydration.sources]
-        shadow = self._store(service.id, claim, record, response, rows, handler, dep)
+        shadow = self._store(service.id, claim, record, response, rows, handler, dep, issued)
         if shadow is not None and d.shadow is not None:  # beside the answer, never in it
             d.shadow(change_id=shadow, deployment=dep, recorded=recorded, stored=stored_input)
         return response
@@ -730,6 +733,7 @@ class HookService:
         sources: list[dict[str, Any]],
         handler: Any,
         dep: Deployment,
+        cards: list[CardIssue],
     ) -> str | None:
         """One transaction for everything the run produced: the run's row (inserted, or the
         claimed one updated), its trace, source versions and the effects of writes that sent
@@ -755,7 +759,7 @@ class HookService:
                     trace=record.trace,
                     sources=sources,
                     service_id=service_id,
-                    card_uuids=[str(c["uuid"]) for c in response.get("cards", [])],
+                    cards=cards,
                 )
                 _write_pending(handler, connection)
             return shadow
