@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -19,6 +20,12 @@ log = logging.getLogger("horismos.cors")
 #: Refused origins logged per process: each once, so a page polling the service does not fill
 #: the log, and no more than this many, so a hostile stream of made-up origins cannot either.
 _MAX_LOGGED = 100
+
+
+def _origin(url: str) -> str:
+    """``scheme://host[:port]`` of a URL."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def log_cors_origins(origins: Sequence[str]) -> None:
@@ -37,9 +44,14 @@ class CorsRefusalLog:
     """ASGI middleware: logs a request whose ``Origin`` is another site's and is not allowed
     (the browser will not let that page read the answer), then passes it on unchanged."""
 
-    def __init__(self, app: ASGIApp, *, origins: Sequence[str]) -> None:
+    def __init__(
+        self, app: ASGIApp, *, origins: Sequence[str], public_base_url: str | None = None
+    ) -> None:
         self.app = app
         self.origins = frozenset(origins)
+        #: the service's own origin as clients see it (behind a proxy the request's scheme and
+        #: host may differ): its pages calling it are no cross-origin requests
+        self.public = _origin(public_base_url) if public_base_url else None
         self._logged: set[str] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -53,7 +65,9 @@ class CorsRefusalLog:
         if origin is None or "*" in self.origins or origin in self.origins:
             return
         own = f"{scope.get('scheme', 'http')}://{headers.get('host', '')}"
-        if origin == own or origin in self._logged or len(self._logged) >= _MAX_LOGGED:
+        if origin in (own, self.public) or origin in self._logged:
+            return
+        if len(self._logged) >= _MAX_LOGGED:
             return
         self._logged.add(origin)
         preflight = scope["method"] == "OPTIONS" and "access-control-request-method" in headers

@@ -279,7 +279,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             allow_methods=["GET", "POST", "OPTIONS"],
             allow_headers=["Authorization", "Content-Type"],
         )
-    app.add_middleware(CorsRefusalLog, origins=settings.cors_origins)
+    app.add_middleware(
+        CorsRefusalLog,
+        origins=settings.cors_origins,
+        public_base_url=settings.public_base_url,
+    )
     app.add_middleware(DocsPolicyMiddleware)
     app.add_middleware(metrics.MetricsMiddleware, metrics=app.state.metrics)
     install_error_handlers(app)

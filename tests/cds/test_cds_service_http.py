@@ -426,12 +426,13 @@ def test_a_refused_browser_origin_is_logged_once_saying_what_to_set(
 ) -> None:
     with (
         caplog.at_level(logging.WARNING, logger="horismos.cors"),
-        make_app_client(cors_origins=allowed) as c,
+        make_app_client(cors_origins=allowed, public_base_url="https://cds.example.org") as c,
     ):
         first = c.options("/cds-services/horismos-triage", headers=SANDBOX_PREFLIGHT)
         c.options("/cds-services/horismos-triage", headers=SANDBOX_PREFLIGHT)
         # the service's own pages and programs without an Origin are not browsers refused
         c.get("/cds-services", headers={"Origin": "http://testserver"})
+        c.get("/cds-services", headers={"Origin": "https://cds.example.org"})  # behind a proxy
         c.get("/cds-services")
     assert "access-control-allow-origin" not in first.headers
     [line] = [r.getMessage() for r in caplog.records if r.name == "horismos.cors"]
