@@ -503,8 +503,9 @@ def _recording(session: Session, run: store.StoredRun) -> dict[str, Any]:
 def _overridden(f: Any) -> str:
     """One override as the model reads it: the card (its declaration, else its uuid), the rules
     of its proof and the deployment version it ran on, then the reason and the comment."""
-    reason = f.override_reason or {}
-    coding = reason.get("reason") if isinstance(reason.get("reason"), dict) else {}
+    reason: dict[str, Any] = f.override_reason or {}
+    found = reason.get("reason")
+    coding: dict[str, Any] = found if isinstance(found, dict) else {}
     about = [f"rules {', '.join(f.rules)}"] if f.rules else ["no decided proof"]
     if f.deployment_version:
         about.append(f"version {f.deployment_version}")
