@@ -662,7 +662,11 @@ class HookService:
             run_url=run_url,
         )
         cards = [*unread, *(card for _decl, card in declared)]
-        proof = world.proof(focus_id, workflow.decides).to_json() if workflow.decides else None
+        # the decided proof the run already holds; an escalated run's cards show the rules' proof
+        # of what they still derived, computed here only then
+        proof = outcome.proof
+        if proof is None and workflow.decides is not None and declared:
+            proof = world.proof(focus_id, workflow.decides).to_json()
         issued = card_issues(declared, unread, proof_rules(proof))
         ext: dict[str, Any] = {
             "runId": run_id,
