@@ -27,6 +27,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app import metrics
 from app.api_docs import DOCS_ASSETS_PATH, DocsPolicyMiddleware
+from app.cors import CorsRefusalLog, log_cors_origins
 from app.deployments import Deployment, Deployments, load_deployments
 from app.deployments.catalog import Catalog
 from app.errors import install_error_handlers
@@ -120,6 +121,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                 "; ".join(str(p) for p in d.problems[:5]),
             )
     log.info("database %s", engine.url.render_as_string(hide_password=True))
+    log_cors_origins(settings.cors_origins)
     try:
         yield
     finally:
@@ -144,6 +146,9 @@ def _include_routers(app: FastAPI) -> None:
     from app.api import changes
 
     app.include_router(changes.router)  # change control: /changes, /deployments
+    from app.api import analytics
+
+    app.include_router(analytics.router)  # GET /analytics: cards fired, accepted, overridden
     from app.api import resume
 
     app.include_router(resume.router)  # WaitStep resume; periodic reconciliation (its lifespan)
@@ -274,6 +279,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             allow_methods=["GET", "POST", "OPTIONS"],
             allow_headers=["Authorization", "Content-Type"],
         )
+    app.add_middleware(
+        CorsRefusalLog,
+        origins=settings.cors_origins,
+        public_base_url=settings.public_base_url,
+    )
     app.add_middleware(DocsPolicyMiddleware)
     app.add_middleware(metrics.MetricsMiddleware, metrics=app.state.metrics)
     install_error_handlers(app)

@@ -31,7 +31,9 @@ Effect states::
             ├─> failed                  the read before an update failed; nothing was written
             └─> attempted ─┬─> accepted     2xx: the server stored a new version (or, for a
                            │                create, already held the resource)
-                           ├─> conflicted   412 (or 409): the record changed since it was read
+                           ├─> conflicted   412 (or 409): the record changed since it was read;
+                           │                a PATCH answered 400/422 (its version ``test``
+                           │                failed) when the server now holds another version
                            ├─> failed       other 4xx, or the connection was never made
                            └─> unknown      timeout / connection lost after sending / 5xx:
                                             settled later by :mod:`adapters.fhir.reconcile`

@@ -126,6 +126,18 @@ def send(
     if status in (409, 412):
         msg = f"{ref} changed since version {expected} was read"
         return Answer(state="conflicted", response=answer, status=status, detail=msg)
+    if method == "PATCH" and status in (400, 422) and expected is not None:
+        # a server that does not honour If-Match still runs the patch's ``test`` of the
+        # version, and answers its failure as a bad request: the version it holds now says
+        # whether the record changed (a conflict) or the patch itself was refused
+        current = _current_version(client, url, headers, timeout)
+        if current is not None and current != expected:
+            msg = (
+                f"{ref} changed since version {expected} was read (the server holds version "
+                f"{current}; the patch's test of the version failed)"
+            )
+            answer["currentVersion"] = current
+            return Answer(state="conflicted", response=answer, status=status, detail=msg)
     if status >= 500:
         msg = f"the server answered {status}; whether it stored the change is unknown"
         return Answer(state="unknown", response=answer, status=status, detail=msg)
@@ -135,6 +147,20 @@ def send(
         status=status,
         detail=f"the server refused the write ({status}{_says(response)})",
     )
+
+
+def _current_version(
+    client: httpx.Client, url: str, headers: Mapping[str, str], timeout: httpx.Timeout
+) -> str | None:
+    """The version the server holds of ``url`` now, or None when it cannot be read."""
+    read = {k: v for k, v in headers.items() if k.lower() in ("authorization", "accept")}
+    try:
+        response = client.get(url, headers=read, timeout=timeout)
+    except httpx.HTTPError:
+        return None
+    if response.status_code != 200:
+        return None
+    return etag_version(response.headers.get("etag")) or body_version(response)
 
 
 def _created(response: httpx.Response, method: str) -> str | None:

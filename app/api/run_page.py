@@ -707,6 +707,7 @@ _WRITES = {
     "unknown": "not confirmed yet: it will be checked again",
     "attempted": "not confirmed yet: it will be checked again",
     "pending": "not sent yet",
+    "not sent": "not sent",
 }
 
 

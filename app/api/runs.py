@@ -133,9 +133,10 @@ def read_run(
     access: Annotated[RunRecordAccess, Depends(require_client_or_run_link)],
 ) -> Response:
     if access.refused is not None:
+        challenge = access.challenge or refuse_link(access.refused)
         if not prefers_html(request.headers.get("accept")):
-            raise refuse_link(access.refused)
-        headers = {**PAGE_HEADERS, **(refuse_link(access.refused).headers() or {})}
+            raise challenge
+        headers = {**PAGE_HEADERS, **(challenge.headers() or {})}
         return HTMLResponse(link_refused_page(access.refused), status_code=401, headers=headers)
     if not prefers_html(request.headers.get("accept")):
         return JSONResponse(stored_outcome(session, run_id), headers={"Vary": "Accept"})

@@ -26,7 +26,7 @@ from joserfc.jwk import KeySet
 
 from app import json_input
 from app.cds.errors import Issue, Unauthorized
-from app.cds.links import INVALID, RunLinks, run_link
+from app.cds.links import INVALID, NOT_CONFIGURED, UNSIGNED, RunLinks, run_link
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -211,14 +211,21 @@ class ClientAuthenticator:
             )
 
     async def _keys(self, issuer: TrustedIssuer, jku: Any, kid: str) -> KeySet:
-        if jku is not None:
-            if jku not in issuer.allowed_jku:
-                raise _refuse(f"JWT jku {jku!r} is not allowed for issuer {issuer.iss!r}")
+        """The keys the token is checked with: its ``jku`` only when the issuer lists it, else
+        the issuer's configured keys. A ``jku`` not listed is never fetched (the token would
+        name its own keys): it is ignored, and a token signed with a key the issuer's configured
+        set does not hold fails its ``kid`` or signature check."""
+        if jku is not None and jku in issuer.allowed_jku:
             return await self._fetch(str(jku), kid)
         if issuer.jwks is not None:
             return KeySet.import_key_set(dict(issuer.jwks))  # type: ignore[arg-type]
         if issuer.jwks_url is not None:
             return await self._fetch(issuer.jwks_url, kid)
+        if jku is not None:
+            raise _refuse(
+                f"JWT jku {jku!r} is not on issuer {issuer.iss!r}'s allowed_jku and the issuer "
+                "has no other keys configured"
+            )
         raise _refuse(f"issuer {issuer.iss!r} has no keys configured")
 
     async def _fetch(self, url: str, kid: str) -> KeySet:
@@ -344,11 +351,13 @@ class RunRecordAccess:
     """Who may read a run's record: a verified client, a signed link, or anyone (open mode).
 
     ``refused`` holds the reason a signed link was refused, so the route can tell a browser in
-    a page rather than in JSON."""
+    a page rather than in JSON; ``challenge`` the 401 a caller that is not a browser gets
+    instead (the client JWT's, when neither a JWT nor a link was presented)."""
 
     client: ClientIdentity | None = None
     by_link: bool = False
     refused: str | None = None
+    challenge: Unauthorized | None = None
 
 
 async def require_client_or_run_link(
@@ -366,6 +375,13 @@ async def require_client_or_run_link(
     if auth.open_mode:
         return RunRecordAccess()
     has_link = exp is not None or sig is not None
+    if not request.headers.get("authorization") and not has_link:
+        # a browser following a card link: a page says what is missing, not a JWT's 401 JSON
+        try:
+            return RunRecordAccess(client=await require_client(request))
+        except Unauthorized as exc:
+            reason = NOT_CONFIGURED if auth.links is None else UNSIGNED
+            return RunRecordAccess(refused=reason, challenge=exc)
     if request.headers.get("authorization") or not has_link:
         return RunRecordAccess(client=await require_client(request))
     run_id = request.path_params.get("run_id")

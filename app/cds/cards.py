@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, tzinfo
 from typing import Any
 
+from app.cds.leniency import UnreadOrder
 from app.clinical_text import proof_markdown
 from app.ontology import card_text
 from app.ontology.card_text import markdown_escape
@@ -266,6 +267,54 @@ def _reasons(decl: CardDecl, world: World, instance: str | None, zone: tzinfo) -
     return out
 
 
+def _source(ontology: Ontology, service: CdsServiceDef) -> dict[str, Any]:
+    return {"label": f"Horismos · {service.title} (ontology {ontology.version})"}
+
+
+def unread_order_cards(
+    *,
+    ontology: Ontology,
+    service: CdsServiceDef,
+    unread: Sequence[UnreadOrder],
+    run_url: str,
+) -> list[dict[str, Any]]:
+    """One warning card per draft order that could not be read: it was not checked, and an
+    answer without a card for it would read as "all clear"."""
+    cards: list[dict[str, Any]] = []
+    for order in unread:
+        name = order.name if order.name != order.reference else "A draft order"
+        summary = card_text.shorten(
+            f"{name} not checked: the draft order could not be read", SUMMARY_LIMIT
+        )
+        detail = (
+            f"{name} ({order.reference}) was not checked by {service.title}: the draft order "
+            f"could not be read: {order.reason}. Complete the order and sign it again to have "
+            "it checked."
+        )
+        cards.append(
+            {
+                "uuid": str(uuid.uuid4()),
+                "summary": summary,
+                "indicator": "warning",
+                "detail": card_text.markdown_escape(detail),
+                "source": _source(ontology, service),
+                "links": [{"label": RUN_LINK_LABEL, "url": run_url, "type": "absolute"}],
+            }
+        )
+    return cards
+
+
+def override_reasons(ontology: Ontology, reasons: Sequence[str]) -> list[dict[str, str]]:
+    """The CDS Hooks ``overrideReasons`` (Codings) of the override-reason individuals given
+    (the loader made sure each has one ``system|code`` and a label)."""
+    out: list[dict[str, str]] = []
+    for iri in reasons:
+        reason = ontology.individuals[iri]
+        system, _, code = reason.codes[0].rpartition("|")
+        out.append({"system": system, "code": code, "display": reason.label or code})
+    return out
+
+
 def build_cards(
     *,
     ontology: Ontology,
@@ -277,7 +326,31 @@ def build_cards(
 ) -> list[dict[str, Any]]:
     """The cards of every matching declaration, in document order (one per instance for a
     ``horis:forEach`` declaration), their texts filled from the run's facts."""
-    cards: list[dict[str, Any]] = []
+    return [
+        card
+        for _decl, card in declared_cards(
+            ontology=ontology,
+            service=service,
+            workflow=workflow,
+            world=world,
+            run=run,
+            run_url=run_url,
+        )
+    ]
+
+
+def declared_cards(
+    *,
+    ontology: Ontology,
+    service: CdsServiceDef,
+    workflow: WorkflowDef,
+    world: World,
+    run: RunView,
+    run_url: str,
+) -> list[tuple[CardDecl, dict[str, Any]]]:
+    """``build_cards`` with the declaration each card came from (feedback on a card is
+    counted against its declaration)."""
+    cards: list[tuple[CardDecl, dict[str, Any]]] = []
     run_detail: str | None = None
     for decl in sorted(service.cards, key=lambda d: d.order):
         if not _matches(decl, world, run):
@@ -306,7 +379,7 @@ def build_cards(
                 "detail": detail
                 if len(detail) <= DETAIL_LIMIT
                 else detail[: DETAIL_LIMIT - 1] + "…",
-                "source": {"label": f"Horismos · {service.title} (ontology {ontology.version})"},
+                "source": _source(ontology, service),
                 "links": [{"label": RUN_LINK_LABEL, "url": run_url, "type": "absolute"}],
             }
             suggestions = [
@@ -324,7 +397,10 @@ def build_cards(
             if suggestions:
                 card["suggestions"] = suggestions
                 card["selectionBehavior"] = decl.selection_behavior or "at-most-one"
-            cards.append(card)
+            reasons = override_reasons(ontology, service.reasons_for(decl))
+            if reasons:
+                card["overrideReasons"] = reasons
+            cards.append((decl, card))
     return cards
 
 

@@ -102,10 +102,13 @@ def _shown(card_uuid: str) -> str:
     return repr(card_uuid if len(card_uuid) <= 64 else card_uuid[:64] + "…")
 
 
-def _issued(session: Any, service_id: str, items: list[FeedbackItem]) -> dict[str, Any]:
-    """``{card uuid: (run id, card)}`` for every item, looked up by key; refuses the request
-    (400 naming each item, nothing stored) when it names a card the service never issued."""
-    runs = repo.find_cards(session, service_id, [item.card for item in items])
+def _issued(
+    session: Any, service_id: str, items: list[FeedbackItem]
+) -> dict[str, tuple[repo.IssuedCardInfo, dict[str, Any] | None]]:
+    """``{card uuid: (what it was issued against, card)}`` for every item, looked up by key;
+    refuses the request (400 naming each item, nothing stored) when it names a card the
+    service never issued."""
+    runs = repo.issued_cards(session, service_id, [item.card for item in items])
     unknown = [
         Issue(
             code="not-found",
@@ -118,8 +121,18 @@ def _issued(session: Any, service_id: str, items: list[FeedbackItem]) -> dict[st
     ]
     if unknown:
         raise RequestInvalid(issues=unknown[:_MAX_ISSUES])
-    responses = repo.run_responses(session, runs.values())
-    return {uuid: (run_id, _card_of(responses.get(run_id), uuid)) for uuid, run_id in runs.items()}
+    responses = repo.run_responses(session, [i.run_id for i in runs.values()])
+    return {uuid: (i, _card_of(responses.get(i.run_id), uuid)) for uuid, i in runs.items()}
+
+
+def reason_code(item: FeedbackItem) -> str | None:
+    """The chosen override reason as ``system|code`` (CDS Hooks ``overrideReason.reason``), or
+    None when the item gives none."""
+    reason = (item.overrideReason or {}).get("reason")
+    if not isinstance(reason, dict) or not isinstance(reason.get("code"), str):
+        return None
+    system = reason.get("system")
+    return f"{system if isinstance(system, str) else ''}|{reason['code']}"
 
 
 def store_feedback(
@@ -147,7 +160,11 @@ def store_feedback(
                     outcome_timestamp=stamp,
                     accepted_suggestions=item.acceptedSuggestions,
                     override_reason=item.overrideReason,
-                    run_id=issued[item.card][0],
+                    run_id=issued[item.card][0].run_id,
+                    card_key=issued[item.card][0].card_key,
+                    rules=issued[item.card][0].rules,
+                    deployment_version=issued[item.card][0].deployment_version,
+                    reason_code=reason_code(item) if item.outcome == "overridden" else None,
                 )
                 for item, stamp in zip(items, stamps, strict=True)
             ]
@@ -155,7 +172,7 @@ def store_feedback(
         fresh = [
             StoredFeedback(
                 service_id=service_id,
-                run_id=issued[item.card][0],
+                run_id=issued[item.card][0].run_id,
                 card_uuid=item.card,
                 outcome=item.outcome,
                 accepted_suggestions=tuple(str(s["id"]) for s in item.acceptedSuggestions or []),

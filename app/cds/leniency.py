@@ -18,13 +18,18 @@ Hydration adds its own notes (a bare ``subject.reference``; adapters/fhir/hydrat
 
 from __future__ import annotations
 
+import copy
 import json
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
+
+from fhir.resources.R4B import get_fhir_model_class
+from pydantic import BaseModel, ValidationError
 
 from adapters.fhir.notes import DataNote
 from app.cds.errors import Issue, RequestInvalid
+from app.cds.fhir_data import resource_issues
 
 if TYPE_CHECKING:
     from app.cds.requests import HookRequest
@@ -135,3 +140,160 @@ def shared_id_issues(prefetch: dict[str, Any]) -> list[Issue]:
                     )
                 )
     return issues
+
+
+# --- draft orders in the hook context ------------------------------------------------------
+
+#: Attempts at wrapping single objects in lists before a draft order is judged unreadable (each
+#: attempt repairs every such element pydantic reported; nested ones show up on the next).
+_LIST_REPAIRS = 4
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnreadOrder:
+    """A draft order of the hook context that could not be read, so it was not checked."""
+
+    reference: str  # "MedicationRequest/request-123"
+    name: str  # the drug as the EHR displays it, else the reference
+    element: str  # where it failed: "context.draftOrders.entry[0].resource.intent"
+    reason: str  # in a clinician's words: "no drug is chosen yet: …", or the invalid element
+
+    def to_note(self) -> DataNote:
+        """The run's data-quality note for it (the order was left out, not read another way)."""
+        return DataNote(
+            rule="unread-draft-order",
+            field=self.element,
+            received=self.reference,
+            read_as=None,
+            message=f"{self.reference} was not checked: the draft order could not be read: "
+            f"{self.reason}",
+        )
+
+
+def _at(resource: Any, loc: tuple[int | str, ...]) -> tuple[Any, int | str] | None:
+    """The container holding ``loc``'s last step, and that step, or None when it is not there."""
+    parent = resource
+    for part in loc[:-1]:
+        try:
+            parent = parent[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return (parent, loc[-1]) if loc else None
+
+
+def _wrap_singletons(
+    resource: dict[str, Any], model: type[BaseModel], where: str
+) -> tuple[dict[str, Any], list[DataNote]]:
+    """``resource`` with every object written where FHIR has a list (``"category": {…}``) read
+    as a list of that one object, and a note per element so read: a list of one is the only
+    thing the object can mean."""
+    out = copy.deepcopy(resource)
+    notes: list[DataNote] = []
+    for _ in range(_LIST_REPAIRS):
+        try:
+            model.model_validate(out)
+        except ValidationError as exc:
+            found = [
+                (err["loc"], hit)
+                for err in exc.errors()
+                if err["type"] == "list_type"
+                and isinstance(err["input"], dict)
+                and (hit := _at(out, tuple(err["loc"]))) is not None
+            ]
+        else:
+            break
+        if not found:
+            break
+        for loc, (parent, key) in found:
+            parent[key] = [parent[key]]
+            field = where + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc)
+            notes.append(
+                DataNote(
+                    rule="single-as-list",
+                    field=field,
+                    received="one object",
+                    read_as="a list of that one object",
+                    message=f"{field} is a list in FHIR R4 and was sent as one object; it was "
+                    "read as a list of that object",
+                )
+            )
+    return out, notes
+
+
+def _order_name(resource: dict[str, Any], reference: str) -> str:
+    """The drug a draft order names as the EHR displays it, else the order's reference."""
+    concept = resource.get("medicationCodeableConcept")
+    if not isinstance(concept, dict):
+        return reference
+    codings = concept.get("coding")
+    shown = [concept.get("text")]
+    if isinstance(codings, list):
+        shown.extend(c.get("display") for c in codings if isinstance(c, dict))
+    return next((t.strip() for t in shown if isinstance(t, str) and t.strip()), reference)
+
+
+def _missing_choice(resource: dict[str, Any]) -> str | None:
+    """The clinician's reason a MedicationRequest names no drug, else None (the models report a
+    missing ``medication[x]`` without naming it)."""
+    if resource.get("resourceType") != "MedicationRequest":
+        return None
+    if any(k in resource for k in ("medicationCodeableConcept", "medicationReference")):
+        return None
+    return "no drug is chosen yet: it has no medicationCodeableConcept or medicationReference"
+
+
+def read_draft_orders(
+    context: dict[str, Any], wanted: dict[str, set[str]]
+) -> tuple[dict[str, Any], list[DataNote], list[UnreadOrder]]:
+    """The hook context with the draft orders a service reads (``wanted``: context key → the
+    resource types read from it) repaired where they can mean one thing, and the ones that still
+    cannot be read left out, each an ``UnreadOrder`` the answer tells the clinician about (an
+    unreadable order is never an error for the whole call: the other orders are still checked).
+    """
+    out = dict(context)
+    notes: list[DataNote] = []
+    unread: list[UnreadOrder] = []
+    for key, types in wanted.items():
+        value = context.get(key)
+        if not isinstance(value, dict) or not isinstance(value.get("entry"), list):
+            continue
+        entries: list[Any] = value["entry"]
+        kept: list[Any] = []
+        for i, entry in enumerate(entries):
+            res = entry.get("resource") if isinstance(entry, dict) else None
+            if not isinstance(res, dict) or res.get("resourceType") not in types:
+                kept.append(entry)
+                continue
+            where = f"context.{key}.entry[{i}].resource"
+            repaired, repairs = _wrap_singletons(
+                res, get_fhir_model_class(res["resourceType"]), where
+            )
+            reference = f"{res['resourceType']}/{res.get('id')}"
+            name = _order_name(res, reference)
+            missing = _missing_choice(repaired)
+            issues = resource_issues(repaired, where)
+            if missing is not None:
+                unread.append(
+                    UnreadOrder(
+                        reference=reference,
+                        name=name,
+                        element=f"{where}.medication[x]",
+                        reason=missing,
+                    )
+                )
+            elif issues:
+                first = issues[0]
+                unread.append(
+                    UnreadOrder(
+                        reference=reference,
+                        name=name,
+                        element=first.expression or where,
+                        reason=first.diagnostics.removeprefix(where + "."),
+                    )
+                )
+            else:
+                notes.extend(repairs)
+                kept.append({**entry, "resource": repaired} if repairs else entry)
+        if len(kept) != len(entries) or any(k is not e for k, e in zip(kept, entries, strict=True)):
+            out[key] = {**value, "entry": kept}
+    return out, notes, unread

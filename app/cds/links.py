@@ -18,13 +18,35 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-__all__ = ["DEFAULT_TTL_SECONDS", "EXPIRED", "INVALID", "RunLinks", "run_link"]
+__all__ = [
+    "DEFAULT_TTL_SECONDS",
+    "EXPIRED",
+    "INVALID",
+    "NOT_CONFIGURED",
+    "UNSIGNED",
+    "RunLinks",
+    "run_link",
+]
 
 DEFAULT_TTL_SECONDS = 86_400
 
 #: What the reader of a refused link is told (the OperationOutcome diagnostics and the page).
 EXPIRED = "this link has expired; open the decision again from the EHR"
 INVALID = "this link is not valid for this decision record; open the decision again from the EHR"
+#: A browser opening a record with no credential at all, when card links are not signed.
+NOT_CONFIGURED = (
+    "this decision record needs authorization: the service accepts only signed CDS clients "
+    "(HORISMOS_TRUSTED_ISSUERS is set) and its card links carry no credential of their own "
+    "because HORISMOS_LINK_SECRET is not set. To open decision records from cards, the "
+    "service's administrator sets HORISMOS_LINK_SECRET to a random value of at least 32 "
+    "characters (links then open their one record for HORISMOS_LINK_TTL_SECONDS, a day by "
+    "default) and restarts the service; cards answered from then on carry signed links"
+)
+#: A browser opening a record with no credential when card links are signed: an unsigned address.
+UNSIGNED = (
+    "this address of the decision record carries no signed link; open the decision again from "
+    "the card in the EHR (its link is signed)"
+)
 
 _MAX_EXP_DIGITS = 12  # far beyond any real expiry; keeps a hostile value from being parsed
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from adapters.fhir.client import path_escapes
 from adapters.fhir.notes import DataNote
 from app.cds.errors import Issue, RequestInvalid
-from app.cds.leniency import lenient_context, shared_id_issues
+from app.cds.leniency import UnreadOrder, lenient_context, shared_id_issues
 from app.ontology.hooks import HOOKS, ContextField
 
 
@@ -80,6 +80,8 @@ class HookRequest:
     extension: dict[str, Any] | None
     #: what was read leniently (app.cds.leniency), recorded with the run as ``dataQuality``
     notes: tuple[DataNote, ...] = ()
+    #: draft orders of the context that could not be read and were left out (not checked)
+    unread: tuple[UnreadOrder, ...] = ()
 
 
 # --- per-hook context ---------------------------------------------------------------------

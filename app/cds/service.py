@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
@@ -35,7 +35,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from adapters.fhir.hydrate import Hydration, hydrate, resources_of
 from adapters.fhir.inputs import note_unread_text
 from app.cds.auth import ClientAuthenticator
-from app.cds.cards import RunView, build_cards, build_system_actions
+from app.cds.cards import RunView, build_system_actions, declared_cards, unread_order_cards
 from app.cds.claim import ClaimFirstTools, ClaimLost, RunClaim, claim_first_bridge
 from app.cds.errors import (
     CdsError,
@@ -48,14 +48,14 @@ from app.cds.errors import (
     ServiceNotFound,
     StoreUnavailable,
 )
-from app.cds.fhir_data import resource_issues
 from app.cds.hook_input import HookInput, apply_api_facts
+from app.cds.issued import card_issues, proof_rules
 from app.cds.leases import LeaseKeeper, abandoned, take_over_claim
-from app.cds.leniency import as_service_hook
+from app.cds.leniency import as_service_hook, read_draft_orders
 from app.cds.prefetch import Gathered, gather
 from app.cds.requests import HookRequest, parse_hook_request
 from app.cds.response_check import check_response
-from app.cds.unsent import unsent_notices
+from app.cds.unsent import unsent_effects, unsent_notices
 from app.deployments import Deployment, Deployments
 from app.deployments.catalog import Catalog, VersionMoved
 from app.digest import canonical_digest
@@ -66,6 +66,7 @@ from app.store import changes as change_store
 from app.store import repo
 from app.store.db import describe_error
 from app.store.models import new_id
+from app.store.repo import CardIssue
 from app.terminology import Terminology
 from app.world.facts import Violation
 from app.world.world import World
@@ -117,6 +118,14 @@ class HookDeps:
     zone: tzinfo = UTC
     #: resolves code-system aliases in what the EHR sends (None: the installed terminology)
     terminology: Terminology | None = None
+
+
+def _unsent(
+    ontology: Ontology, trace: list[TraceEntry], context: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``{"effects": [...]}`` of a run with no FHIR server, when it proposed writes."""
+    effects = unsent_effects(ontology, trace, context)
+    return {"effects": effects} if effects else {}
 
 
 def _notices(handler: Any) -> list[str]:
@@ -178,31 +187,37 @@ def request_digest(body: Mapping[str, Any]) -> str:
     return canonical_digest(body)
 
 
-def _check_context_resources(ontology: Ontology, workflow: WorkflowDef, req: HookRequest) -> None:
-    """FHIR resources the service reads from the hook context must be valid R4."""
+def _check_context_resources(
+    ontology: Ontology, workflow: WorkflowDef, req: HookRequest
+) -> HookRequest:
+    """``req`` with the draft orders the service reads from the hook context repaired where they
+    can mean one thing and left out, as ``unread``, where they are not valid R4 (the answer says
+    each was not checked; the others are)."""
     if workflow.focus is None:
-        return
+        return req
     wanted: dict[str, set[str]] = {}
     for prop in ontology.properties_of(workflow.focus):
         for m in prop.from_fhir:
             if m.context_key is not None:
                 wanted.setdefault(m.context_key, set()).add(m.resource_type)
-    issues: list[Issue] = []
-    for key, types in wanted.items():
-        value = req.context.get(key)
-        entries = value.get("entry") if isinstance(value, dict) else None
-        for i, entry in enumerate(entries or []):
-            res = entry.get("resource") if isinstance(entry, dict) else None
-            if isinstance(res, dict) and res.get("resourceType") in types:
-                issues.extend(resource_issues(res, f"context.{key}.entry[{i}].resource"))
-    if issues:
-        raise RequestInvalid(issues=issues)
+    context, notes, unread = read_draft_orders(req.context, wanted)
+    if not notes and not unread:
+        return req
+    return replace(
+        req,
+        context=context,
+        notes=(*req.notes, *notes, *(u.to_note() for u in unread)),
+        unread=(*req.unread, *unread),
+    )
 
 
 #: How a card says that a step left the workflow's main path, by the edge it took
 #: (docs/cards.md, "Glossary"); ``{why}`` is the trace's reason, in the reader's words.
 _DETOURS = {
     "fallback": "{step} could not be completed ({why}), so the workflow ended at: {end}.",
+    # a PerceptionStep's fallback: the free text did not count, the structured data did
+    "fallback-text": "{step} could not be completed ({why}), so the free text was not used: "
+    "what follows is from the structured data alone, and the workflow ended at: {end}.",
     "onUnreachable": "{step}: the data available did not allow a decision, so the workflow "
     "ended at: {end}.",
     "onError": "{step} failed ({why}), so the workflow ended at: {end}.",
@@ -251,8 +266,12 @@ def _detours(workflow: WorkflowDef, trace: list[TraceEntry], terminal: str | Non
     """One sentence per step that took a failure edge: why the run ended where it did."""
     out: list[str] = []
     end = _step_label(workflow, terminal)
+    perceives = {s.name for s in workflow.steps.values() if s.kind == "PerceptionStep"}
     for entry in trace:
-        template = _DETOURS.get("onIncomplete" if entry.undecided else entry.edge or "")
+        edge = "onIncomplete" if entry.undecided else entry.edge or ""
+        if edge == "fallback" and entry.step in perceives:
+            edge = "fallback-text"
+        template = _DETOURS.get(edge)
         if template is None:
             continue
         why = _plain(entry.reason or entry.error or "it could not complete")
@@ -355,7 +374,7 @@ class HookService:
         req = as_service_hook(req, service.hook)
         if workflow.focus is None:
             raise RequestInvalid.one("not-supported", f"{workflow.name} declares no focus")
-        _check_context_resources(ontology, workflow, req)
+        req = _check_context_resources(ontology, workflow, req)
         fhir_deadline = d.fhir_timeout
         if d.deadline is not None:  # FHIR reads get what is left of the call's own deadline
             fhir_deadline = max(0.0, min(fhir_deadline, d.deadline - (time.monotonic() - started)))
@@ -636,14 +655,25 @@ class HookService:
             resources=_by_reference([*resources, *_context_resources(req.context)]),
             zone=d.zone,
         )
-        cards = build_cards(
+        run_url = d.authenticator.run_url(base_url, run_id)
+        unread = unread_order_cards(
+            ontology=ontology, service=service, unread=req.unread, run_url=run_url
+        )
+        declared = declared_cards(
             ontology=ontology,
             service=service,
             workflow=workflow,
             world=world,
             run=view,
-            run_url=d.authenticator.run_url(base_url, run_id),
+            run_url=run_url,
         )
+        cards = [*unread, *(card for _decl, card in declared)]
+        # the decided proof the run already holds; an escalated run's cards show the rules' proof
+        # of what they still derived, computed here only then
+        proof = outcome.proof
+        if proof is None and workflow.decides is not None and declared:
+            proof = world.proof(focus_id, workflow.decides).to_json()
+        issued = card_issues(declared, unread, proof_rules(proof))
         ext: dict[str, Any] = {
             "runId": run_id,
             "workflow": outcome.workflow,
@@ -684,6 +714,8 @@ class HookService:
             outcome,
             inputViolations=[v.to_json() for v in problems],
             dataQuality=[n.to_json() for n in (*req.notes, *hydration.notes)],
+            # the writes that had nowhere to go (the effect log holds the ones that went)
+            **({} if handler is not None else _unsent(ontology, outcome.trace, req.context)),
         )
         record.values["inputs"] = hydration.inputs.to_json()
         # what hydration read, so replay can hydrate it again under another version
@@ -698,7 +730,7 @@ class HookService:
         )
         record.values["input"] = stored_input.to_bytes()
         rows = [s.to_row() for s in hydration.sources]
-        shadow = self._store(service.id, claim, record, response, rows, handler, dep)
+        shadow = self._store(service.id, claim, record, response, rows, handler, dep, issued)
         if shadow is not None and d.shadow is not None:  # beside the answer, never in it
             d.shadow(change_id=shadow, deployment=dep, recorded=recorded, stored=stored_input)
         return response
@@ -712,6 +744,7 @@ class HookService:
         sources: list[dict[str, Any]],
         handler: Any,
         dep: Deployment,
+        cards: list[CardIssue],
     ) -> str | None:
         """One transaction for everything the run produced: the run's row (inserted, or the
         claimed one updated), its trace, source versions and the effects of writes that sent
@@ -737,7 +770,7 @@ class HookService:
                     trace=record.trace,
                     sources=sources,
                     service_id=service_id,
-                    card_uuids=[str(c["uuid"]) for c in response.get("cards", [])],
+                    cards=cards,
                 )
                 _write_pending(handler, connection)
             return shadow

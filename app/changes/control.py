@@ -500,20 +500,24 @@ def _recording(session: Session, run: store.StoredRun) -> dict[str, Any]:
     return material
 
 
-def _draft_prompt(deployment: Deployment, files: dict[str, str], reasons: list[Any]) -> str:
-    said = "\n".join(
-        f"- card {f.card_uuid} ({f.outcome}): "
-        + "; ".join(
-            str(v)
-            for v in (
-                (f.override_reason or {}).get("reason", {}).get("display"),
-                (f.override_reason or {}).get("reason", {}).get("code"),
-                (f.override_reason or {}).get("userComment"),
-            )
-            if v
-        )
-        for f in reasons
+def _overridden(f: Any) -> str:
+    """One override as the model reads it: the card (its declaration, else its uuid), the rules
+    of its proof and the deployment version it ran on, then the reason and the comment."""
+    reason: dict[str, Any] = f.override_reason or {}
+    found = reason.get("reason")
+    coding: dict[str, Any] = found if isinstance(found, dict) else {}
+    about = [f"rules {', '.join(f.rules)}"] if f.rules else ["no decided proof"]
+    if f.deployment_version:
+        about.append(f"version {f.deployment_version}")
+    said = [coding.get("display"), coding.get("code"), reason.get("userComment")]
+    card = f'"{f.card_key}"' if f.card_key else f.card_uuid
+    return f"- card {card} ({'; '.join(about)}), {f.outcome}: " + "; ".join(
+        str(v) for v in said if v
     )
+
+
+def _draft_prompt(deployment: Deployment, files: dict[str, str], reasons: list[Any]) -> str:
+    said = "\n".join(_overridden(f) for f in reasons)
     shown = "\n\n".join(f"--- {path} ---\n{text}" for path, text in files.items())
     return (
         f"Clinicians overrode the cards of deployment {deployment.id} (version "

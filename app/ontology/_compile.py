@@ -64,6 +64,7 @@ class Compiler(FlowCompiler):
         steps = {str(n): self._step(n) for n in self._of("step")}
         workflows = {str(n): self._workflow(n, steps) for n in self._of("workflow")}
         services = {str(n): self._service(n) for n in self._of("service")}
+        self._check_override_reasons(services, individuals)
         for n in self._of("ontology"):
             self.r.consume_all(n, [OWL.versionInfo, OWL.imports, RDF.type])
         self._leftovers()

@@ -18,6 +18,7 @@ from app.ontology.model import (
     CandidateQuery,
     CardDecl,
     CdsServiceDef,
+    Individual,
     PrefetchTemplate,
     StepDef,
     SubflowOutcome,
@@ -200,6 +201,7 @@ class FlowCompiler(CompilerBase):
             system_actions=actions,
             custom_hook=bool(self.boolean(node, H("customHook"))),
             clock_skew=self._clock_skew(node),
+            override_reasons=self.refs(node, H("overrideReason"), ("individual",)),
         )
 
     def _clock_skew(self, node: Node) -> float:
@@ -216,6 +218,31 @@ class FlowCompiler(CompilerBase):
             via=H("clockSkew"),
         )
         return DEFAULT_CLOCK_SKEW
+
+    def _check_override_reasons(
+        self, services: dict[str, CdsServiceDef], individuals: dict[str, Individual]
+    ) -> None:
+        """An override reason is a CDS Hooks Coding: one ``system|code`` and a display."""
+        named = {
+            iri
+            for svc in services.values()
+            for iri in (
+                *svc.override_reasons,
+                *(i for c in svc.cards for i in c.override_reasons or ()),
+            )
+        }
+        for iri in sorted(named):
+            reason = individuals[iri]
+            if len(reason.codes) != 1 or "|" not in reason.codes[0]:
+                self.r.problem(
+                    "missing",
+                    URIRef(iri),
+                    'an override reason needs exactly one horis:code "system|code"',
+                )
+            if not reason.label:
+                self.r.problem(
+                    "missing", URIRef(iri), "an override reason needs an rdfs:label (its display)"
+                )
 
     def _card(self, service: Node, node: Node, order: int) -> CardDecl:
         r = self.r
@@ -260,6 +287,9 @@ class FlowCompiler(CompilerBase):
             each_where=each_where,
             detail=detail,
             variables=self._variables(service, texts, bool(for_each)),
+            override_reasons=self.refs(node, H("overrideReason"), ("individual",))
+            if r.peek(node, H("overrideReason"))
+            else None,
         )
 
     def _query(self, node: Node) -> CandidateQuery:

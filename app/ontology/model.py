@@ -563,6 +563,9 @@ class CardDecl:
     detail: str | None = None  # horis:detail: Markdown shown before the run's own detail
     #: each placeholder name its texts use (``instance.mme``) → the property IRI it reads
     variables: tuple[tuple[str, str], ...] = ()
+    #: horis:overrideReason on the card: individuals, in place of the service's; None: its
+    #: service's
+    override_reasons: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -604,6 +607,12 @@ class CdsServiceDef:
     #: horis:clockSkew "PT5M" in seconds: how far past the hook's time a reading may be stamped
     #: (the EHR's clocks and ours differ) before it is refused as taken in the future
     clock_skew: float = DEFAULT_CLOCK_SKEW
+    #: horis:overrideReason: the individuals every card offers as override reasons, in order
+    override_reasons: tuple[str, ...] = ()
+
+    def reasons_for(self, card: CardDecl) -> tuple[str, ...]:
+        """The override reasons ``card`` offers: its own, else the service's."""
+        return self.override_reasons if card.override_reasons is None else card.override_reasons
 
 
 # --- the whole ---------------------------------------------------------------------------

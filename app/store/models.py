@@ -229,6 +229,12 @@ class Feedback(Base):
     override_reason: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
     outcome_timestamp: Mapped[datetime] = mapped_column(UtcDateTime)
     received_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    #: what the card was about, copied from its issue: the declaration key, the proof's rules,
+    #: the deployment version; and the chosen override reason as ``system|code``
+    card_key: Mapped[str | None] = mapped_column(String(500))
+    rules: Mapped[list[str] | None] = mapped_column(JsonDoc)
+    deployment_version: Mapped[str | None] = mapped_column(String(100))
+    reason_code: Mapped[str | None] = mapped_column(String(500))
 
 
 class IssuedCard(Base):
@@ -242,6 +248,9 @@ class IssuedCard(Base):
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     service_id: Mapped[str] = mapped_column(String(200))
     card_uuid: Mapped[str] = mapped_column(String(200))
+    #: the card's declaration (its summary template) and the rules of the decision's proof
+    card_key: Mapped[str | None] = mapped_column(String(500))
+    rules: Mapped[list[str] | None] = mapped_column(JsonDoc)
 
 
 class SeenJti(Base):

@@ -41,7 +41,9 @@ from app.store.models import (
 )
 
 __all__ = [
+    "CardIssue",
     "FeedbackRow",
+    "IssuedCardInfo",
     "add_feedback",
     "add_feedbacks",
     "add_run_rows",
@@ -55,6 +57,7 @@ __all__ = [
     "get_run",
     "hook_run",
     "insert_run",
+    "issued_cards",
     "list_effects",
     "list_feedback",
     "list_runs",
@@ -328,7 +331,7 @@ def add_run_rows(
     trace: Sequence[Mapping[str, Any]],
     sources: Iterable[Mapping[str, Any]],
     service_id: str,
-    card_uuids: Iterable[str],
+    cards: Iterable[CardIssue],
 ) -> None:
     """A new hook run's rows besides its own, in the caller's transaction: its trace (from
     ``seq`` 0: nothing else writes the trace of a run just inserted), the FHIR resource
@@ -339,7 +342,7 @@ def add_run_rows(
         [
             (_TRACE, _trace_rows(run_id, trace, 0)),
             (_SOURCES, [_source_row(run_id, s) for s in sources]),
-            (_ISSUED_CARDS, _card_rows(run_id, service_id, card_uuids)),
+            (_ISSUED_CARDS, _card_rows(run_id, service_id, cards)),
         ],
     )
 
@@ -348,6 +351,8 @@ def add_run_rows(
 _PG_TYPES = {
     "service_id": "text",
     "card_uuid": "text",
+    "card_key": "text",
+    "rules": "jsonb",
     "run_id": "text",
     "seq": "integer",
     "step": "text",
@@ -661,6 +666,10 @@ class FeedbackRow:
     run_id: str | None = None
     accepted_suggestions: list[Any] | None = None
     override_reason: dict[str, Any] | None = None
+    card_key: str | None = None
+    rules: tuple[str, ...] = ()
+    deployment_version: str | None = None
+    reason_code: str | None = None  # the override reason as "system|code"
 
 
 def add_feedbacks(session: Session, service_id: str, items: Sequence[FeedbackRow]) -> list[bool]:
@@ -682,6 +691,10 @@ def add_feedbacks(session: Session, service_id: str, items: Sequence[FeedbackRow
                         "outcome": item.outcome,
                         "accepted_suggestions": item.accepted_suggestions,
                         "override_reason": item.override_reason,
+                        "card_key": item.card_key,
+                        "rules": list(item.rules),
+                        "deployment_version": item.deployment_version,
+                        "reason_code": item.reason_code[:500] if item.reason_code else None,
                         "outcome_timestamp": item.outcome_timestamp,
                         "received_at": now,
                     }
@@ -717,21 +730,75 @@ CARD_UUID_LENGTH = 200
 _IN_BATCH = 500
 
 
+@dataclass(frozen=True, kw_only=True)
+class CardIssue:
+    """A card a hook run returned: its uuid, the declaration it came from (its summary
+    template; None for a card no declaration made) and the rules of the decision's proof."""
+
+    uuid: str
+    key: str | None = None
+    rules: tuple[str, ...] = ()
+
+
 def record_cards(
-    session: Session | Connection, *, run_id: str, service_id: str, card_uuids: Iterable[str]
+    session: Session | Connection, *, run_id: str, service_id: str, cards: Iterable[CardIssue]
 ) -> None:
     """Remember the cards a hook run returned, so feedback can find them by key (in the
     caller's transaction: the hook path passes its ``Connection``)."""
-    rows = _card_rows(run_id, service_id, card_uuids)
+    rows = _card_rows(run_id, service_id, cards)
     if rows:
         session.execute(_plain_insert(_ISSUED_CARDS.name), rows)
 
 
-def _card_rows(run_id: str, service_id: str, card_uuids: Iterable[str]) -> list[dict[str, Any]]:
+def _card_rows(run_id: str, service_id: str, cards: Iterable[CardIssue]) -> list[dict[str, Any]]:
+    unique = {c.uuid: c for c in cards}
     return [
-        {"run_id": run_id, "service_id": service_id, "card_uuid": uuid}
-        for uuid in dict.fromkeys(card_uuids)
+        {
+            "run_id": run_id,
+            "service_id": service_id,
+            "card_uuid": c.uuid,
+            "card_key": c.key[:500] if c.key else None,
+            "rules": list(c.rules),
+        }
+        for c in unique.values()
     ]
+
+
+@dataclass(frozen=True, kw_only=True)
+class IssuedCardInfo:
+    """What feedback on a card is stored against: the run, declaration, rules and version."""
+
+    run_id: str
+    card_key: str | None
+    rules: tuple[str, ...]
+    deployment_version: str | None
+
+
+def issued_cards(
+    session: Session, service_id: str, card_uuids: Iterable[str]
+) -> dict[str, IssuedCardInfo]:
+    """``{card uuid: IssuedCardInfo}`` for those of ``card_uuids`` the service issued (by key,
+    in batches; an id longer than any stored one is not looked up)."""
+    wanted = [u for u in dict.fromkeys(card_uuids) if 0 < len(u) <= CARD_UUID_LENGTH]
+    found: dict[str, IssuedCardInfo] = {}
+    for start in range(0, len(wanted), _IN_BATCH):
+        chunk = wanted[start : start + _IN_BATCH]
+        rows = session.execute(
+            select(
+                IssuedCard.card_uuid,
+                IssuedCard.run_id,
+                IssuedCard.card_key,
+                IssuedCard.rules,
+                Run.deployment_version,
+            )
+            .join(Run, Run.id == IssuedCard.run_id)
+            .where(IssuedCard.service_id == service_id, IssuedCard.card_uuid.in_(chunk))
+        )
+        for uuid, run_id, key, rules, version in rows:
+            found[uuid] = IssuedCardInfo(
+                run_id=run_id, card_key=key, rules=tuple(rules or ()), deployment_version=version
+            )
+    return found
 
 
 def find_cards(session: Session, service_id: str, card_uuids: Iterable[str]) -> dict[str, str]:

@@ -147,8 +147,27 @@ SCENARIOS: dict[tuple[str, str], tuple[Callable[[], dict[str, Any]], tuple[str, 
         lambda: triage(vitals=[(HEART_RATE, 72, "/min")]),
         ("Heart rate: 72 /min",),
     ),
-    (TRIAGE, "Triage needs a nurse's assessment"): (
+    # a complaint in free text and no language model: what the structured data give leads
+    (TRIAGE, "Triage not completed, the rules give Immediate: a nurse must assess"): (
+        lambda: triage(
+            vitals=[(HEART_RATE, 130, "/min")], symptoms=[CHEST_PAIN], reason="crushing chest pain"
+        ),
+        ("the free text was not used", "Heart rate: 130 /min", "Chest pain"),
+    ),
+    (TRIAGE, "Triage not completed, the rules give Urgent: a nurse must assess"): (
+        lambda: triage(vitals=[(TEMPERATURE, 39.4, "Cel")], reason="feels hot"),
+        ("the free text was not used", "Body temperature: 39.4 °C"),
+    ),
+    (TRIAGE, "Triage not completed, the rules give Standard: a nurse must assess"): (
+        lambda: triage(symptoms=[HEADACHE], reason="headache for two days"),
+        ("the free text was not used", "Has symptom: Headache"),
+    ),
+    (TRIAGE, "Triage not completed, the rules give Non-urgent: a nurse must assess"): (
         lambda: triage(vitals=[(HEART_RATE, 72, "/min")], reason="sudden chest pain"),
+        ("no language model is configured", "ended at: Escalation to the triage nurse"),
+    ),
+    (TRIAGE, "Triage needs a nurse's assessment"): (
+        lambda: triage(reason="sudden chest pain", complete=False),
         ("no language model is configured", "ended at: Escalation to the triage nurse"),
     ),
     (TRIAGE, "Triage not decided: vital signs or conditions incomplete"): (

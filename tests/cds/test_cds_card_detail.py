@@ -43,11 +43,14 @@ def test_escalation_says_which_step_failed_and_still_shows_the_rules_proof(
     structured data alone derive."""
     body = client.post("/cds-services/horismos-triage", json=_triage("chest pain", 160)).json()
     [card] = body["cards"]
-    assert card["indicator"] == "warning"
+    # what the structured data decided leads, as red as it is; the text is said to be unread
+    assert card["indicator"] == "critical"
+    assert card["summary"] == "Triage not completed, the rules give Immediate: a nurse must assess"
     first, rest = card["detail"].split("\n\n", 1)
     assert first == (
         "Reading the presenting complaint could not be completed (no language model is "
-        "configured), so the workflow ended at: Escalation to the triage nurse."
+        "configured), so the free text was not used: what follows is from the structured data "
+        "alone, and the workflow ended at: Escalation to the triage nurse."
     )
     assert rest.startswith("- **Acuity: Immediate** — criterion met: Heart rate above 150 /min")
 
@@ -55,6 +58,7 @@ def test_escalation_says_which_step_failed_and_still_shows_the_rules_proof(
 def test_escalation_without_data_lists_what_is_missing(client: TestClient) -> None:
     body = client.post("/cds-services/horismos-triage", json=_triage("chest pain", None)).json()
     [card] = body["cards"]
+    assert (card["indicator"], card["summary"]) == ("warning", "Triage needs a nurse's assessment")
     assert "No acuity was decided. Missing data:" in card["detail"]
     assert "heart rate" in card["detail"]
 
@@ -69,3 +73,25 @@ def test_a_write_that_was_not_possible_is_not_reported_as_a_failure(client: Test
     assert "FHIR server" not in card["detail"]
     assert "Not completed" not in card["detail"]
     assert "EHR" not in card["detail"]
+
+
+def test_a_write_with_no_fhir_server_is_an_effect_of_its_own_not_sent(
+    client: TestClient,
+) -> None:
+    body = _triage(None, 160)
+    answer = client.post("/cds-services/horismos-triage", json=body).json()
+    run_id = answer["extension"]["dev.horismos.run"]["runId"]
+
+    record = client.get(f"/runs/{run_id}").json()
+
+    [effect] = record["effects"]
+    assert effect["state"] == "not sent"
+    assert effect["detail"] == "the request names no FHIR server to write to"
+    assert effect["target"] == f"Encounter/{body['context']['encounterId']}"
+    assert (effect["operation"], effect["element"], effect["value"]) == (
+        "patch",
+        "priority",
+        "Immediate",
+    )
+    page = client.get(f"/runs/{run_id}", headers={"accept": "text/html"}).text
+    assert "not sent — the request names no FHIR server to write to" in page

@@ -77,6 +77,32 @@ def test_the_spec_example_token_verifies_through_its_jku_but_is_expired() -> Non
     assert fetched == [jku]
 
 
+def _record_fetches(fetched: list[str]) -> httpx.MockTransport:
+    def serve_jwks(request: httpx.Request) -> httpx.Response:
+        fetched.append(str(request.url))
+        return httpx.Response(200, json=SPEC["jwks"])
+
+    return httpx.MockTransport(serve_jwks)
+
+
+def test_a_jku_not_allowed_is_never_fetched_and_the_configured_keys_decide() -> None:
+    fetched: list[str] = []
+
+    async def verify(token: str, issuer: TrustedIssuer) -> Any:
+        async with httpx.AsyncClient(transport=_record_fetches(fetched)) as http:
+            auth = ClientAuthenticator(issuers=[issuer], remember_jti=MemoryJtiLedger(), http=http)
+            return await auth.verify(f"Bearer {token}", AUD)
+
+    listed = TrustedIssuer(iss=ISS, jwks=SPEC["jwks"], allowed_jku=("https://ehr.example/jwks",))
+    signed_by_the_issuer = _token(header={"jku": "https://evil.example/jwks"})
+    assert anyio.run(verify, signed_by_the_issuer, listed).iss == ISS
+    with pytest.raises(Unauthorized, match="no other keys configured"):
+        anyio.run(
+            verify, _token(header={"jku": "https://evil.example/jwks"}), TrustedIssuer(iss=ISS)
+        )
+    assert fetched == []
+
+
 def _unsigned(claims: dict[str, Any]) -> str:
     import base64
 
@@ -99,7 +125,14 @@ def _unsigned(claims: dict[str, Any]) -> str:
         ("HS256", lambda: _token(alg="HS256", key=OctKey.generate_key(256)), "alg 'HS256'"),
         ("unknown kid", lambda: _token(header={"kid": "rotated-away"}), "kid"),
         ("untrusted iss", lambda: _token(iss="https://evil.example/"), "not trusted"),
-        ("jku not allowed", lambda: _token(header={"jku": "https://evil.example/jwks"}), "jku"),
+        (
+            "jku not allowed, another key",
+            lambda: _token(
+                header={"jku": "https://evil.example/jwks", "kid": "evil"},
+                key=ECKey.generate_key("P-384"),
+            ),
+            "kid 'evil'",
+        ),
         ("iat in the future", lambda: _token(iat=int(time.time()) + 3600), "future"),
         ("missing jti", lambda: _token(jti=None), "jti"),
     ],

@@ -209,3 +209,57 @@ def test_the_same_resource_twice_is_read_once(client: TestClient) -> None:
     answer = client.post("/cds-services/horismos-med-safety", json=body)
     assert answer.status_code == 200, answer.text
     assert indicators(answer) == ["critical"]
+
+
+# --- draft orders that cannot be read -----------------------------------------------------------
+
+
+def test_a_draft_category_sent_as_one_object_is_read_as_a_list(client: TestClient) -> None:
+    body = order_sign()
+    order = body["context"]["draftOrders"]["entry"][0]["resource"]
+    order["category"] = {"coding": [{"code": "community"}]}
+
+    answer = client.post("/cds-services/horismos-med-safety", json=body)
+
+    assert answer.status_code == 200, answer.text
+    assert indicators(answer) == ["critical"]
+    [note] = stored_run(client, answer)["dataQuality"]
+    assert (note["rule"], note["field"]) == (
+        "single-as-list",
+        "context.draftOrders.entry[0].resource.category",
+    )
+
+
+@pytest.mark.parametrize(
+    ("drop", "named"),
+    [("intent", "intent"), ("medicationCodeableConcept", "no drug is chosen yet")],
+)
+def test_an_unreadable_draft_order_is_not_checked_and_the_others_are(
+    client: TestClient, drop: str, named: str
+) -> None:
+    body = order_sign()
+    entries = body["context"]["draftOrders"]["entry"]
+    unreadable = copy.deepcopy(entries[0]["resource"])
+    unreadable["id"] = "second-" + fx.new_id()
+    del unreadable[drop]
+    entries.append({"resource": unreadable})
+
+    answer = client.post("/cds-services/horismos-med-safety", json=body)
+
+    assert answer.status_code == 200, answer.text
+    assert indicators(answer) == ["warning", "critical"]  # the readable order is still checked
+    not_checked = answer.json()["cards"][0]
+    assert "not checked" in not_checked["summary"]
+    assert f"MedicationRequest/{unreadable['id']}" in not_checked["detail"]
+    assert named in not_checked["detail"]
+    [note] = stored_run(client, answer)["dataQuality"]
+    assert note["rule"] == "unread-draft-order"
+    assert note["field"].startswith("context.draftOrders.entry[1].resource")
+
+
+def test_a_request_without_hook_instance_is_still_refused(client: TestClient) -> None:
+    body = order_sign()
+    del body["hookInstance"]
+    answer = client.post("/cds-services/horismos-med-safety", json=body)
+    assert answer.status_code == 400
+    assert answer.json()["issue"][0]["expression"] == ["hookInstance"]

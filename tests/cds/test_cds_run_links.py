@@ -149,6 +149,36 @@ def test_without_a_link_secret_the_start_warns_and_links_stay_plain(
     assert any("HORISMOS_LINK_SECRET" in r.getMessage() for r in caplog.records)
 
 
+def test_a_card_link_without_a_link_secret_opens_a_page_saying_what_to_configure(
+    make_app_client: OpenClient,
+) -> None:
+    with make_app_client(public_base_url=BASE, trusted_issuers=ISSUERS) as c:
+        _run_id, link = _hook_link(c)
+
+        page = c.get(link, headers=BROWSER)
+        as_json = c.get(link)
+
+    assert page.status_code == 401
+    assert page.headers["content-type"].startswith("text/html")
+    assert "needs authorization" in page.text
+    assert "set HORISMOS_LINK_SECRET" not in page.text  # it says what to do, in full
+    assert "HORISMOS_LINK_SECRET to a random value of at least 32 characters" in page.text
+    assert '"status"' not in page.text  # no problem JSON for the clinician
+    # a program is still told about the client JWT, as a problem document
+    assert as_json.status_code == 401
+    assert as_json.headers["content-type"].startswith("application/problem+json")
+    assert "Bearer JWT" in as_json.text
+
+
+def test_an_unsigned_address_with_signed_links_says_to_open_the_card_again(
+    signing: TestClient,
+) -> None:
+    run_id, _link = _hook_link(signing)
+    page = signing.get(f"/runs/{run_id}", headers=BROWSER)
+    assert page.status_code == 401
+    assert "open the decision again from the card in the EHR" in page.text
+
+
 @pytest.mark.parametrize("secret", ["short", "x" * 31])
 def test_a_short_link_secret_is_refused_at_start(secret: str) -> None:
     with pytest.raises(ValidationError, match="at least 32 characters"):

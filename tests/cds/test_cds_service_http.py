@@ -4,7 +4,9 @@ durability and feedback (real database on both backends, real HTTP through the A
 from __future__ import annotations
 
 import base64
+import copy
 import json
+import logging
 import threading
 import time
 import uuid
@@ -92,12 +94,37 @@ def test_non_json_body_is_400(client: TestClient) -> None:
     assert resp.status_code == 400
 
 
-def test_malformed_draft_order_is_400_naming_the_element(client: TestClient) -> None:
-    body = json.loads((FIXTURES / "order-sign-request-crd-testkit.json").read_text())
+def test_a_draft_order_with_one_object_for_a_list_is_read_and_a_malformed_one_is_not_checked(
+    client: TestClient,
+) -> None:
+    body = fx.med_safety_body()
+    pid = body["context"]["patientId"]
+    crd = json.loads((FIXTURES / "order-sign-request-crd-testkit.json").read_text())
+    one_object = crd["context"]["draftOrders"]["entry"][1]  # doseAndRate: {…}
+    one_object["resource"]["subject"] = {"reference": f"Patient/{pid}"}
+    malformed = copy.deepcopy(one_object)
+    malformed["resource"]["id"] = "malformed"
+    malformed["resource"]["authoredOn"] = "yesterday"
+    body["context"]["draftOrders"]["entry"] += [one_object, malformed]
+
     resp = client.post("/cds-services/horismos-med-safety", json=body)
-    assert resp.status_code == 400
-    named = {e for i in resp.json()["issue"] for e in i["expression"]}
-    assert "context.draftOrders.entry[1].resource.dosageInstruction[0].doseAndRate" in named
+
+    assert resp.status_code == 200, resp.text
+    unread, decided = resp.json()["cards"]
+    assert unread["summary"].startswith("Amoxicillin 120 MG/ML")
+    assert unread["summary"].endswith("not checked: the draft order could not be read")
+    assert "MedicationRequest/malformed" in unread["detail"]
+    assert "authoredOn" in unread["detail"]
+    assert decided["indicator"] == "critical"  # the other draft orders were still checked
+    run_id = resp.json()["extension"]["dev.horismos.run"]["runId"]
+    notes = client.get(f"/runs/{run_id}").json()["dataQuality"]
+    assert [(n["rule"], n["field"]) for n in notes] == [
+        (
+            "single-as-list",
+            "context.draftOrders.entry[1].resource.dosageInstruction[0].doseAndRate",
+        ),
+        ("unread-draft-order", "context.draftOrders.entry[2].resource.authoredOn"),
+    ]
 
 
 def test_crd_request_without_prefetch_and_unreachable_server_is_412(client: TestClient) -> None:
@@ -369,3 +396,47 @@ def test_browser_clients_from_configured_origins_pass_cors(make_app_client: Open
         assert preflight.headers["access-control-allow-origin"] == sandbox
         other = c.get("/cds-services", headers={"Origin": "https://elsewhere.example"})
         assert "access-control-allow-origin" not in other.headers
+
+
+SANDBOX_PREFLIGHT = {
+    "Origin": "https://sandbox.cds-hooks.org",
+    "Access-Control-Request-Method": "POST",
+    "Access-Control-Request-Headers": "content-type",
+}
+
+
+def test_the_start_lists_the_cors_origins(
+    make_app_client: OpenClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="horismos.cors"):
+        with make_app_client(cors_origins=["https://sandbox.cds-hooks.org"]):
+            pass
+        with make_app_client():
+            pass
+    lines = [r.getMessage() for r in caplog.records if r.name == "horismos.cors"]
+    assert lines[0] == "CORS: browser clients may call from https://sandbox.cds-hooks.org"
+    assert lines[1].startswith(
+        "CORS: no browser origin is allowed (HORISMOS_CORS_ORIGINS is empty)"
+    )
+
+
+@pytest.mark.parametrize("allowed", [[], ["https://ehr.example"]], ids=["none", "another"])
+def test_a_refused_browser_origin_is_logged_once_saying_what_to_set(
+    make_app_client: OpenClient, caplog: pytest.LogCaptureFixture, allowed: list[str]
+) -> None:
+    with (
+        caplog.at_level(logging.WARNING, logger="horismos.cors"),
+        make_app_client(cors_origins=allowed, public_base_url="https://cds.example.org") as c,
+    ):
+        first = c.options("/cds-services/horismos-triage", headers=SANDBOX_PREFLIGHT)
+        c.options("/cds-services/horismos-triage", headers=SANDBOX_PREFLIGHT)
+        # the service's own pages and programs without an Origin are not browsers refused
+        c.get("/cds-services", headers={"Origin": "http://testserver"})
+        c.get("/cds-services", headers={"Origin": "https://cds.example.org"})  # behind a proxy
+        c.get("/cds-services")
+    assert "access-control-allow-origin" not in first.headers
+    [line] = [r.getMessage() for r in caplog.records if r.name == "horismos.cors"]
+    assert line.startswith(
+        "CORS: refused a browser preflight from origin https://sandbox.cds-hooks.org "
+        "(POST /cds-services/horismos-triage): it is not in HORISMOS_CORS_ORIGINS"
+    )

@@ -230,6 +230,40 @@ def test_a_patch_of_a_record_changed_since_it_was_read_is_a_conflict(
     assert [e["state"] for e in effect_reports(pg_engine, run_id)] == ["conflicted"]
 
 
+def _ignores_if_match(held: str) -> httpx.Client:
+    """A FHIR server that does not honour If-Match: it runs the patch's ``test`` of the version
+    and answers its failure 400, and holds version ``held`` of the Encounter."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.method == "PATCH":
+            issue = {"severity": "error", "code": "processing", "diagnostics": "patch failed"}
+            return httpx.Response(400, json={"resourceType": "OperationOutcome", "issue": [issue]})
+        held_resource = {"resourceType": "Encounter", "id": "e1", "meta": {"versionId": held}}
+        return httpx.Response(200, json=held_resource)
+
+    return httpx.Client(transport=httpx.MockTransport(answer))
+
+
+@pytest.mark.parametrize(
+    ("held", "state"), [("2", "conflicted"), ("1", "failed")], ids=["changed", "unchanged"]
+)
+def test_a_patch_refused_400_is_a_conflict_when_the_record_changed_since_it_was_read(
+    pg_engine: Engine, run_id: str, held: str, state: str
+) -> None:
+    read = {"resourceType": "Encounter", "id": "e1", "meta": {"versionId": "1"}}
+    context = _context("https://ehr.example/fhir", {**read, "status": "in-progress", "class": {}})
+    with _ignores_if_match(held) as http:
+        adapter = FhirCommitAdapter(ontology=ONTOLOGY, engine=pg_engine, context=context, http=http)
+        with pytest.raises(CommitFailed) as failure:
+            adapter(_patch_call(run_id))
+
+    assert failure.value.conflicted is (state == "conflicted")
+    [effect] = effect_reports(pg_engine, run_id)
+    assert (effect["state"], effect["status"]) == (state, 400)
+    if state == "conflicted":
+        assert "the server holds version 2" in effect["detail"]
+
+
 def test_a_lost_answer_to_a_patch_is_settled_by_reconciliation(
     fhir_server: FhirServer,
     pg_engine: Engine,

@@ -152,7 +152,11 @@ def test_cds_service(triage: Ontology) -> None:
         ("warning", N + "Done", N + "Urgent"),
         ("info", N + "Done", N + "Standard"),
         ("info", N + "Done", N + "NonUrgent"),
-        ("warning", N + "EscalateToNurse", None),
+        ("critical", N + "EscalateToNurse", N + "Immediate"),
+        ("warning", N + "EscalateToNurse", N + "Urgent"),
+        ("warning", N + "EscalateToNurse", N + "Standard"),
+        ("warning", N + "EscalateToNurse", N + "NonUrgent"),
+        ("warning", N + "EscalateToNurse", False),
         ("warning", N + "EscalateIncomplete", None),
     ]
     assert "nurse's assessment" in svc.cards[-2].summary
