@@ -1,5 +1,6 @@
 """The run page's *Inputs* section: every input the run could not read completely, with its
-state (absent, refused, stale, conflicting, unread, truncated) and why, in the words hydration recorded."""
+state (absent, refused, stale, conflicting, unread, truncated) and why, in the words hydration
+recorded."""
 
 from __future__ import annotations
 

@@ -105,7 +105,8 @@ def create_run(
 _READ_RUN_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "The stored outcome as JSON (for a hook run also `inputs`: every property "
-        "it read, `complete` or `absent`, `refused`, `stale`, `conflicting`, `unread`, `truncated`, with the reasons); "
+        "it read, `complete` or `absent`, `refused`, `stale`, `conflicting`, `unread`, "
+        "`truncated`, with the reasons); "
         "as an HTML page (the decision record a card links to) when `Accept` ranks `text/html` "
         "above `application/json`",
         "content": {

@@ -129,7 +129,8 @@ class Run(Base):
     #: hydrates it again. Deferred: read only when asked for.
     input: Mapped[bytes | None] = mapped_column(LargeBinary, deferred=True)
     #: A hook run's input status (``app.world.inputs``): every property it read, complete or
-    #: absent, refused, stale, conflicting, unread, truncated, with the reasons in a clinician's words.
+    #: absent, refused, stale, conflicting, unread, truncated, with the reasons in a clinician's
+    #: words.
     inputs: Mapped[list[dict[str, Any]] | None] = mapped_column(JsonDoc)
     #: A suspended run's World (``World.to_json()``) and the WaitStep it waits in.
     world_state: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
