@@ -780,12 +780,17 @@ class _Hydrator(InstanceReading):
     def _instance_id(self, r: Mapping[str, Any], cls: str, *, from_context: bool = False) -> str:
         """The instance a resource is, created on first sight. Two different resources named
         by one ``Type/id`` are one instance: the one from the hook context is read (it is what
-        the clinician acts on), else the first one read, and the clash is recorded."""
+        the clinician acts on), else the first one read, and the clash is recorded. Two draft
+        orders of the hook context that share an id are two orders the clinician is signing:
+        each is its own instance (the second named ``Type/id#2``), never merged, and the clash
+        is recorded."""
         src = source_of(r)
         ref = src.reference
         for iid, inst in self.instances.items():
             if inst.ref != ref:
                 continue
+            if inst.resource != r and from_context and inst.from_context:
+                continue  # another draft under the same id: an instance of its own, below
             if inst.resource != r:
                 if from_context and not inst.from_context:
                     inst.resource, inst.cls, inst.from_context = dict(r), cls, True
@@ -801,6 +806,22 @@ class _Hydrator(InstanceReading):
                 )
             return iid
         iid = src.id if src.id not in self.instances and src.id != self.focus_id else ref
+        clash = any(inst.ref == ref for inst in self.instances.values())
+        if iid in self.instances:
+            n = 2
+            while f"{ref}#{n}" in self.instances:
+                n += 1
+            iid = f"{ref}#{n}"
+        if clash:  # a second draft order under one id
+            self.out.violations.append(
+                Violation(
+                    "duplicate-instance",
+                    iid,
+                    None,
+                    ref,
+                    f"two draft orders are named {ref}; both are read, the second as {iid}",
+                )
+            )
         self.instances[iid] = Instance(
             ref=ref, cls=cls, resource=dict(r), from_context=from_context
         )

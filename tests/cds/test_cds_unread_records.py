@@ -460,3 +460,18 @@ def test_an_invalid_resource_that_could_change_the_decision_is_named(client: Tes
         f"Observation/{broken['id']}" in detail
         and "it is not valid FHIR: effectiveDateTime" in detail
     )
+
+
+def test_two_draft_orders_under_one_id_are_both_checked(client: TestClient) -> None:
+    """Amoxicillin and ibuprofen sent under one id were one order (the first): at eGFR 22 the
+    NSAID went unchecked. Both are read, and the clash is recorded."""
+    pid = fx.new_id()
+    amoxicillin = fx.draft_order(pid, AMOXICILLIN)
+    ibuprofen = {**fx.draft_order(pid, IBUPROFEN), "id": amoxicillin["id"]}
+    answer = client.post(MED, json=_med(pid, [amoxicillin, ibuprofen]))
+    assert _decided(answer) == "Contraindicated"
+    stored = client.get(f"/runs/{answer.json()['extension']['dev.horismos.run']['runId']}").json()
+    assert any(
+        v["code"] == "duplicate-instance" and "both are read" in v["message"]
+        for v in stored["inputViolations"]
+    )
