@@ -178,8 +178,13 @@ def _parts(expression: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
 
 
 def _missing(resource: Mapping[str, Any], element: str) -> bool:
+    """Whether the element says nothing a filter can read: absent or empty, or a coded element
+    (a CodeableConcept, or a list of them) with text but no coding ("Active" written out)."""
     value = resource.get(element)
-    return value is None or value == [] or value == {} or value == ""
+    if value is None or value == [] or value == {} or value == "":
+        return True
+    items = value if isinstance(value, list) else [value]
+    return all(isinstance(v, Mapping) and "text" in v and not v.get("coding") for v in items)
 
 
 def filter_gap(m: FhirMapping, resource: Mapping[str, Any]) -> str | None:
@@ -198,5 +203,10 @@ def filter_gap(m: FhirMapping, resource: Mapping[str, Any]) -> str | None:
         gaps.extend(e for e in missing if e not in gaps)
     if not gaps:
         return None
-    said = " and ".join(gaps)
+    said = " and ".join(f"coded {e}" if not _missing_outright(resource, e) else e for e in gaps)
     return f"it has no {said}, which decides whether it is read"
+
+
+def _missing_outright(resource: Mapping[str, Any], element: str) -> bool:
+    value = resource.get(element)
+    return value is None or value == [] or value == {} or value == ""

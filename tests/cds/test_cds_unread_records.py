@@ -475,3 +475,15 @@ def test_two_draft_orders_under_one_id_are_both_checked(client: TestClient) -> N
         v["code"] == "duplicate-instance" and "both are read" in v["message"]
         for v in stored["inputViolations"]
     )
+
+
+def test_an_allergy_whose_status_is_text_only_is_not_left_out(client: TestClient) -> None:
+    """clinicalStatus written out as "Active", with no coding: the filter cannot read it, so the
+    allergy is unread — amoxicillin is not called safe."""
+    pid = fx.new_id()
+    allergy = fx.allergy(pid, "91936005")
+    allergy["clinicalStatus"] = {"text": "Active"}
+    body = _med(pid, [fx.draft_order(pid, AMOXICILLIN)], egfr=80, allergies=_allergies(allergy))
+    run, detail = _undecided(client.post(MED, json=body), MED_UNDECIDED)
+    assert _states(run) == {"hasAllergy": "unread"}
+    assert "it has no coded clinicalStatus" in detail
