@@ -187,6 +187,34 @@ def hook_request(
     return body
 
 
+def triage_request(
+    pid: str,
+    *,
+    vitals: list[dict[str, Any]] | None = None,
+    conditions: dict[str, Any] | None = None,
+    encounter: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """An encounter-start call for triage with everything prefetched and no FHIR server: the
+    given vital signs (a complete unremarkable set unless told), the conditions searchset (an
+    empty one unless told), the Encounter (one without a reason unless told)."""
+    encounter = encounter or encounter_of(pid)
+    return hook_request(
+        "encounter-start",
+        {"patientId": pid, "encounterId": encounter["id"]},
+        fhir_server=None,
+        prefetch={
+            "patient": patient(pid),
+            "encounter": encounter,
+            "vitals": searchset(vitals if vitals is not None else vital_signs(pid)),
+            "conditions": conditions if conditions is not None else searchset([]),
+        },
+    )
+
+
+def encounter_of(pid: str) -> dict[str, Any]:
+    return encounter(new_id(), pid)
+
+
 def order_sign(
     pid: str,
     drafts: Sequence[dict[str, Any]],

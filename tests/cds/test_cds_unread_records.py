@@ -77,18 +77,8 @@ def _triage(
     encounter: dict[str, Any] | None = None,
     conditions_bundle: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    eid = fx.new_id()
-    return fx.hook_request(
-        "encounter-start",
-        {"patientId": pid, "encounterId": eid},
-        fhir_server=None,
-        prefetch={
-            "patient": fx.patient(pid),
-            "encounter": encounter or fx.encounter(eid, pid),
-            "vitals": fx.searchset(vitals if vitals is not None else fx.vital_signs(pid)),
-            "conditions": conditions_bundle or fx.searchset(conditions or []),
-        },
-    )
+    found = conditions_bundle or fx.searchset(conditions or [])
+    return fx.triage_request(pid, vitals=vitals, conditions=found, encounter=encounter)
 
 
 def _decided(resp: Any) -> str:
@@ -375,11 +365,9 @@ def test_a_recurrence_of_chest_pain_and_a_coded_chief_complaint_are_read(
     )
     assert _decided(client.post(TRIAGE, json=_triage(pid, conditions=[recurrence]))) == "Urgent"
     pid = fx.new_id()
-    encounter = fx.encounter(fx.new_id(), pid)
+    encounter = fx.encounter_of(pid)
     encounter["reasonCode"] = [{"coding": [{"system": fx.SNOMED, "code": CHEST_PAIN}]}]
-    body = _triage(pid, encounter=encounter)
-    body["context"]["encounterId"] = encounter["id"]
-    assert _decided(client.post(TRIAGE, json=body)) == "Urgent"
+    assert _decided(client.post(TRIAGE, json=_triage(pid, encounter=encounter))) == "Urgent"
 
 
 def test_a_condition_triage_does_not_list_still_decides(client: TestClient) -> None:
@@ -437,7 +425,7 @@ def test_an_invalid_resource_the_decision_does_not_read_costs_nothing(client: Te
     """An Encounter without its required class inside the conditions search made the whole call
     a 400: the EHR showed no card. It is left out and noted; triage decides."""
     pid = fx.new_id()
-    broken = fx.encounter(fx.new_id(), pid)
+    broken = fx.encounter_of(pid)
     del broken["class"]
     bundle = fx.searchset([fx.condition(pid, CHEST_PAIN), broken])
     answer = client.post(TRIAGE, json=_triage(pid, conditions_bundle=bundle))
