@@ -128,6 +128,11 @@ def _code_systems() -> dict[str, str]:
     return dict(json.loads(text)["systems"])
 
 
+def system_name(system: str) -> str | None:
+    """A code system as readers name it (``RxNorm``, ``SNOMED CT``), if it has such a name."""
+    return _code_systems().get(system)
+
+
 def code_text(value: str) -> str:
     """A coding kept as ``system|code`` as a reader names it: ``RxNorm 1049621`` for a
     terminology with a name, the bare code otherwise (``community``); other text unchanged."""

@@ -31,6 +31,7 @@ from app.ontology.model import (
     PropertyDef,
     TextSource,
     WorkflowDef,
+    humanise,
 )
 from app.ucum import is_ucum
 from app.world.facts import Violation
@@ -50,6 +51,15 @@ def query_type(query: str) -> str:
 def label_of(prop: PropertyDef) -> str:
     """How a clinician names the property: its ``rdfs:label``, else its local name."""
     return prop.label or prop.name
+
+
+def _kind(reference: str | None) -> str:
+    """What kind of record a reference names, in words: ``MedicationRequest/o1`` →
+    ``medication request``; ``record`` when it names no resource type."""
+    rtype = (reference or "").split("/", 1)[0]
+    if not rtype or not rtype[:1].isupper() or "." in rtype:
+        return "record"
+    return humanise(rtype).lower()
 
 
 def _noun(prop: PropertyDef) -> str:
@@ -133,9 +143,13 @@ class InputRecorder:
         self._note(prop, "refused", source, said)
 
     def unread(self, prop: PropertyDef, source: str | None, name: str | None, why: str) -> None:
-        """A record that could have fed ``prop`` is there but could not be read, for ``why``."""
-        what = f"{name!r} ({source})" if name and source else (name and repr(name)) or source
-        said = f"{_sentence(label_of(prop))}: {what or 'a record'} could not be read: {why}"
+        """A record that could have fed ``prop`` is there but could not be read, for ``why``:
+        named as a reader knows it (its own name, and what kind of record it is); the
+        reference stays in the reason's ``source``."""
+        kind = _kind(source)
+        article = "an" if kind[:1] in "aeiou" else "a"
+        what = f"{name!r} ({kind})" if name else f"{article} {kind}"
+        said = f"{_sentence(label_of(prop))}: {what} could not be read: {why}"
         self._note(prop, "unread", source, said)
 
     def conflicting(self, prop: PropertyDef, source: str | None, detail: str) -> None:

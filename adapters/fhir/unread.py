@@ -26,23 +26,21 @@ from typing import Any, Literal
 from fhirpathpy.parser import parse as fhirpath_parse
 
 from adapters.fhir.reading import as_codings, evaluate
-from app.ontology.model import FhirMapping, Ontology, PropertyDef
+from app.clinical_text import system_name as named_system
+from app.ontology.model import FhirMapping, Ontology, PropertyDef, humanise
 
 Verdict = Literal["read", "not-ours", "unread"]
-
-_SYSTEM_NAMES = {
-    "http://www.nlm.nih.gov/research/umls/rxnorm": "RxNorm",
-    "http://snomed.info/sct": "SNOMED CT",
-    "http://loinc.org": "LOINC",
-    "http://hl7.org/fhir/sid/icd-10-cm": "ICD-10-CM",
-    "http://hl7.org/fhir/sid/icd-9-cm": "ICD-9-CM",
-    "http://hl7.org/fhir/sid/ndc": "NDC",
-}
 
 
 def system_name(system: str) -> str:
     """A code system as a reader knows it: ``RxNorm``, ``SNOMED CT``; else its URI."""
-    return _SYSTEM_NAMES.get(system) or system or "no system"
+    return named_system(system) or system or "no system"
+
+
+def element_words(path: str) -> str:
+    """An element path in words: ``clinicalStatus`` → ``clinical status``."""
+    parts = [p for p in re.split(r"[.\[\]0-9]+", path) if p]
+    return " ".join(humanise(p).lower() for p in parts) or path
 
 
 def record_name(concepts: Iterable[Any]) -> str | None:
@@ -203,7 +201,10 @@ def filter_gap(m: FhirMapping, resource: Mapping[str, Any]) -> str | None:
         gaps.extend(e for e in missing if e not in gaps)
     if not gaps:
         return None
-    said = " and ".join(f"coded {e}" if not _missing_outright(resource, e) else e for e in gaps)
+    said = " and ".join(
+        f"coded {element_words(e)}" if not _missing_outright(resource, e) else element_words(e)
+        for e in gaps
+    )
     return f"it has no {said}, which decides whether it is read"
 
 

@@ -8,6 +8,7 @@ not read (:func:`readable`), named with the element and the rule on every input 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fhir.resources.R4B import get_fhir_model_class
@@ -15,6 +16,7 @@ from pydantic import ValidationError
 
 from adapters.fhir.notes import Unreadable
 from app.cds.errors import Issue
+from app.ontology.model import humanise
 
 
 def _join(where: str, loc: tuple[int | str, ...]) -> str:
@@ -141,7 +143,8 @@ def _said(issue: Issue, where: str) -> str:
     """An issue about a resource at ``where`` as "element: rule" (the element relative to it)."""
     message = issue.diagnostics.split(": ", 1)[-1].removesuffix(")").split(" (invalid FHIR")[0]
     at = (issue.expression or "").removeprefix(where).lstrip(".")
-    return f"{at}: {message}" if at else message
+    words = " ".join(humanise(p).lower() for p in re.split(r"[.\[\]0-9]+", at) if p)
+    return f"{words}: {message}" if words else message
 
 
 def _unknown_type(where: str, rtype: object) -> Issue:

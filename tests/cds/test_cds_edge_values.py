@@ -167,7 +167,7 @@ def test_an_egfr_too_large_to_convert_is_refused_with_its_value(
         assert "decision" not in run
         [card] = answer.json()["cards"]
         assert (
-            "EGFR reading not used: egfr 1.07861588091738942E+310 is above the maximum 250"
+            "eGFR reading not used: egfr 1.07861588091738942E+310 is above the maximum 250"
             in (card["detail"])
         )
         _page(client, run)

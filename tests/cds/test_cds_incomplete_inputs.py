@@ -290,7 +290,7 @@ def test_an_allergy_recorded_as_text_only_is_not_read_as_no_allergy(client: Test
     [card] = answer["cards"]
     assert card["indicator"] == "warning"
     assert (
-        "Has allergy: 'PCN - anaphylaxis' (AllergyIntolerance/" in card["detail"]
+        "Has allergy: 'PCN - anaphylaxis' (allergy intolerance)" in card["detail"]
         and "could not be read: it has no code, only its text" in card["detail"]
     )
     assert "Penicillin with a penicillin allergy (Contraindicated)" in card["detail"]

@@ -27,8 +27,16 @@ OpenClient = Callable[..., AbstractContextManager[TestClient]]
 FIXTURES = Path(__file__).parents[1] / "data/cds/fixtures"
 HOOKS = ("patient-view", "order-select", "order-sign")
 #: the services that answer the Sandbox's order-sign request (oxycodone 10 mg, two a day, for a
-#: patient with opioid and benzodiazepine orders on record) with a card; the others find nothing
-ORDER_SIGN_CARDS = {"opioidcds-04-05", "opioidcds-08", "opioidcds-09", "opioidcds-10-order-sign"}
+#: patient with opioid and benzodiazepine orders on record) with a card; the others find nothing.
+#: Medication safety does not know oxycodone's product code: it says the order was not checked
+#: (it never calls a drug it did not identify safe)
+ORDER_SIGN_CARDS = {
+    "horismos-med-safety",
+    "opioidcds-04-05",
+    "opioidcds-08",
+    "opioidcds-09",
+    "opioidcds-10-order-sign",
+}
 
 
 def sandbox_request(hook: str, patient: str) -> dict[str, Any]:

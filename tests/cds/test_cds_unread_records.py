@@ -227,7 +227,7 @@ def test_an_allergy_without_a_clinical_status_is_not_left_out(client: TestClient
     body = _med(pid, [fx.draft_order(pid, AMOXICILLIN)], egfr=80, allergies=_allergies(allergy))
     run, detail = _undecided(client.post(MED, json=body), MED_UNDECIDED)
     assert _states(run) == {"hasAllergy": "unread"}
-    assert "it has no clinicalStatus, which decides whether it is read" in detail
+    assert "it has no clinical status, which decides whether it is read" in detail
 
 
 def test_a_penicillin_named_only_as_a_reactions_substance_is_read(client: TestClient) -> None:
@@ -444,10 +444,10 @@ def test_an_invalid_resource_that_could_change_the_decision_is_named(client: Tes
         client.post(TRIAGE, json=_triage(pid, vitals=vitals)), TRIAGE_UNDECIDED
     )
     assert _states(run)["heartRate"] == "unread"
-    assert (
-        f"Observation/{broken['id']}" in detail
-        and "it is not valid FHIR: effectiveDateTime" in detail
-    )
+    assert "an observation could not be read: it is not valid FHIR: effective date time" in detail
+    stored = client.get(f"/runs/{run['runId']}").json()
+    [heart] = [i for i in stored["inputs"] if i["property"].endswith("#heartRate")]
+    assert f"Observation/{broken['id']}" in [r["source"] for r in heart["reasons"]]
 
 
 def test_two_draft_orders_under_one_id_are_both_checked(client: TestClient) -> None:
@@ -474,4 +474,4 @@ def test_an_allergy_whose_status_is_text_only_is_not_left_out(client: TestClient
     body = _med(pid, [fx.draft_order(pid, AMOXICILLIN)], egfr=80, allergies=_allergies(allergy))
     run, detail = _undecided(client.post(MED, json=body), MED_UNDECIDED)
     assert _states(run) == {"hasAllergy": "unread"}
-    assert "it has no coded clinicalStatus" in detail
+    assert "it has no coded clinical status" in detail

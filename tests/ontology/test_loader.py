@@ -107,6 +107,7 @@ def test_property_constraints(full: Ontology) -> None:
     assert full.properties[F + "vip"].absent_means is None  # undeclared: means Unknown
     assert not full.properties[F + "vip"].closed_world
     assert full.properties[F + "born"].range == XSD + "date"
+    assert full.properties[F + "born"].absent_means == "Unread"
 
 
 def test_one_of_on_the_property_or_inherited_from_the_range(full: Ontology) -> None:
