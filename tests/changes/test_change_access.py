@@ -211,7 +211,7 @@ def test_a_model_drafts_a_change_from_override_reasons_and_a_human_still_decides
         # against the card's declaration, the rules of its proof and the version it ran on
         assert (
             f'- card "{answer["cards"][0]["summary"]}" (rules UrgentTachycardia; '
-            "version 1.3.0), overridden: Acuity too low for 146/min; too-low; treated as immediate"
+            "version 1.4.0), overridden: Acuity too low for 146/min; too-low; treated as immediate"
         ) in request["text"]
 
         cid = change["id"]

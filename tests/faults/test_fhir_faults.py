@@ -100,9 +100,8 @@ def test_a_failing_fhir_server_is_a_transient_412_with_its_status(
         Answer(body=b"{not json", headers={"content-type": "application/fhir+json"}),
         Answer(body=b"<html>gateway</html>", headers={"content-type": "text/html"}),
         Answer.json({"entry": []}),  # JSON, but no resource
-        Answer.json({"resourceType": "Bundle", "type": "searchset", "entry": "nope"}),
     ],
-    ids=["broken-json", "html", "no-resource-type", "entry-not-a-list"],
+    ids=["broken-json", "html", "no-resource-type"],
 )
 def test_a_malformed_fhir_answer_is_a_412(
     client: TestClient, fhir: RogueServer, engine: Engine, answer: Answer
@@ -111,6 +110,26 @@ def test_a_malformed_fhir_answer_is_a_412(
     body, _ = _vitals_from(fhir)
     _issue(client.post(TRIAGE, json=body))
     _nothing_stored(engine)
+
+
+def test_a_searchset_that_is_not_valid_fhir_is_an_unread_input_not_a_refused_call(
+    client: TestClient, fhir: RogueServer
+) -> None:
+    """A Bundle whose entries are not a list is the server's answer, read as FHIR and refused:
+    the call is answered, every vital sign that search feeds is unread, and triage waits (a
+    412 would show the clinician no card at all)."""
+    fhir.on(
+        "/fhir/Observation",
+        Answer.json({"resourceType": "Bundle", "type": "searchset", "entry": "nope"}),
+    )
+    body, _ = _vitals_from(fhir)
+    resp = client.post(TRIAGE, json=body)
+    assert resp.status_code == 200, resp.text
+    run = resp.json()["extension"]["dev.horismos.run"]
+    assert "decision" not in run
+    stored = client.get(f"/runs/{run['runId']}").json()
+    [heart] = [i for i in stored["inputs"] if i["property"].endswith("#heartRate")]
+    assert heart["state"] == "unread"
 
 
 def test_a_redirect_is_not_followed_and_the_token_stays_home(
