@@ -51,7 +51,7 @@ from adapters.fhir.reading import resources_of as resources_of  # re-exported fo
 from adapters.fhir.systems import canonical_systems
 from adapters.fhir.times import UNDATED, effective, when_key, years_since
 from adapters.fhir.units import UnitError, convert
-from adapters.fhir.unread import Verdict, code_verdict, filter_gap, record_name
+from adapters.fhir.unread import Verdict, code_verdict, filter_gap, record_name, system_name
 from adapters.fhir.values import NotANumber, other_value
 from app.digest import canonical_digest
 from app.ontology.model import (
@@ -186,6 +186,18 @@ def _not_ucum(quantity: Mapping[str, Any], wanted: str) -> str:
     if display is None:
         return "a quantity without a unit"
     return f"a quantity without a UCUM code, only the display {display!r} (not {wanted!r})"
+
+
+#: the earliest offset a local time can carry (UTC+14:00): a day starts there first
+_EARLIEST_OFFSET = timedelta(hours=14)
+
+
+def _earliest(r: Mapping[str, Any], when: datetime) -> datetime:
+    """The earliest instant ``r``'s effective time can mean: itself for a time, the start of its
+    day where days start first (UTC+14:00) for a date alone — so a reading dated today in a
+    time zone east of UTC is not taken for one from the future."""
+    written = effective(r)
+    return when - _EARLIEST_OFFSET if len(written) <= 10 else when
 
 
 def _components(r: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -469,7 +481,7 @@ class _Hydrator(InstanceReading):
         later one is a refused input, never the "latest"."""
         kept = []
         for f in found:
-            if f[0] != UNDATED and f[0] > self._latest:
+            if f[0] != UNDATED and _earliest(f[1], f[0]) > self._latest:
                 when = f[0].isoformat(timespec="minutes")
                 why = f"it is dated {when}, after the time of this call"
                 self.inputs.refused(prop, source_of(f[1]).reference, why)
@@ -515,6 +527,8 @@ class _Hydrator(InstanceReading):
         element its filter needs that it does not have."""
         if not _is_record(r) or not self._is_about_focus_quietly(r):
             return
+        if is_stale(when_key(effective(r)), self._at, m.max_age):
+            return  # too old to be read whatever it is: it cannot change the decision
         if m.codings or m.value_sets:
             nodes = [r.get("code"), *(c.get("code") for c in _components(r))]
             concepts = [c for c in nodes if c is not None]
@@ -536,7 +550,13 @@ class _Hydrator(InstanceReading):
             if not self._coded(m, r.get("code")) and not any(
                 self._coded(m, c.get("code")) for c in _components(r)
             ):
-                return  # another reading of a system the mapping names
+                named = [c for c in coded if c.split("|", 1)[0] in systems]
+                if any(c.split("|", 1)[0] in prop.closed_over for c in named):
+                    return  # another reading of a system the property's list is complete in
+                system, _, code = named[0].partition("|")
+                why = f"{system_name(system)} code {code} is not one this service lists"
+                self.inputs.unread(prop, source_of(r).reference, record_name(concepts), why)
+                return
         gap = filter_gap(m, r) if m.where is not None else None
         if gap is not None:
             self.inputs.unread(prop, source_of(r).reference, record_name([r.get("code")]), gap)
@@ -702,13 +722,13 @@ class _Hydrator(InstanceReading):
             gaps.pop(id(r), None)
             self._object_record(prop, m, r, concepts, tree, coded, listed)
         for r, gap in gaps.values():
-            m = prop.from_fhir[0]
-            concepts = [r.get("code")] if r.get("code") is not None else []
-            if (
-                coded
-                and code_verdict(self.o, prop, concepts, listed=listed, canonical=self.canonical)[0]
-                == "not-ours"
-            ):
+            concepts = [  # what every mapping reads of it: its code, a reaction's substance…
+                c
+                for each in prop.from_fhir
+                if each.resource_type == r.get("resourceType") and each.via is None
+                for c in evaluate(r, each.fhir_path)
+            ]
+            if coded and self._verdict(prop, concepts, listed)[0] == "not-ours":
                 continue
             if self._about_focus(r, prop.iri):
                 self.inputs.unread(prop, source_of(r).reference, record_name(concepts), gap)
@@ -759,9 +779,7 @@ class _Hydrator(InstanceReading):
         elif not coded:
             cls = prop.range  # a record of a class no code decides
         else:
-            verdict, why = code_verdict(
-                self.o, prop, concepts, listed=listed, canonical=self.canonical
-            )
+            verdict, why = self._verdict(prop, concepts, listed)
             text_only = not any(_codings(c, self.canonical) for c in concepts)
             if verdict == "unread" and text_only and r.get("resourceType") in self._text_types:
                 return  # its text is the run's free text, read by the PerceptionStep

@@ -109,8 +109,34 @@ def _concept_verdict(
 # --- filters and missing elements ------------------------------------------------------------
 
 
+_LOOSER = re.compile(r"\b(or|xor|implies)\b")
+
+
+def _top_level(expression: str) -> str:
+    """``expression`` with what stands inside parentheses, brackets and quotes blanked out."""
+    out: list[str] = []
+    depth, quote = 0, ""
+    for ch in expression:
+        if quote:
+            quote = "" if ch == quote else quote
+            out.append(" ")
+        elif ch in "'`":
+            quote = ch
+            out.append(" ")
+        elif ch in "([)]":
+            depth += 1 if ch in "([" else -1
+            out.append(" ")
+        else:
+            out.append(ch if depth == 0 else " ")
+    return "".join(out)
+
+
 def _split_and(expression: str) -> list[str]:
-    """The top-level ``and`` parts of a FHIRPath expression (outside parentheses and quotes)."""
+    """The top-level ``and`` parts of a FHIRPath expression (outside parentheses and quotes);
+    the whole expression when a looser operator (``or``, ``xor``, ``implies``) stands at the top
+    level too, since ``and`` binds tighter than they do."""
+    if _LOOSER.search(_top_level(expression)):
+        return [expression.strip()]
     parts: list[str] = []
     depth, start, i, quote = 0, 0, 0, ""
     while i < len(expression):
@@ -179,10 +205,23 @@ def _missing(resource: Mapping[str, Any], element: str) -> bool:
     """Whether the element says nothing a filter can read: absent or empty, or a coded element
     (a CodeableConcept, or a list of them) with text but no coding ("Active" written out)."""
     value = resource.get(element)
+    if value is None:  # a choice element (value, onset) is present under its typed name
+        value = next((v for k, v in resource.items() if _typed(k, element)), None)
     if value is None or value == [] or value == {} or value == "":
         return True
     items = value if isinstance(value, list) else [value]
-    return all(isinstance(v, Mapping) and "text" in v and not v.get("coding") for v in items)
+    concepts = [v for v in items if isinstance(v, Mapping) and ("coding" in v or "text" in v)]
+    return len(concepts) == len(items) and not any(_has_code(v) for v in concepts)
+
+
+def _typed(key: str, element: str) -> bool:
+    """``valueQuantity`` is the typed name of choice element ``value``."""
+    return key.startswith(element) and key[len(element) : len(element) + 1].isupper()
+
+
+def _has_code(concept: Mapping[str, Any]) -> bool:
+    """Whether a CodeableConcept carries a coding with a code a filter could compare."""
+    return any(isinstance(c, Mapping) and c.get("code") for c in concept.get("coding") or [])
 
 
 def filter_gap(m: FhirMapping, resource: Mapping[str, Any]) -> str | None:

@@ -46,6 +46,8 @@ def other_value(node: Mapping[str, Any], fhir_path: str) -> dict[str, Any] | Not
     for element in _VALUE_X:
         if element in node:
             return _read(element, node[element])
+    if not node.get("component"):  # a result with no value at all (and no reason given)
+        return NotANumber(shown="", why="it has no value")
     return None
 
 

@@ -777,6 +777,7 @@ def _conditions_by_property(
         groups.extend(b.when for b in s.branches)
     for svc in o.services.values():
         groups.extend(c.when for c in svc.cards)
+    groups.extend(p.aggregate.where for p in o.properties.values() if p.aggregate is not None)
     for group in groups:
         for c in group:
             found.setdefault(c.path[-1], []).append(c)

@@ -475,3 +475,74 @@ def test_an_allergy_whose_status_is_text_only_is_not_left_out(client: TestClient
     run, detail = _undecided(client.post(MED, json=body), MED_UNDECIDED)
     assert _states(run) == {"hasAllergy": "unread"}
     assert "it has no coded clinical status" in detail
+
+
+# --- what a second look found -------------------------------------------------------------
+
+
+def test_a_newer_egfr_under_another_of_its_loinc_codes_decides(client: TestClient) -> None:
+    """CKD-EPI eGFR 22 (LOINC 88294-4) yesterday beside an MDRD 60 last month: the newer one is
+    an eGFR too, so ibuprofen is contraindicated; a haemoglobin in the same search is another
+    test (LOINC, which the lab lists are complete in) and changes nothing."""
+    pid = fx.new_id()
+    older = fx.observation(pid, "33914-3", 60, GFR, category="laboratory", when=_ago(20))
+    newer = fx.observation(pid, "88294-4", 22, GFR, category="laboratory", when=_ago(1))
+    hb = fx.observation(pid, "718-7", 13.5, "g/dL", category="laboratory", when=_ago(1))
+    body = _med(pid, [fx.draft_order(pid, IBUPROFEN)], labs=[older, newer, hb])
+    assert _decided(client.post(MED, json=body)) == "Contraindicated"
+
+
+def test_a_lab_coded_only_locally_is_unread_unless_too_old_to_matter(client: TestClient) -> None:
+    """A lab coded only in the laboratory's own system could be the eGFR: yesterday's leaves
+    ibuprofen unchecked; one from 2019, older than any eGFR the rules may read, changes
+    nothing."""
+    pid = fx.new_id()
+    egfr = fx.observation(pid, "33914-3", 60, GFR, category="laboratory", when=_ago(5))
+    local = fx.observation(pid, "X", 25, GFR, category="laboratory", when=_ago(1))
+    local["code"] = {"coding": [{"system": "urn:oid:1.2.3.4.5", "code": "GFR1"}], "text": "GFR"}
+    body = _med(pid, [fx.draft_order(pid, IBUPROFEN)], labs=[egfr, local])
+    run, detail = _undecided(client.post(MED, json=body), MED_UNDECIDED)
+    assert _states(run)["egfr"] == "unread" and "'GFR' (observation)" in detail
+    old = {**local, "id": fx.new_id(), "effectiveDateTime": "2019-03-01T08:00:00Z"}
+    body = _med(pid, [fx.draft_order(pid, IBUPROFEN)], labs=[egfr, old])
+    assert _decided(client.post(MED, json=body)) == "Safe"
+
+
+def test_a_newer_result_with_no_value_is_not_skipped(client: TestClient) -> None:
+    pid = fx.new_id()
+    older = fx.observation(pid, "33914-3", 60, GFR, category="laboratory", when=_ago(20))
+    empty = _egfr(pid, when=_ago(1), note=[{"text": "see report"}])
+    body = _med(pid, [fx.draft_order(pid, IBUPROFEN)], labs=[older, empty])
+    run, detail = _undecided(client.post(MED, json=body), MED_UNDECIDED)
+    assert _states(run) == {"egfr": "refused"} and "it has no value" in detail
+
+
+def test_a_statusless_allergy_is_judged_on_its_reactions_substance_too(
+    client: TestClient,
+) -> None:
+    """'Drug allergy' (a SNOMED CT code of no list) without a clinical status, whose reaction
+    names penicillin: not dropped as none of ours — unread, amoxicillin waits."""
+    pid = fx.new_id()
+    allergy = fx.allergy(pid, "416098002")
+    del allergy["clinicalStatus"]
+    allergy["reaction"] = [
+        {
+            "substance": {"coding": [{"system": fx.SNOMED, "code": "764146007"}]},
+            "manifestation": [{"text": "hives"}],
+        }
+    ]
+    body = _med(pid, [fx.draft_order(pid, AMOXICILLIN)], egfr=80, allergies=_allergies(allergy))
+    run, _detail = _undecided(client.post(MED, json=body), MED_UNDECIDED)
+    assert _states(run) == {"hasAllergy": "unread"}
+
+
+def test_a_status_coded_without_a_code_is_unread(client: TestClient) -> None:
+    pid = fx.new_id()
+    status = "http://terminology.hl7.org/CodeSystem/condition-clinical"
+    display_only = _condition(
+        pid, clinicalStatus={"coding": [{"system": status, "display": "Active"}]}
+    )
+    run, _detail = _undecided(
+        client.post(TRIAGE, json=_triage(pid, conditions=[display_only])), TRIAGE_UNDECIDED
+    )
+    assert _states(run) == {"hasSymptom": "unread"}
