@@ -154,4 +154,4 @@ def test_a_malformed_resource_fetched_or_sent_is_left_out_and_named_not_a_refuse
         assert got.data["patient"] is None
         [unread] = got.invalid["patient"]
         assert unread.reference == "Patient/p1" and unread.resource_type == "Patient"
-        assert unread.why.startswith("birthDate: ") and "regex" in unread.why
+        assert unread.why.startswith("birth date: ") and "regex" in unread.why
