@@ -223,25 +223,19 @@ def test_a_reading_dated_today_east_of_utc_is_not_from_the_future(onto: Ontology
     may have been taken there already, so it is read, not refused as from the future; a time
     three hours ahead is."""
     late = datetime(2025, 6, 1, 22, 30, tzinfo=UTC)
-    today_east = {**obs("hr-d", "8867-4", 90, "/min", "2025-06-02"), "id": "hr-d"}
-    h = hydrate(
-        onto,
-        focus_id="p1",
-        focus_class=TRI + "Patient",
-        data={"vitals": bundle(today_east)},
-        context={"patientId": "p1", "encounterId": "e1"},
-        now=late,
-    )
-    [hr] = asserted(h, TRI + "heartRate")
+
+    def late_call(reading: dict[str, Any]) -> Hydration:
+        return hydrate(
+            onto,
+            focus_id="p1",
+            focus_class=TRI + "Patient",
+            data={"vitals": bundle(reading)},
+            context={"patientId": "p1", "encounterId": "e1"},
+            now=late,
+        )
+
+    [hr] = asserted(late_call(obs("hr-d", "8867-4", 90, "/min", "2025-06-02")), TRI + "heartRate")
     assert hr.value == 90
-    ahead = obs("hr-f", "8867-4", 90, "/min", "2025-06-02T01:30:00Z")
-    h = hydrate(
-        onto,
-        focus_id="p1",
-        focus_class=TRI + "Patient",
-        data={"vitals": bundle(ahead)},
-        context={"patientId": "p1", "encounterId": "e1"},
-        now=late,
-    )
-    assert asserted(h, TRI + "heartRate") == []
-    assert h.inputs.of(TRI + "heartRate").state == "refused"
+    ahead = late_call(obs("hr-f", "8867-4", 90, "/min", "2025-06-02T01:30:00Z"))
+    assert asserted(ahead, TRI + "heartRate") == []
+    assert ahead.inputs.of(TRI + "heartRate").state == "refused"
