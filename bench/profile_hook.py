@@ -46,7 +46,7 @@ PARTS: list[tuple[str, str, str]] = [
     ("read and parse the body", "app.cds.routes", "_json"),
     ("client authentication", "app.cds.auth", "ClientAuthenticator.verify"),
     ("request model", "app.cds.service", "parse_hook_request"),
-    ("prefetch: R4B validation", "app.cds.prefetch", "resource_issues"),
+    ("prefetch: R4B validation", "app.cds.prefetch", "readable"),
     ("hydration", "app.cds.service", "hydrate"),
     ("request digest", "app.cds.service", "request_digest"),
     ("claim (its own transaction)", "app.cds.service", "HookService._claim"),

@@ -863,9 +863,7 @@ class _Hydrator(InstanceReading):
     def _unusable(self, m: FhirMapping, r: Mapping[str, Any]) -> str | None:
         """Why a resource about the focus that the mapping's code and ``horis:where`` select
         gives no value (its status, or no value at all); None when it is not such a resource."""
-        whom = about(r)
-        focus = f"{_FOCUS_TYPE}/{self.focus_id}"
-        if whom is None or not (refers_to(whom, focus) or whom == self.focus_id):
+        if not self._is_about_focus_quietly(r):
             return None
         if not (m.codings or m.value_sets) or self._coded(m, r.get("code")):
             nodes: list[Mapping[str, Any]] = [r]

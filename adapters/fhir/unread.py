@@ -207,7 +207,7 @@ def _missing(resource: Mapping[str, Any], element: str) -> bool:
     value = resource.get(element)
     if value is None:  # a choice element (value, onset) is present under its typed name
         value = next((v for k, v in resource.items() if _typed(k, element)), None)
-    if value is None or value == [] or value == {} or value == "":
+    if _empty(value):
         return True
     items = value if isinstance(value, list) else [value]
     concepts = [v for v in items if isinstance(v, Mapping) and ("coding" in v or "text" in v)]
@@ -241,12 +241,11 @@ def filter_gap(m: FhirMapping, resource: Mapping[str, Any]) -> str | None:
     if not gaps:
         return None
     said = " and ".join(
-        f"coded {element_words(e)}" if not _missing_outright(resource, e) else element_words(e)
+        f"coded {element_words(e)}" if not _empty(resource.get(e)) else element_words(e)
         for e in gaps
     )
     return f"it has no {said}, which decides whether it is read"
 
 
-def _missing_outright(resource: Mapping[str, Any], element: str) -> bool:
-    value = resource.get(element)
+def _empty(value: Any) -> bool:
     return value is None or value == [] or value == {} or value == ""

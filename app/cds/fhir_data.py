@@ -41,20 +41,31 @@ def resource_issues(resource: Any, where: str) -> list[Issue]:
     return _issues(resource, where)
 
 
+def _split(bundle: dict[str, Any], entries: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+    """The Bundle without its entries' resources (what its own model checks), and the entries'
+    resources in order (None where an entry holds none a resource model could check)."""
+    shell_entries: list[Any] = []
+    inner: list[Any] = []
+    for entry in entries:
+        resource = entry.get("resource") if isinstance(entry, dict) else None
+        if isinstance(resource, dict) and isinstance(resource.get("resourceType"), str):
+            inner.append(resource)
+            entry = {k: v for k, v in entry.items() if k != "resource"}
+        else:
+            inner.append(None)
+        shell_entries.append(entry)
+    return {**bundle, "entry": shell_entries}, inner
+
+
 def _bundle_issues(bundle: dict[str, Any], where: str) -> list[Issue]:
     entries = bundle.get("entry")
     if not isinstance(entries, list):
         return _issues(bundle, where)
-    shell_entries: list[Any] = []
-    inner: list[tuple[int, dict[str, Any]]] = []
-    for i, entry in enumerate(entries):
-        resource = entry.get("resource") if isinstance(entry, dict) else None
-        if isinstance(resource, dict) and isinstance(resource.get("resourceType"), str):
-            inner.append((i, resource))
-            entry = {k: v for k, v in entry.items() if k != "resource"}
-        shell_entries.append(entry)
-    issues = _issues({**bundle, "entry": shell_entries}, where)
-    for i, resource in inner:
+    shell, inner = _split(bundle, entries)
+    issues = _issues(shell, where)
+    for i, resource in enumerate(inner):
+        if resource is None:
+            continue
         if len(issues) >= MAX_ISSUES:
             break
         issues.extend(resource_issues(resource, f"{where}.entry[{i}].resource"))
@@ -106,18 +117,13 @@ def readable(value: Any, where: str) -> tuple[Any, list[Unreadable]]:
     if isinstance(value, dict) and value.get("resourceType") == "Bundle":
         entries = value.get("entry")
         if isinstance(entries, list):
-            shell = [
-                {k: v for k, v in e.items() if k != "resource"} if isinstance(e, dict) else e
-                for e in entries
-            ]
-            problems = _issues({**value, "entry": shell}, where)
-            if not problems:
+            shell, inner = _split(value, entries)
+            if not _issues(shell, where):
                 kept: list[Any] = []
                 bad: list[Unreadable] = []
-                for i, entry in enumerate(entries):
-                    resource = entry.get("resource") if isinstance(entry, dict) else None
+                for i, (entry, resource) in enumerate(zip(entries, inner, strict=True)):
                     at = f"{where}.entry[{i}].resource"
-                    found = _issues(resource, at) if resource else []
+                    found = _issues(resource, at) if resource is not None else []
                     if found:
                         bad.append(_unreadable(resource, found, at))
                     else:
