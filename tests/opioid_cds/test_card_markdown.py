@@ -46,6 +46,9 @@ def _without_birth_date(example: Example) -> Example:
     return replace(example, name=f"{example.name}-no-birth-date", request=request, expected=[])
 
 
+# Every example and boundary case, twice, over HTTP against the FHIR server: ~30 s on an idle
+# machine, past the suite's 120 s default on a loaded one.
+@pytest.mark.timeout(360)
 def test_every_opioid_card_renders_and_every_declared_one_is_shown(
     client: TestClient, fhir_server: FhirServer
 ) -> None:
