@@ -77,6 +77,7 @@ from adapters.fhir.effect_log import (
     effect_reports,
     unsuccessful,
 )
+from adapters.fhir.reconcile import earlier_effects
 from adapters.fhir.scopes import permits
 from adapters.fhir.writes import FHIR_JSON, JSON_PATCH, Answer, outcome, patch_document, send
 from app.ontology.model import XSD, AdapterCommit, Individual, Ontology, ToolDef, local_name
@@ -100,7 +101,6 @@ __all__ = [
     "effect_notices",
     "effect_reports",
     "element_value",
-    "same_value",
 ]
 
 log = logging.getLogger("horismos.commit")
@@ -220,17 +220,6 @@ def _individual(ontology: Ontology, value: str) -> Individual | None:
         return found
     named = [i for i in ontology.individuals.values() if i.name == value]
     return named[0] if len(named) == 1 else None
-
-
-def same_value(current: Any, wanted: Any) -> bool:
-    """Whether an element read back from the server carries the value we wrote (codings compare
-    by system and code; displays and extra codings on the server do not matter)."""
-    if isinstance(wanted, Mapping) and "coding" in wanted:
-        if not isinstance(current, Mapping):
-            return False
-        have = {(c.get("system"), c.get("code")) for c in current.get("coding", []) or []}
-        return all((c.get("system"), c.get("code")) in have for c in wanted["coding"])
-    return bool(current == wanted)
 
 
 #: The share of the tool's ``horis:timeout`` each HTTP request may use: the adapter must decide
@@ -537,8 +526,6 @@ class FhirCommitAdapter:
     ) -> dict[str, dict[str, Any]]:
         """The effects the taken-over run had logged, reconciled once (``reconcile.earlier``)."""
         if self._earlier_effects is None:
-            from adapters.fhir.reconcile import earlier_effects
-
             self._earlier_effects = earlier_effects(
                 self.log,
                 run_id,

@@ -25,7 +25,7 @@ access token is not stored.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -33,14 +33,8 @@ from typing import Any
 import httpx
 from sqlalchemy import Engine
 
-from adapters.fhir.commit import (
-    FHIR_JSON,
-    EffectLog,
-    EffectState,
-    effect_json,
-    effect_reports,
-    same_value,
-)
+from adapters.fhir.effect_log import EffectLog, EffectState, effect_json, effect_reports
+from adapters.fhir.writes import FHIR_JSON
 from app.store import repo, session_scope
 
 log = logging.getLogger("horismos.reconcile")
@@ -71,6 +65,17 @@ class Settlement:
             "after": self.after,
             "detail": self.detail,
         }
+
+
+def same_value(current: Any, wanted: Any) -> bool:
+    """Whether an element read back from the server carries the value we wrote (codings compare
+    by system and code; displays and extra codings on the server do not matter)."""
+    if isinstance(wanted, Mapping) and "coding" in wanted:
+        if not isinstance(current, Mapping):
+            return False
+        have = {(c.get("system"), c.get("code")) for c in current.get("coding", []) or []}
+        return all((c.get("system"), c.get("code")) in have for c in wanted["coding"])
+    return bool(current == wanted)
 
 
 def _versions_oldest_first(bundle: Any) -> list[dict[str, Any]]:

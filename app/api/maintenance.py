@@ -4,7 +4,7 @@ purge runs past the retention period.
 Every ``settings.reconcile_interval_seconds`` (0 turns it off) one tick runs in a worker thread:
 :func:`app.store.repo.purge_expired_jtis` (client JWT ids whose tokens can no longer be accepted),
 :func:`adapters.fhir.reconcile.reconcile_pending`, then
-:func:`app.api.resume.expire_overdue_waits`, :func:`app.cds.leases.end_abandoned_runs` (runs
+:func:`app.api.waits.expire_overdue_waits`, :func:`app.cds.leases.end_abandoned_runs` (runs
 whose process died and that no retry took over), then, when ``settings.retention_period`` is set,
 :func:`app.store.retention.purge`. With several workers each runs its own loop; the
 work is idempotent (a settled effect is not pending any more, a resumed run is not suspended).
@@ -49,7 +49,7 @@ class TickReport:
 def tick(app: FastAPI, *, now: datetime | None = None) -> TickReport:
     """One round of periodic work (also callable directly, e.g. from tests or an admin task)."""
     from adapters.fhir.reconcile import reconcile_pending
-    from app.api.resume import expire_overdue_waits
+    from app.api.waits import expire_overdue_waits
     from app.deps import app_runner
 
     engine = app.state.engine

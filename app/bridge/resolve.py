@@ -1,5 +1,8 @@
-"""Which Bridge serves a step: its own ``horis:model`` when the host can build it, else the
-host's configured Bridge.
+"""Model strings and the Bridges they name, and which Bridge serves a step: its own
+``horis:model`` when the host can build it, else the host's configured Bridge.
+
+:func:`bridge_from_model_string` builds the Bridge a model string names (``mock:``,
+``claude:MODEL``); the resolver uses it for step models, the host for its configured one.
 
 The interpreter stays pure: the host builds a ``BridgeResolver`` from its settings and passes it
 as ``RunContext.bridge_for``. Rules (docs/runtime.md):
@@ -21,9 +24,36 @@ import logging
 import threading
 from typing import Any
 
+from app.bridge.mock import MockBridge
 from app.bridge.protocol import Bridge, BridgeConfigError, BridgeError
 
 log = logging.getLogger("horismos.bridge")
+
+
+def bridge_from_model_string(model: str | None, settings: Any = None) -> Bridge | None:
+    """``None``/empty → no Bridge (a first-class configuration); ``mock:`` → an empty script;
+    ``mock:/path.json`` → that script; ``claude:MODEL`` → the Anthropic backend, with
+    ``anthropic_api_key``/``anthropic_base_url``/``bridge_timeout_seconds`` read from settings."""
+    if not model:
+        return None
+    provider, _, name = model.partition(":")
+    if provider == "mock":
+        return MockBridge.from_file(name) if name else MockBridge()
+    if provider == "claude":
+        if not name:
+            raise BridgeConfigError("claude: needs a model name, e.g. claude:claude-sonnet-4-5")
+        from app.bridge.claude import ClaudeBridge
+
+        key = getattr(settings, "anthropic_api_key", None)
+        if key is not None and hasattr(key, "get_secret_value"):
+            key = key.get_secret_value()
+        return ClaudeBridge(
+            name,
+            api_key=key,
+            base_url=getattr(settings, "anthropic_base_url", None),
+            timeout=float(getattr(settings, "bridge_timeout_seconds", 30.0) or 30.0),
+        )
+    raise BridgeConfigError(f"unknown Bridge provider {provider!r} in {model!r} (mock:, claude:)")
 
 
 class BridgeResolver:
@@ -37,8 +67,6 @@ class BridgeResolver:
 
     @classmethod
     def from_settings(cls, settings: Any) -> BridgeResolver:
-        from app.bridge import bridge_from_model_string
-
         model = getattr(settings, "bridge_model", None)
         return cls(bridge_from_model_string(model, settings), settings)
 
@@ -56,8 +84,6 @@ class BridgeResolver:
             return self._built[model]
 
     def _build(self, model: str, default: Bridge) -> Bridge:
-        from app.bridge import bridge_from_model_string
-
         provider, _, name = model.partition(":")
         buildable = (provider == "claude" and bool(name) and self._has_anthropic_key()) or (
             provider == "mock" and default.model.startswith("mock:")

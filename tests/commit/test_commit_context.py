@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.fhir.commit import CommitContext, element_value, same_value
+from adapters.fhir.commit import CommitContext, element_value
+from adapters.fhir.reconcile import same_value
 from tests.commit.test_commit_adapter import ONTOLOGY, PRIORITY, TOOL, URGENT
 
 
