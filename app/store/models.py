@@ -42,6 +42,10 @@ EFFECT_STATES: tuple[str, ...] = get_args(EffectState)
 #: ``None`` is stored as SQL NULL, never as the JSON literal ``null``.
 JsonDoc = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 
+#: JSON kept as written, key order included: ``json`` on PostgreSQL (JSONB would reorder keys),
+#: JSON text elsewhere. For a document handed back as it was first sent.
+JsonVerbatim = JSON(none_as_null=True)
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -121,8 +125,9 @@ class Run(Base):
     terminal: Mapped[str | None] = mapped_column(String(1000))
     decision: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
     request_digest: Mapped[str | None] = mapped_column(String(100))
-    #: The CDS response as returned, handed back verbatim when the EHR retries the hookInstance.
-    response: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
+    #: The CDS response as returned, handed back byte for byte when the EHR retries the
+    #: hookInstance (its keys in the order first sent, hence not JSONB).
+    response: Mapped[dict[str, Any] | None] = mapped_column(JsonVerbatim)
     #: The run's outcome with its proof and replay material (its trace is in trace_events).
     outcome: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
     #: A hook run's validated FHIR input (``app.cds.hook_input``), zlib-compressed JSON: replay

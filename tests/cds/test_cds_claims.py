@@ -130,7 +130,8 @@ def test_a_retry_after_the_answer_stores_nothing_new_and_returns_it_verbatim(
     first = client.post("/cds-services/horismos-triage", json=body)
     again = client.post("/cds-services/horismos-triage", json=body)
     assert first.status_code == again.status_code == 200
-    assert again.json() == first.json()
+    # byte for byte: an EHR that compares or signs the body sees the same answer
+    assert again.content == first.content
     run_id = first.json()["extension"]["dev.horismos.run"]["runId"]
     trace = client.get(f"/runs/{run_id}").json()["trace"]
     assert (_count(engine, "runs"), _count(engine, "effects")) == (1, 1)
