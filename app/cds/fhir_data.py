@@ -1,9 +1,17 @@
-"""FHIR payload checks with the ``fhir.resources`` R4B models.
+"""FHIR payload checks: the compiled R4 shapes (:mod:`app.fhir_validate`) and the
+``fhir.resources`` R4B models.
 
 A resource the service is about to read is validated first, so malformed data never reaches
 hydration: in the hook context (a draft order) it is a clear client error naming the element
 (``context.draftOrders.entry[0].resource.status``); in prefetch it is a record the service could
 not read (:func:`readable`), named with the element and the rule on every input it feeds.
+
+A resource is refused when the compiled shapes refuse it: they hold R4's rules that the
+models, reading JSON as pydantic input, let through (``"12"`` for a number, a ``status`` outside
+its required value set), and they refuse everything the models refuse — held by a differential
+test over mutants of every resource in the repository (``tests/cds/test_fhir_validate.py``). The
+models run only on what the shapes refuse, for their wording, which is the one shown where they
+refuse too; what only the shapes refuse is said in the shapes' own words.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from pydantic import ValidationError
 
 from adapters.fhir.notes import Unreadable
 from app.cds.errors import Issue
+from app.fhir_validate import problems
 from app.ontology.model import humanise
 
 
@@ -62,7 +71,7 @@ def _bundle_issues(bundle: dict[str, Any], where: str) -> list[Issue]:
     if not isinstance(entries, list):
         return _issues(bundle, where)
     shell, inner = _split(bundle, entries)
-    issues = _issues(shell, where)
+    issues = _issues(bundle, where, shell=shell)
     for i, resource in enumerate(inner):
         if resource is None:
             continue
@@ -72,7 +81,9 @@ def _bundle_issues(bundle: dict[str, Any], where: str) -> list[Issue]:
     return issues
 
 
-def _issues(resource: Any, where: str) -> list[Issue]:
+def _issues(resource: Any, where: str, *, shell: dict[str, Any] | None = None) -> list[Issue]:
+    """Problems with ``resource``; with ``shell`` (a Bundle without its entries' resources) the
+    Bundle's own elements only."""
     if not isinstance(resource, dict) or not isinstance(resource.get("resourceType"), str):
         return [
             Issue(code="structure", diagnostics=f"{where} is not a FHIR resource", expression=where)
@@ -82,6 +93,25 @@ def _issues(resource: Any, where: str) -> list[Issue]:
         model = get_fhir_model_class(rtype)
     except (KeyError, ValueError):
         return [_unknown_type(where, rtype)]
+    found = problems(resource, outer=shell is not None)
+    if not found:  # what the shapes accept, the models accept (the differential test)
+        return []
+    # refused: the models' wording where they refuse too, else the shapes' own
+    floor = _model_issues(model, shell if shell is not None else resource, where, rtype)
+    if floor:
+        return floor
+    return [
+        Issue(
+            code="structure",
+            diagnostics=f"{where}{at}: {why} (invalid FHIR R4 {rtype})",
+            expression=f"{where}{at}",
+        )
+        for at, why in found
+    ]
+
+
+def _model_issues(model: Any, resource: dict[str, Any], where: str, rtype: str) -> list[Issue]:
+    """What the ``fhir.resources`` model of ``rtype`` refuses in ``resource``, in its words."""
     try:
         model.model_validate(resource)
     except KeyError:  # an entry or contained resource of a type the models do not know
@@ -118,7 +148,7 @@ def readable(value: Any, where: str) -> tuple[Any, list[Unreadable]]:
         entries = value.get("entry")
         if isinstance(entries, list):
             shell, inner = _split(value, entries)
-            if not _issues(shell, where):
+            if not _issues(value, where, shell=shell):
                 kept: list[Any] = []
                 bad: list[Unreadable] = []
                 for i, (entry, resource) in enumerate(zip(entries, inner, strict=True)):

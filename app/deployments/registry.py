@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from app.errors import BadRequest, NotFound, Unavailable
+from app.fhir_validate import prepare as prepare_shapes
 from app.ontology import OntologyError, Problem, load_ontology, verify
 from app.ontology.deployments import DeploymentSource, find_deployments
 from app.ontology.loader import vocabulary_path
@@ -271,6 +272,8 @@ def _load_checked(
     # The compiled Ontology is immutable, so apps in one process (tests, several workers of one
     # interpreter) may share it; a changed file has a new fingerprint and is loaded again.
     ontology = load_ontology([Path(name) for name, _, _ in files], registry=packaged.registry)
+    # the R4 shapes of what the mappings read, compiled now rather than in the first hook call
+    prepare_shapes(m.resource_type for p in ontology.properties.values() for m in p.from_fhir)
     problems = list(verify(ontology))
     bindings = {iri: tool.binding for iri, tool in ontology.tools.items()}
     problems += [
