@@ -14,11 +14,13 @@ it sends anything; the service then answers with the winner's stored response.
 
 The wrappers here put :meth:`RunClaim.ensure` in front of every outside call the runtime makes
 on the service's behalf; the commit adapter calls it itself, right before a write leaves (a
-refused write sends nothing and claims nothing).
+refused write sends nothing and claims nothing). :func:`take_over_claim` is the claim of a run
+whose process died: its lease (``app.cds.leases``) expired and a retry takes the run over.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -31,7 +33,11 @@ from app.bridge.protocol import Bridge, BridgeResult
 from app.cds.leases import LeaseKeeper
 from app.ontology.model import ToolDef
 from app.store import repo
+from app.store.leases import take_over_run
+from app.store.models import utcnow
 from app.tools.invoker import ToolInvoker, scheme_of
+
+log = logging.getLogger("horismos.leases")
 
 
 class ClaimLost(Exception):
@@ -150,6 +156,20 @@ class RunClaim:
             self.leases.release(self.owner)
 
 
+def take_over_claim(
+    engine: Engine, keeper: LeaseKeeper, run_id: str, template: Mapping[str, Any]
+) -> RunClaim | None:
+    """Take the abandoned run ``run_id`` for a new claim (the columns of ``template``, under
+    that run's id); None when another call took it first."""
+    owner = uuid.uuid4().hex
+    with engine.begin() as connection:
+        taken = take_over_run(connection, run_id, owner=owner, until=keeper.until(), now=utcnow())
+    if not taken:
+        return None
+    log.warning("run %s was abandoned by its process; this call takes it over", run_id)
+    return RunClaim.taken_over(engine, {**template, "id": run_id}, owner=owner, leases=keeper)
+
+
 class ClaimFirstTools:
     """A ``ToolPort`` that claims the run before a tool call that may act outside.
 
@@ -221,4 +241,5 @@ __all__ = [
     "ClaimLost",
     "RunClaim",
     "claim_first_bridge",
+    "take_over_claim",
 ]

@@ -26,16 +26,13 @@ import time
 import uuid
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Engine
 
 from app.store import leases, repo
 from app.store.db import describe_error
 from app.store.models import utcnow
-
-if TYPE_CHECKING:
-    from app.cds.claim import RunClaim
 
 log = logging.getLogger("horismos.leases")
 
@@ -143,24 +140,6 @@ def abandoned(row: Mapping[str, Any]) -> bool:
         return False
     expires = row.get("lease_expires_at")
     return expires is None or bool(expires < utcnow())
-
-
-def take_over_claim(
-    engine: Engine, keeper: LeaseKeeper, run_id: str, template: Mapping[str, Any]
-) -> RunClaim | None:
-    """Take the abandoned run ``run_id`` for a new claim (the columns of ``template``, under
-    that run's id); None when another call took it first."""
-    from app.cds.claim import RunClaim
-
-    owner = uuid.uuid4().hex
-    with engine.begin() as connection:
-        taken = leases.take_over_run(
-            connection, run_id, owner=owner, until=keeper.until(), now=utcnow()
-        )
-    if not taken:
-        return None
-    log.warning("run %s was abandoned by its process; this call takes it over", run_id)
-    return RunClaim.taken_over(engine, {**template, "id": run_id}, owner=owner, leases=keeper)
 
 
 #: How long after its lease expired an abandoned run waits for a retry of its hook call to take

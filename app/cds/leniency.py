@@ -8,7 +8,8 @@ Each rule here returns what it read and a ``DataNote`` the run records (``dataQu
   context check ("must be a bare FHIR id").
 - ``older-hook``: a call of an older hook whose context carries everything the service's hook
   requires is answered as the service's hook: an ``order-select`` call to an ``order-sign``
-  service (its ``draftOrders`` are the orders; ``selections`` is kept but not read).
+  service (its ``draftOrders`` are the orders; ``selections`` is kept but not read);
+  :data:`OLDER_HOOKS` lists them, ``app.cds.requests.as_service_hook`` reads such a call.
 - refused, ``shared-id``: two different resources under one ``Type/id`` in the prefetch the
   client sent (a FHIR server holds one resource per id, so which is the record cannot be known):
   400 naming the second one. The same resource twice (e.g. from two prefetch keys) is fine.
@@ -21,18 +22,15 @@ from __future__ import annotations
 import copy
 import json
 import re
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from fhir.resources.R4B import get_fhir_model_class
 from pydantic import BaseModel, ValidationError
 
 from adapters.fhir.notes import DataNote
-from app.cds.errors import Issue, RequestInvalid
+from app.cds.errors import Issue
 from app.cds.fhir_data import resource_issues
-
-if TYPE_CHECKING:
-    from app.cds.requests import HookRequest
 
 _REF = re.compile(r"^([A-Z][A-Za-z]+)/([A-Za-z0-9\-.]{1,64})$")
 
@@ -67,32 +65,6 @@ def lenient_context(context: dict[str, Any]) -> tuple[dict[str, Any], list[DataN
             )
         )
     return out, notes
-
-
-def as_service_hook(req: HookRequest, hook: str) -> HookRequest:
-    """``req`` answered as ``hook`` (the service's), or ``RequestInvalid`` naming ``hook``."""
-    if req.hook == hook:
-        return req
-    if req.hook not in OLDER_HOOKS.get(hook, ()):
-        raise RequestInvalid.one(
-            "not-supported", f"this service answers hook {hook!r}, not {req.hook!r}", "hook"
-        )
-    from app.cds.requests import _check_context
-
-    issues = _check_context(hook, req.context)
-    if issues:
-        raise RequestInvalid(issues=issues)
-    note = DataNote(
-        rule="older-hook",
-        field="hook",
-        received=req.hook,
-        read_as=hook,
-        message=(
-            f"a {req.hook} call was answered as {hook}, the hook of this service: its draftOrders "
-            "are the orders considered"
-        ),
-    )
-    return replace(req, hook=hook, notes=(*req.notes, note))
 
 
 def _canonical(resource: Any) -> str:

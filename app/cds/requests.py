@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from adapters.fhir.client import path_escapes
 from adapters.fhir.notes import DataNote
 from app.cds.errors import Issue, RequestInvalid
-from app.cds.leniency import UnreadOrder, lenient_context, shared_id_issues
+from app.cds.leniency import OLDER_HOOKS, UnreadOrder, lenient_context, shared_id_issues
 from app.ontology.hooks import HOOKS, ContextField
 
 
@@ -200,6 +200,30 @@ def _check_selections(context: dict[str, Any]) -> list[Issue]:
         for i, ref in enumerate(context["selections"])
         if ref not in present
     ]
+
+
+def as_service_hook(req: HookRequest, hook: str) -> HookRequest:
+    """``req`` answered as ``hook`` (the service's), or ``RequestInvalid`` naming ``hook``."""
+    if req.hook == hook:
+        return req
+    if req.hook not in OLDER_HOOKS.get(hook, ()):
+        raise RequestInvalid.one(
+            "not-supported", f"this service answers hook {hook!r}, not {req.hook!r}", "hook"
+        )
+    issues = _check_context(hook, req.context)
+    if issues:
+        raise RequestInvalid(issues=issues)
+    note = DataNote(
+        rule="older-hook",
+        field="hook",
+        received=req.hook,
+        read_as=hook,
+        message=(
+            f"a {req.hook} call was answered as {hook}, the hook of this service: its draftOrders "
+            "are the orders considered"
+        ),
+    )
+    return replace(req, hook=hook, notes=(*req.notes, note))
 
 
 # --- the envelope -------------------------------------------------------------------------

@@ -36,7 +36,13 @@ from adapters.fhir.hydrate import Hydration, hydrate, resources_of
 from adapters.fhir.inputs import note_unread_text
 from app.cds.auth import ClientAuthenticator
 from app.cds.cards import RunView, build_system_actions, declared_cards, unread_order_cards
-from app.cds.claim import ClaimFirstTools, ClaimLost, RunClaim, claim_first_bridge
+from app.cds.claim import (
+    ClaimFirstTools,
+    ClaimLost,
+    RunClaim,
+    claim_first_bridge,
+    take_over_claim,
+)
 from app.cds.errors import (
     CdsError,
     DeploymentRefused,
@@ -50,10 +56,10 @@ from app.cds.errors import (
 )
 from app.cds.hook_input import HookInput, apply_api_facts
 from app.cds.issued import card_issues, proof_rules
-from app.cds.leases import LeaseKeeper, abandoned, take_over_claim
-from app.cds.leniency import as_service_hook, read_draft_orders
+from app.cds.leases import LeaseKeeper, abandoned
+from app.cds.leniency import read_draft_orders
 from app.cds.prefetch import Gathered, gather
-from app.cds.requests import HookRequest, parse_hook_request
+from app.cds.requests import HookRequest, as_service_hook, parse_hook_request
 from app.cds.response_check import check_response
 from app.cds.unsent import unsent_effects, unsent_notices
 from app.deployments import Deployment, Deployments
