@@ -26,6 +26,11 @@ change = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(change, name="change")
+terminology = typer.Typer(
+    help="The embedded terminology (HL7 Terminology package and a deployment's files).",
+    no_args_is_help=True,
+)
+app.add_typer(terminology, name="terminology")
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 
@@ -75,6 +80,40 @@ def serve(
         proxy_headers=True,
         workers=workers,
     )
+
+
+@terminology.command("serve")
+def terminology_serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port to listen on.")] = 8080,
+    ontology: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="A deployment's Turtle file(s): its valuesets and conceptmaps are served too."
+        ),
+    ] = None,
+) -> None:
+    """Serve the embedded terminology as a FHIR terminology server ($expand, $validate-code,
+    $lookup, $subsumes, $translate), from files only."""
+    import uvicorn
+
+    from adapters.terminology.server import terminology_app
+    from app.ontology.loader import load_ontology
+    from app.settings import get_settings
+    from app.terminology import TerminologyNotInstalled, load_terminology
+    from app.terminology.embedded import EmbeddedTerminology
+
+    settings = get_settings()
+    try:
+        package = load_terminology(settings.terminology_packages)
+    except TerminologyNotInstalled as exc:
+        _echo_err(f"horismos terminology serve: {exc}")
+        raise typer.Exit(1) from None
+    if ontology:
+        embedded = EmbeddedTerminology.of(load_ontology(ontology), package)
+    else:
+        embedded = EmbeddedTerminology(package)
+    uvicorn.run(terminology_app(embedded), host=host, port=port, log_level="warning")
 
 
 @db.command("upgrade")

@@ -100,6 +100,13 @@ class Settings(BaseSettings):
     #: The folder holding the installed FHIR terminology packages; unset means this
     #: installation's ``terminology/packages`` (where ``make terminology`` puts them).
     terminology_packages: Path | None = None
+    #: A FHIR terminology server's base URL: value-set membership the deployment's own files do
+    #: not settle is asked there. Unset means the embedded terminology (package and files only).
+    terminology_url: str | None = None
+    #: The bearer token sent to ``terminology_url``, if it needs one.
+    terminology_token: SecretStr | None = None
+    #: How long one terminology call may take, in seconds (never past the hook's deadline).
+    terminology_timeout_seconds: float = Field(default=2.0, gt=0)
     #: ``mock:FILE.json`` or ``claude:MODEL``; unset means no LLM Bridge (fallbacks apply).
     bridge_model: str | None = None
     anthropic_api_key: SecretStr | None = None

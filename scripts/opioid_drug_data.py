@@ -1,22 +1,28 @@
 #!/usr/bin/env python3
 """Build the opioid drug data file the MME tools read, from the guide's CQL data libraries.
 
-usage: scripts/opioid_drug_data.py CQL_DIR [--valuesets DIR] [--out FILE]
+usage: scripts/opioid_drug_data.py CQL_DIR [--valuesets DIR] [--table FILE …] [--use NAME]
+                                   [--out FILE]
 
 Reads ``OMTKData.cql`` (the opioid ingredients and strengths of each RxNorm drug code) and
-``CDCMMEClinicalConversionFactors.cql`` (the CDC clinical conversion factors per ingredient) —
-the two libraries the guide's MME calculation (``MMECalculator`` → ``OMTKLogic`` →
-``ConversionFactors``) uses — and the extended-release value set from ``--valuesets``, and
-writes one JSON file (default ``toolkits/opioid_cds/data/opioid-drugs.json``):
+``CDCMMEClinicalConversionFactors.cql`` (the guide's clinical conversion factors per ingredient,
+after the CDC's 2016 table) — the two libraries the guide's MME calculation (``MMECalculator`` →
+``OMTKLogic`` → ``ConversionFactors``) uses —, the extended-release value set from
+``--valuesets``, and further conversion-factor tables transcribed from their publication
+(``--table``, default ``toolkits/opioid_cds/data/cdc-2022-mme-conversion-factors.json``: the
+CDC 2022 guideline's table), and writes one JSON file (default
+``toolkits/opioid_cds/data/opioid-drugs.json``):
 
 - ``drugs``: per RxNorm code, its name, dose form (code, name), whether the guide counts it as
   extended-release/long-acting (membership of the value set
   ``extended-release-opioid-with-ambulatory-misuse-potential``) and its opioid ingredients with
   their strength (value, UCUM unit, and the RxNorm text it was read from), one entry per row of
   the CQL (a drug with two salts of one ingredient has two entries with the same code);
-- ``conversionFactors``: per ingredient code, one of a single ``factor``, ``byDoseForm`` (dose
-  form code → factor and the doses per day it was stated for) or ``byDailyDose`` (ranges of the
-  ingredient's daily dose in mg → factor);
+- ``conversionFactors``: per table version (``cdc-2016`` from the CQL library, ``cdc-2022``…),
+  its ``source`` and its ``factors``: per ingredient code, one of a single ``factor``,
+  ``byDoseForm`` (dose form code → factor and the doses per day it was stated for) or
+  ``byDailyDose`` (ranges of the ingredient's daily dose in mg → factor);
+- ``conversionFactorTable``: the table the toolkit uses (``--use``, default ``cdc-2022``);
 - ``source``: where it came from and when the RxNorm extract was made.
 
 The output is deterministic (sorted keys, no timestamps of its own), so regenerating it from the
@@ -37,6 +43,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "toolkits" / "opioid_cds" / "data" / "opioid-drugs.json"
 DEFAULT_VALUESETS = ROOT / "ontologies" / "opioid-cds" / "valuesets"
+DEFAULT_TABLES = (
+    ROOT / "toolkits" / "opioid_cds" / "data" / "cdc-2022-mme-conversion-factors.json",
+)
+DEFAULT_TABLE = "cdc-2022"
+#: the table version of the guide's CDCMMEClinicalConversionFactors library
+CQL_TABLE = "cdc-2016"
 EXTENDED_RELEASE = "extended-release-opioid-with-ambulatory-misuse-potential"
 RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
 
@@ -208,7 +220,27 @@ def _members(valueset: dict[str, Any]) -> set[str]:
     }
 
 
-def build(cql_dir: Path, valuesets: Path) -> dict[str, Any]:
+def read_table(path: Path) -> tuple[str, dict[str, Any]]:
+    """A transcribed table: its version name and ``{"source": …, "factors": …}``."""
+    data = json.loads(path.read_text(encoding="utf-8"), parse_float=Decimal)
+    name, source, factors = data.get("table"), data.get("source"), data.get("factors")
+    if not isinstance(name, str) or not isinstance(source, dict) or not isinstance(factors, dict):
+        raise CqlDataError(f"{path}: a table needs 'table', 'source' and 'factors'")
+    for code, entry in factors.items():
+        if not {"factor", "byDoseForm", "byDailyDose"} & set(entry):
+            raise CqlDataError(f"{path}: ingredient {code} has no conversion factor")
+    return name, {
+        "source": source,
+        "factors": dict(sorted(factors.items(), key=lambda kv: int(kv[0]))),
+    }
+
+
+def build(
+    cql_dir: Path,
+    valuesets: Path,
+    tables: tuple[Path, ...] = DEFAULT_TABLES,
+    use: str = DEFAULT_TABLE,
+) -> dict[str, Any]:
     omtk = (cql_dir / "OMTKData.cql").read_text(encoding="utf-8")
     supplement = (cql_dir / "CDCMMEClinicalConversionFactors.cql").read_text(encoding="utf-8")
     extended = _members(
@@ -242,20 +274,47 @@ def build(cql_dir: Path, valuesets: Path) -> dict[str, Any]:
         # hydrochloride and terephthalate) has two rows with the same ingredient code, and the
         # guide's calculation counts both
         drug["ingredients"].append(ingredient)
+    factor_tables: dict[str, Any] = {
+        CQL_TABLE: {
+            "source": {
+                "citation": (
+                    "CDCMMEClinicalConversionFactors.cql (library version 3.0.0) of the CDC "
+                    "opioid prescribing guideline's implementation guide, the clinical table of "
+                    "the CDC's 2016 guidance 'Calculating total daily dose of opioids for safer "
+                    "dosage' (no factor for tapentadol or tramadol)"
+                ),
+                "url": "https://www.cdc.gov/drugoverdose/pdf/calculating_total_daily_dose-a.pdf",
+            },
+            "factors": dict(
+                sorted(read_conversion_factors(supplement).items(), key=lambda kv: int(kv[0]))
+            ),
+        }
+    }
+    for path in tables:
+        name, table = read_table(path)
+        if name in factor_tables:
+            raise CqlDataError(f"{path}: table {name!r} is given twice")
+        factor_tables[name] = table
+    if use not in factor_tables:
+        raise CqlDataError(f"no conversion-factor table {use!r} (have {sorted(factor_tables)})")
     return {
         "source": {
             "description": (
-                "Opioid ingredients and strengths per RxNorm drug code, and the CDC clinical "
-                "MME conversion factors, as the CDC opioid prescribing guideline's CQL data "
-                "libraries carry them (public domain, CC0). Uses RxNorm data of the US National "
-                "Library of Medicine, which does not endorse this product."
+                "Opioid ingredients and strengths per RxNorm drug code, as the CDC opioid "
+                "prescribing guideline's CQL data libraries carry them (public domain, CC0), "
+                "and the CDC clinical MME conversion factors by table version: the guide's "
+                "library and the CDC 2022 guideline's table (public domain). Uses RxNorm data "
+                "of the US National Library of Medicine, which does not endorse this product."
             ),
             "drugData": "OMTKData.cql (DrugIngredients)",
             "rxnormExtract": read_extract_date(omtk),
-            "conversionFactors": "CDCMMEClinicalConversionFactors.cql",
+            "conversionFactors": (
+                "per table version, each with its source; the toolkit uses conversionFactorTable"
+            ),
             "longActing": f"ValueSet {EXTENDED_RELEASE}",
         },
-        "conversionFactors": dict(sorted(read_conversion_factors(supplement).items())),
+        "conversionFactorTable": use,
+        "conversionFactors": dict(sorted(factor_tables.items())),
         "drugs": dict(sorted(drugs.items(), key=lambda kv: int(kv[0]))),
     }
 
@@ -285,11 +344,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("cql_dir", type=Path, help="folder with OMTKData.cql and the factors")
     parser.add_argument("--valuesets", type=Path, default=DEFAULT_VALUESETS)
+    parser.add_argument(
+        "--table",
+        type=Path,
+        action="append",
+        help="a transcribed conversion-factor table (JSON); default: the CDC 2022 table",
+    )
+    parser.add_argument("--use", default=DEFAULT_TABLE, help="the table the toolkit uses")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
     try:
-        data = build(args.cql_dir, args.valuesets)
-    except (OSError, CqlDataError) as exc:
+        data = build(args.cql_dir, args.valuesets, tuple(args.table or DEFAULT_TABLES), args.use)
+    except (OSError, ValueError) as exc:
         print(f"opioid_drug_data: {exc}", file=sys.stderr)
         return 1
     args.out.parent.mkdir(parents=True, exist_ok=True)

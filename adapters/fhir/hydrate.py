@@ -33,12 +33,13 @@ source-version vector lists every resource the call read.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from adapters.fhir.bounds import COMPARATORS, representative, same_answers
+from adapters.fhir.codes import CodeClassifier
+from adapters.fhir.hydration import Hydration, SourceVersion
 from adapters.fhir.inputs import InputRecorder, is_stale, label_of, unit_refusal
 from adapters.fhir.instances import Instance, InstanceReading
 from adapters.fhir.links import calendar_date, period_days, resolve
@@ -64,44 +65,13 @@ from app.ontology.model import (
     TextSource,
 )
 from app.terminology import Terminology
-from app.world.facts import AddInstance, Assert, Change, Source, Violation, ViolationCode
-from app.world.inputs import InputStatus
+from app.terminology.port import TerminologyPort
+from app.ucum import display as unit_display
+from app.world.facts import AddInstance, Assert, Source, Violation, ViolationCode
 
 UCUM = "http://unitsofmeasure.org"
 _DATE = XSD + "date"
 _STRING = XSD + "string"
-
-
-@dataclass(frozen=True, kw_only=True)
-class SourceVersion:
-    """One entry of the source-version vector."""
-
-    source: Source
-    content_hash: str
-
-    def to_row(self) -> dict[str, Any]:
-        return {
-            "resource_type": self.source.resource_type,
-            "resource_id": self.source.id,
-            "version_id": self.source.version_id,
-            "last_updated": self.source.last_updated,
-            "content_hash": self.content_hash,
-        }
-
-
-@dataclass(kw_only=True)
-class Hydration:
-    """What the adapter read: changes for one transaction, problems found before the gate, the
-    source-version vector, and the free text for PerceptionSteps."""
-
-    changes: list[Change] = field(default_factory=list)
-    violations: list[Violation] = field(default_factory=list)
-    sources: list[SourceVersion] = field(default_factory=list)
-    text: str | None = None
-    #: input read leniently (a bare subject reference), recorded with the run
-    notes: list[DataNote] = field(default_factory=list)
-    #: for every property read, whether its inputs are complete (app/world/inputs.py)
-    inputs: InputStatus = field(default_factory=InputStatus)
 
 
 def _digest(resource: Mapping[str, Any]) -> str:
@@ -219,6 +189,8 @@ class _Hydrator(InstanceReading):
         invalid: Mapping[str, Sequence[Unreadable]] | None = None,
         clock_skew: float = DEFAULT_CLOCK_SKEW,
         terminology: Terminology | None = None,
+        port: TerminologyPort | None = None,
+        port_until: float | None = None,
     ) -> None:
         self.o = ontology
         #: a code system as the deployment writes it, whatever the EHR sent (an OID, an older URI)
@@ -229,6 +201,8 @@ class _Hydrator(InstanceReading):
         self.now = now
         self._at = now if now.tzinfo is not None else now.replace(tzinfo=UTC)
         self.out = Hydration()
+        #: classes of codes: lists, earlier expansions, concept maps, then the port
+        self.codes = CodeClassifier(o=ontology, port=port, until=port_until, notes=self.out.notes)
         errors, warnings = server_errors(data)
         self.out.notes.extend(warnings)
         for key, bad in (invalid or {}).items():
@@ -286,23 +260,34 @@ class _Hydrator(InstanceReading):
             found = [r for r in self.pool if id(r) not in self._from_context]
         return [r for r in found if r.get("resourceType") == m.resource_type]
 
-    def _coded(self, m: FhirMapping, concept: Any) -> bool:
+    def _coded(self, m: FhirMapping, concept: Any, ref: str | None = None) -> bool:
         """Whether a code matches the mapping: one of its ``horis:coding`` values, or a member
         of one of its ``horis:inValueSet`` value sets."""
         codes = _codings(concept, self.canonical)
         if set(m.codings).intersection(codes):
             return True
-        return any(self.o.in_value_set(c, vs) for vs in m.value_sets for c in codes)
+        for c in codes:
+            for vs in m.value_sets:
+                if self.o.in_value_set(c, vs):
+                    return True
+                if self.o.in_value_set(c, vs, earlier=True):
+                    if ref is not None:  # a record selected: the run says why
+                        self.codes.note_earlier(c, vs, ref)
+                    return True
+        return False
 
     def _targets(self, m: FhirMapping, r: dict[str, Any]) -> list[Mapping[str, Any]]:
         if not _is_record(r) or (m.where is not None and evaluate(r, m.where) != [True]):
             return []
-        if not (m.codings or m.value_sets) or self._coded(m, r.get("code")):
+        ref = source_of(r).reference
+        if not (m.codings or m.value_sets) or self._coded(m, r.get("code"), ref):
             return [] if _ABSENT in r else [r]
         return [
             comp
             for comp in r.get("component") or []
-            if isinstance(comp, dict) and _ABSENT not in comp and self._coded(m, comp.get("code"))
+            if isinstance(comp, dict)
+            and _ABSENT not in comp
+            and self._coded(m, comp.get("code"), ref)
         ]
 
     def _linked(
@@ -648,9 +633,11 @@ class _Hydrator(InstanceReading):
         )
         inside = representative(self.o.conditions_on(prop.iri), comparator, bound)
         if inside is None:
-            why = (
-                f"it was reported as {written!r}, a bound, and the rules' thresholds lie within it"
+            shown_unit = raw.get("unit") or raw.get("code")
+            shown = f"{comparator}{raw.get('value')}" + (
+                f" {unit_display(str(shown_unit))}" if shown_unit else ""
             )
+            why = f"it was reported as {shown!r}, a bound, and the rules' thresholds lie within it"
             self._problem("range", prop, raw.get("value"), src, why)
             return None
         self.out.notes.append(
@@ -679,6 +666,8 @@ class _Hydrator(InstanceReading):
         if read is None:
             return
         value, unit = read
+        if prop.range == _STRING and isinstance(value, str):
+            self.codes.note_tested(prop.iri, value, source_of(r).reference)
         who = subject if subject is not None else self.focus_id
         self.out.changes.append(Assert(who, prop.iri, value, source_of(r), None, unit))
 
@@ -766,12 +755,11 @@ class _Hydrator(InstanceReading):
         coded: bool,
         listed: frozenset[str],
     ) -> None:
-        classes = [
-            c
-            for concept in concepts
-            for coding in _codings(concept, self.canonical)
-            if (c := self.o.class_for_code(coding)) is not None and c in tree
-        ]
+        classes, unsettled = self.codes.classes(
+            (coding for concept in concepts for coding in _codings(concept, self.canonical)),
+            tree,
+            source_of(r).reference,
+        )
         acted_on = m.context_key is not None
         if classes:
             # the most specific class among the codes (deepest in the tree)
@@ -780,6 +768,8 @@ class _Hydrator(InstanceReading):
             cls = prop.range  # a record of a class no code decides
         else:
             verdict, why = self._verdict(prop, concepts, listed)
+            if unsettled is not None:  # the terminology could not say: unread, never "not ours"
+                verdict, why = "unread", unsettled
             text_only = not any(_codings(c, self.canonical) for c in concepts)
             if verdict == "unread" and text_only and r.get("resourceType") in self._text_types:
                 return  # its text is the run's free text, read by the PerceptionStep
@@ -896,13 +886,17 @@ def hydrate(
     invalid: Mapping[str, Sequence[Unreadable]] | None = None,
     clock_skew: float = DEFAULT_CLOCK_SKEW,
     terminology: Terminology | None = None,
+    port: TerminologyPort | None = None,
+    port_until: float | None = None,
 ) -> Hydration:
     """Read ``data`` (prefetch keys → resources) and ``context`` into changes for the focus,
     with the input status of every mapped property. ``prefetch`` (the service's templates)
     says which key feeds which resource type, so a key without data is an *absent* input;
     ``truncated`` names the keys whose search was cut off, and why (``adapters.fhir.inputs``);
     ``invalid`` the resources of each key that were not valid FHIR and were left out;
-    ``terminology`` resolves code-system aliases (the installed one when not given)."""
+    ``terminology`` resolves code-system aliases (the installed one when not given); ``port``
+    answers value-set membership the deployment's lists do not settle, asked only before
+    ``port_until`` (``time.monotonic()``, the hook's deadline; ``adapters.fhir.codes``)."""
     return _Hydrator(
         ontology,
         focus_id=focus_id,
@@ -915,4 +909,6 @@ def hydrate(
         invalid=invalid,
         clock_skew=clock_skew,
         terminology=terminology,
+        port=port,
+        port_until=port_until,
     ).run(texts)

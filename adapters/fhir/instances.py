@@ -30,7 +30,8 @@ from app.ontology.model import XSD, FhirMapping, PropertyDef
 from app.world.facts import Assert, Change
 
 if TYPE_CHECKING:
-    from adapters.fhir.hydrate import Hydration
+    from adapters.fhir.codes import CodeClassifier
+    from adapters.fhir.hydration import Hydration
     from adapters.fhir.inputs import InputRecorder
 
 _STRING = XSD + "string"
@@ -60,6 +61,7 @@ class InstanceReading:
         from app.ontology.model import Ontology
 
         o: Ontology
+        codes: CodeClassifier
         canonical: Callable[[str], str]
         focus_id: str
         focus_class: str
@@ -177,11 +179,19 @@ class InstanceReading:
                 else:
                     if self._names_someone(target) and not self._about_focus(target, prop.iri):
                         continue
-                    classes = [
-                        c
-                        for coding in codings(target.get("code"), self.canonical)
-                        if (c := self.o.class_for_code(coding)) is not None and c in tree
-                    ]
+                    classes, unsettled = self.codes.classes(
+                        codings(target.get("code"), self.canonical),
+                        tree,
+                        source_of(target).reference,
+                    )
+                    if not classes and unsettled is not None:
+                        # the terminology could not be asked: the link is not "none of ours"
+                        self.inputs.unread(
+                            prop,
+                            source_of(target).reference,
+                            record_name([target.get("code")]),
+                            unsettled,
+                        )
                     cls = max(classes, key=lambda c: len(self.o.ancestors(c)), default=prop.range)
                     other = self._instance_id(dict(target), cls)
                 self.out.changes.append(Assert(iid, prop.iri, other, source_of(r)))

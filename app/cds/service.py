@@ -32,7 +32,8 @@ from anyio import to_thread
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from adapters.fhir.hydrate import Hydration, hydrate, resources_of
+from adapters.fhir.hydrate import hydrate, resources_of
+from adapters.fhir.hydration import Hydration
 from adapters.fhir.inputs import note_unread_text
 from app.cds.auth import ClientAuthenticator
 from app.cds.cards import RunView, build_system_actions, declared_cards, unread_order_cards

@@ -160,6 +160,7 @@ class Compiler(FlowCompiler):
     def _class(self, node: Node) -> ClassDef:
         parents = self.refs(node, RDFS.subClassOf, ("class",))
         one_of = self.refs(node, H("oneOf"), ("individual",))
+        pins = self.pinned_value_sets(node)
         return ClassDef(
             iri=str(node),
             name=local_name(str(node)),
@@ -167,7 +168,11 @@ class Compiler(FlowCompiler):
             codes=self._codes(node),
             one_of=one_of,
             label=self.label(node),
-            value_sets=self.value_set_refs(node, H("inValueSet")),
+            value_sets=(
+                *self.value_set_refs(node, H("inValueSet")),
+                *(pin.split("|", 1)[0] for pin in pins),
+            ),
+            pinned=pins,
             named_by=self.ref(node, H("namedBy"), self.r.one(node, H("namedBy")), ("property",)),
         )
 

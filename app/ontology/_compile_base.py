@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from rdflib import BNode, URIRef
+from rdflib import BNode, Literal, URIRef
 from rdflib.namespace import RDFS
 from rdflib.term import Node
 
@@ -248,6 +248,47 @@ class CompilerBase:
             )
             return None
         return canonical
+
+    def pinned_value_sets(self, owner: Node) -> tuple[str, ...]:
+        """``horis:valueSet "<canonical>|<version>"``: each a loaded value set at that version
+        (a pin without a version, or to a version the files do not hold, is a load problem)."""
+        pred = H("valueSet")
+        out: list[str] = []
+        for node in self.r.members(owner, pred):
+            text = V.as_string(node)
+            if text is None:
+                self.r.problem(
+                    "literal-type",
+                    owner,
+                    f'expects "<canonical>|<version>", got {literal_kind(node)}',
+                    via=pred,
+                )
+                continue
+            url, _, version = text.partition("|")
+            if not version:
+                self.r.problem(
+                    "value-set",
+                    owner,
+                    f"{url} is not pinned: write its version as {url}|<version> (an answer "
+                    "must name the expansion it came from)",
+                    via=pred,
+                )
+                continue
+            vs = self.value_sets.get(url)
+            if vs is None:
+                self.value_set(owner, pred, Literal(url))  # says it is not loaded
+                continue
+            if vs.version != version:
+                self.r.problem(
+                    "value-set",
+                    owner,
+                    f"{url} is pinned to version {version}, but {vs.source} is version "
+                    f"{vs.version}",
+                    via=pred,
+                )
+                continue
+            out.append(f"{url}|{version}")
+        return tuple(out)
 
     def value_set_refs(self, owner: Node, pred: Node) -> tuple[str, ...]:
         out = [self.value_set(owner, pred, n) for n in self.r.members(owner, pred)]

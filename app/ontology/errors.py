@@ -27,6 +27,7 @@ ProblemCode = Literal[
     "duplicate",
     "binding",
     "value-set",
+    "concept-map",
     # verification
     "failure-edge",
     "unresolved-edge",
@@ -47,6 +48,7 @@ ProblemCode = Literal[
     "prefetch",
     "unread",
     "absent-means",
+    "terminology",
 ]
 
 

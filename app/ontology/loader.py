@@ -26,10 +26,11 @@ from rdflib.term import Node
 
 from app.ontology._compile import Compiler
 from app.ontology._rdf import OrderedGraph, Reader, short
+from app.ontology.conceptmaps import load_concept_maps, map_folders_beside
 from app.ontology.errors import OntologyError, Problem, in_files
 from app.ontology.model import HORIS, Ontology, OntologyPart
 from app.ontology.schema import derive_schema
-from app.ontology.valuesets import folders_beside, load_value_sets
+from app.ontology.valuesets import folders_beside, load_value_sets_with_history
 from app.resources import resource_dir
 
 Registry = Mapping[str, Callable[..., Any]]
@@ -89,9 +90,11 @@ def load_ontology(paths: Sequence[str | Path], *, registry: Registry | None = No
         raise OntologyError(
             [Problem(code="missing", node="(none)", message="no ontology files to load")]
         )
-    value_sets, vs_problems = load_value_sets(folders_beside(sources))
+    value_sets, history, vs_problems = load_value_sets_with_history(folders_beside(sources))
+    concept_maps, cm_problems = load_concept_maps(map_folders_beside(sources))
     reader = Reader(graphs)
     reader.problems.extend(vs_problems)
+    reader.problems.extend(cm_problems)
     origins = _origins(reader, sources)
     _check_terms(reader)
     _check_imports(reader, graphs)
@@ -99,7 +102,7 @@ def load_ontology(paths: Sequence[str | Path], *, registry: Registry | None = No
     parts = compiler.compile()
     if reader.problems:
         raise OntologyError(in_files(_dedupe(reader.problems), origins))
-    digest = _with_value_sets(_digest(graphs), value_sets)
+    digest = _with_value_sets(_digest(graphs), value_sets, history, concept_maps)
     ontology = Ontology(
         namespace=namespaces[0],
         version=_version(reader, digest),
@@ -108,6 +111,8 @@ def load_ontology(paths: Sequence[str | Path], *, registry: Registry | None = No
         namespaces=tuple(dict.fromkeys(namespaces)),
         parts=_parts(graphs, sources),
         origins=origins,
+        value_set_history=history,
+        concept_maps=concept_maps,
         **parts,
     )
     # Every PerceptionStep's schema is derived once here, so a run never derives one.
@@ -257,12 +262,29 @@ def _digest(graphs: list[OrderedGraph]) -> str:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
-def _with_value_sets(digest: str, value_sets: Mapping[str, Any]) -> str:
-    """The digest, covering the members of the value sets the files use when there are any (a
-    value set file edited changes what a run decides, so it changes the digest)."""
-    if not value_sets:
+def _with_value_sets(
+    digest: str,
+    value_sets: Mapping[str, Any],
+    history: Mapping[str, Any] | None = None,
+    concept_maps: Mapping[str, Any] | None = None,
+) -> str:
+    """The digest, covering the members of the value sets the files use when there are any, and
+    of their earlier expansions and the deployment's concept maps (a value set or map file
+    edited changes what a run decides, so it changes the digest)."""
+    if not value_sets and not history and not concept_maps:
         return digest
     members = sorted(f"{url} {' '.join(sorted(vs.codes))}" for url, vs in value_sets.items())
+    for url, olds in sorted((history or {}).items()):
+        members.extend(f"{url}|{vs.version} {' '.join(sorted(vs.codes))}" for vs in olds)
+    for url, cm in sorted((concept_maps or {}).items()):
+        members.append(
+            f"{url}|{cm.version} "
+            + " ".join(
+                f"{src}>{t.target}:{t.equivalence}"
+                for src, targets in sorted(cm.mappings.items())
+                for t in targets
+            )
+        )
     lines = [digest, *members]
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 

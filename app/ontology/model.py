@@ -103,6 +103,8 @@ class ClassDef:
     one_of: tuple[str, ...] = ()  # horis:oneOf (individuals): an enumeration class
     label: str | None = None  # rdfs:label
     value_sets: tuple[str, ...] = ()  # horis:inValueSet <canonical>: its codes are the members
+    #: horis:valueSet "<canonical>|<version>": the pinned value sets among ``value_sets``
+    pinned: tuple[str, ...] = ()
     #: horis:namedBy P: the string property whose value names an instance for a reader
     named_by: str | None = None
 
@@ -267,6 +269,47 @@ class ValueSetDef:
     codes: frozenset[str]
     source: str
     version: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MapTarget:
+    """One target of a ConceptMap element: ``system|code`` ("" when the map says it has none)
+    and the FHIR equivalence of the source to it."""
+
+    target: str
+    equivalence: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConceptMapDef:
+    """A FHIR ConceptMap read from the deployment's ``conceptmaps`` folder
+    (``app.ontology.conceptmaps``): each source ``system|code`` with its targets."""
+
+    url: str
+    version: str
+    name: str
+    source: str
+    mappings: dict[str, tuple[MapTarget, ...]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EarlierMember:
+    """A code only an earlier expansion of a class's value set lists."""
+
+    class_iri: str
+    url: str
+    version: str | None  # the current expansion's
+    earlier_version: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class MappedCode:
+    """A code a deployment's ConceptMap translates to ``target``."""
+
+    target: str
+    equivalence: str
+    map_url: str
+    map_version: str
 
 
 # --- conditions and rules ------------------------------------------------------------------
@@ -648,6 +691,10 @@ class Ontology:
     unreachable_steps: tuple[str, ...] = ()  # declared steps no workflow's start reaches
     #: FHIR value sets by canonical URL, read from the ``valuesets`` folders beside the files
     value_sets: dict[str, ValueSetDef] = field(default_factory=dict)
+    #: earlier expansions of those value sets (``valuesets/history``), by canonical URL
+    value_set_history: dict[str, tuple[ValueSetDef, ...]] = field(default_factory=dict)
+    #: FHIR concept maps by canonical URL, read from the ``conceptmaps`` folders beside the files
+    concept_maps: dict[str, ConceptMapDef] = field(default_factory=dict)
     #: each ``owl:Ontology`` loaded (a file without one is a part named by its file URI), in
     #: load order: the deployment's own first, then what it imports
     parts: tuple[OntologyPart, ...] = ()
@@ -708,6 +755,21 @@ class Ontology:
                 best = iri
         return best
 
+    def earlier_members(self, coding: str) -> tuple[EarlierMember, ...]:
+        """The classes ``"system|code"`` belongs to only through an earlier expansion of one of
+        their value sets (none when a current expansion or a class's own code lists it)."""
+        return self._index.earlier.get(coding, ())
+
+    def earlier_expansions(self, coding: str) -> tuple[EarlierMember, ...]:
+        """The value sets only an earlier expansion of which lists ``"system|code"`` (each an
+        ``EarlierMember`` with an empty ``class_iri``): what ``horis:inValueSet`` conditions
+        and mapping filters count too, with a note."""
+        return self._index.earlier_any.get(coding, ())
+
+    def translations(self, coding: str) -> tuple[MappedCode, ...]:
+        """What the deployment's concept maps translate ``"system|code"`` to."""
+        return self._index.mapped.get(coding, ())
+
     def knows_code(self, coding: str) -> bool:
         """Whether ``"system|code"`` is named anywhere in the deployment (a class's or an
         individual's code, a value set member, a mapping's coding)."""
@@ -721,10 +783,13 @@ class Ontology:
         """The conditions (rules, steps, cards) that compare a value of ``property_iri``."""
         return self._index.conditions_on.get(property_iri, ())
 
-    def in_value_set(self, coding: str, canonical: str) -> bool:
-        """Whether ``"system|code"`` is a member of the value set ``canonical``."""
+    def in_value_set(self, coding: str, canonical: str, *, earlier: bool = False) -> bool:
+        """Whether ``"system|code"`` is a member of the value set ``canonical`` (with
+        ``earlier``, of its current expansion or of an earlier one)."""
         vs = self.value_sets.get(canonical)
-        return vs is not None and coding in vs.codes
+        if vs is not None and coding in vs.codes:
+            return True
+        return earlier and any(m.url == canonical for m in self.earlier_expansions(coding))
 
     def individual_for_code(self, coding: str) -> str | None:
         """The enumeration individual whose ``horis:code`` is ``"system|code"``, if any."""
@@ -801,6 +866,12 @@ class _Index:
     #: every "system|code" the deployment names: class and individual codes, value set members,
     #: mapping codings
     known_codes: frozenset[str] = frozenset()
+    #: codes only earlier expansions of classes' value sets list → those classes
+    earlier: dict[str, tuple[EarlierMember, ...]] = field(default_factory=dict)
+    #: codes only earlier expansions of any value set list → those value sets
+    earlier_any: dict[str, tuple[EarlierMember, ...]] = field(default_factory=dict)
+    #: source codes of the deployment's concept maps → their targets
+    mapped: dict[str, tuple[MappedCode, ...]] = field(default_factory=dict)
     #: the code systems of ``known_codes``
     code_systems: frozenset[str] = frozenset()
     #: property IRI → the conditions anywhere in the deployment whose path ends at it
@@ -865,7 +936,55 @@ class _Index:
                 *(code for p in o.properties.values() for m in p.from_fhir for code in m.codings),
             }
         )
+        earlier: dict[str, list[EarlierMember]] = {}
+        class_codes = {code: c.iri for c in o.classes.values() for code in c.codes}
+        for c in o.classes.values():
+            for url in c.value_sets:
+                current = o.value_sets.get(url)
+                for old in o.value_set_history.get(url, ()) if current is not None else ():
+                    assert current is not None and old.version is not None
+                    for code in old.codes - current.codes:
+                        if code in class_codes:
+                            continue
+                        earlier.setdefault(code, []).append(
+                            EarlierMember(
+                                class_iri=c.iri,
+                                url=url,
+                                version=current.version,
+                                earlier_version=old.version,
+                            )
+                        )
+        earlier_any: dict[str, list[EarlierMember]] = {}
+        for url, olds in o.value_set_history.items():
+            current = o.value_sets.get(url)
+            for old in olds if current is not None else ():
+                assert current is not None and old.version is not None
+                for code in old.codes - current.codes:
+                    earlier_any.setdefault(code, []).append(
+                        EarlierMember(
+                            class_iri="",
+                            url=url,
+                            version=current.version,
+                            earlier_version=old.version,
+                        )
+                    )
+        mapped: dict[str, list[MappedCode]] = {}
+        for cm in o.concept_maps.values():
+            for source, targets in cm.mappings.items():
+                mapped.setdefault(source, []).extend(
+                    MappedCode(
+                        target=t.target,
+                        equivalence=t.equivalence,
+                        map_url=cm.url,
+                        map_version=cm.version,
+                    )
+                    for t in targets
+                    if t.target
+                )
         return _Index(
+            earlier={k: tuple(v) for k, v in earlier.items()},
+            earlier_any={k: tuple(v) for k, v in earlier_any.items()},
+            mapped={k: tuple(v) for k, v in mapped.items()},
             known_codes=known,
             code_systems=frozenset(code.split("|", 1)[0] for code in known),
             conditions_on=_conditions_by_property(o, steps),

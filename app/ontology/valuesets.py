@@ -6,7 +6,16 @@ members of a value set are its expansion (``expansion.contains``, nested ``conta
 or, for a value set without an expansion, the concepts its ``compose.include`` lists. A value set
 that is defined only by rules a loader cannot evaluate here (a hierarchy filter, another value
 set, an exclusion) and carries no expansion cannot be used: that is a load problem, never an
-empty set. Membership is the pair ``system|code``; a code's version and display do not matter.
+empty set. An expansion may be empty (FHIR allows it); verify then reports every class it
+leaves empty (``app.ontology._verify_terminology``). Membership is the pair ``system|code``; a
+code's version and display do not matter.
+
+**Earlier expansions.** A folder ``valuesets/history`` may hold earlier versions of those value
+sets (same canonical ``url``, another ``version``): a record coded with a code that only an
+earlier expansion lists still counts as a member, and the run says so in a data-quality note
+(real charts keep codes a value set has since dropped). ``load_value_sets`` returns them apart,
+by canonical, and refuses one without a version, of a canonical no current file defines, or of
+the current version.
 """
 
 from __future__ import annotations
@@ -17,17 +26,20 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from app.ontology.errors import Problem
+from app.ontology.errors import Problem, ProblemCode
 from app.ontology.model import ValueSetDef
 
 FOLDER = "valuesets"
+#: the subfolder of ``valuesets`` holding earlier expansions
+HISTORY = "history"
 
 
-def folders_beside(paths: Iterable[str | Path]) -> list[Path]:
-    """The ``valuesets`` folders next to the given Turtle files, each once, in load order."""
+def folders_beside(paths: Iterable[str | Path], name: str = FOLDER) -> list[Path]:
+    """The folders called ``name`` (default ``valuesets``) next to the given Turtle files,
+    each once, in load order."""
     out: dict[Path, None] = {}
     for raw in paths:
-        folder = Path(raw).resolve().parent / FOLDER
+        folder = Path(raw).resolve().parent / name
         if folder.is_dir():
             out.setdefault(folder, None)
     return list(out)
@@ -35,6 +47,16 @@ def folders_beside(paths: Iterable[str | Path]) -> list[Path]:
 
 def load_value_sets(folders: Iterable[Path]) -> tuple[dict[str, ValueSetDef], list[Problem]]:
     """Every value set in ``folders`` by canonical URL, and the problems found reading them."""
+    found, _history, problems = load_value_sets_with_history(folders, history=False)
+    return found, problems
+
+
+def load_value_sets_with_history(
+    folders: Iterable[Path], *, history: bool = True
+) -> tuple[dict[str, ValueSetDef], dict[str, tuple[ValueSetDef, ...]], list[Problem]]:
+    """The current value sets by canonical URL, their earlier expansions (``history``
+    subfolders) by canonical URL, and the problems found reading them."""
+    folders = list(folders)
     found: dict[str, ValueSetDef] = {}
     problems: list[Problem] = []
     for folder in folders:
@@ -53,7 +75,38 @@ def load_value_sets(folders: Iterable[Path]) -> tuple[dict[str, ValueSetDef], li
                         message=f"{path} and {first.source} define this canonical differently",
                     )
                 )
-    return found, problems
+    earlier: dict[str, list[ValueSetDef]] = {}
+    for folder in folders if history else []:
+        for path in sorted((folder / HISTORY).glob("*.json")):
+            vs, problem = _read_once(path)
+            if problem is None:
+                assert vs is not None
+                problem = _earlier_problem(vs, found.get(vs.url), earlier.get(vs.url, []))
+            if problem is not None:
+                problems.append(problem)
+                continue
+            assert vs is not None
+            earlier.setdefault(vs.url, []).append(vs)
+    return found, {url: tuple(v) for url, v in earlier.items()}, problems
+
+
+def _earlier_problem(
+    vs: ValueSetDef, current: ValueSetDef | None, known: list[ValueSetDef]
+) -> Problem | None:
+    """Why an earlier expansion cannot be used beside ``current``, or None."""
+
+    def bad(message: str) -> Problem:
+        return Problem(code="value-set", node=vs.url, message=f"{vs.source}: {message}")
+
+    if vs.version is None:
+        return bad("an earlier expansion needs its version")
+    if current is None:
+        return bad(f"no current value set in {FOLDER} has this canonical")
+    if vs.version == current.version:
+        return bad(f"is version {vs.version}, the current one, not an earlier expansion")
+    if any(k.version == vs.version for k in known):
+        return bad(f"version {vs.version} is given twice")
+    return None
 
 
 def _read_once(path: Path) -> tuple[ValueSetDef | None, Problem | None]:
@@ -71,19 +124,35 @@ def _read_cached(name: str, mtime_ns: int, size: int) -> tuple[ValueSetDef | Non
     return _read(Path(name))
 
 
-def _read(path: Path) -> tuple[ValueSetDef | None, Problem | None]:
-    def bad(message: str, node: str | None = None) -> tuple[None, Problem]:
-        return None, Problem(code="value-set", node=node or str(path), message=message)
+def read_canonical(
+    path: Path, resource_type: str, code: ProblemCode
+) -> tuple[dict[str, Any], str] | Problem:
+    """The FHIR ``resource_type`` resource in the JSON file ``path`` and its canonical url, or
+    the problem (of ``code``) that keeps it from being read."""
+
+    def bad(message: str) -> Problem:
+        return Problem(code=code, node=str(path), message=message)
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         return bad(f"not a readable JSON file: {exc}")
-    if not isinstance(data, dict) or data.get("resourceType") != "ValueSet":
-        return bad("is not a FHIR ValueSet resource")
+    if not isinstance(data, dict) or data.get("resourceType") != resource_type:
+        return bad(f"is not a FHIR {resource_type} resource")
     url = data.get("url")
     if not isinstance(url, str) or not url:
-        return bad("a ValueSet needs its canonical url")
+        return bad(f"a {resource_type} needs its canonical url")
+    return data, url
+
+
+def _read(path: Path) -> tuple[ValueSetDef | None, Problem | None]:
+    def bad(message: str, node: str | None = None) -> tuple[None, Problem]:
+        return None, Problem(code="value-set", node=node or str(path), message=message)
+
+    found = read_canonical(path, "ValueSet", "value-set")
+    if isinstance(found, Problem):
+        return None, found
+    data, url = found
     expansion = data.get("expansion")
     if isinstance(expansion, dict):
         codes = set(_contains(expansion.get("contains")))
@@ -107,7 +176,7 @@ def _read(path: Path) -> tuple[ValueSetDef | None, Problem | None]:
             )
         if isinstance(compose, dict) and compose.get("exclude"):
             return bad(f"{path.name}: compose excludes codes; give it an expansion", url)
-    if not codes:
+    if not codes and not isinstance(expansion, dict):
         return bad(f"{path.name}: lists no member codes", url)
     name = data.get("name") or data.get("title") or data.get("id") or path.stem
     version = data.get("version")

@@ -23,7 +23,10 @@
   systems are absolute URIs (``app.ontology._verify_fhir``); each service's hook is in the
   registry and its prefetch templates use only that hook's tokens and feed every mapping
   (``app.ontology._verify_hooks``); every mapped property and coded class has a reader
-  (``app.ontology._verify_reach``).
+  (``app.ontology._verify_reach``);
+- value sets and concept maps: no class is empty after expansion, every map's targets are
+  codes the deployment lists, every value set a class is defined by says its version
+  (``app.ontology._verify_terminology``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from app.ontology._typecheck import conditions_of
 from app.ontology._verify_fhir import FhirChecker
 from app.ontology._verify_hooks import HookChecker
 from app.ontology._verify_reach import ReachChecker
+from app.ontology._verify_terminology import TerminologyChecker
 from app.ontology.card_text import static_length
 from app.ontology.errors import Problem, in_files
 from app.ontology.model import (
@@ -58,6 +62,7 @@ def verify(ontology: Ontology) -> list[Problem]:
     v.run_fhir()
     v.run_hooks()
     v.run_reach()
+    v.run_terminology()
     for iri in ontology.unreachable_steps:
         v.add(
             "unreachable",
@@ -79,7 +84,7 @@ _NEEDS_NEXT = (
 )
 
 
-class _Verifier(FhirChecker, HookChecker, ReachChecker):
+class _Verifier(FhirChecker, HookChecker, ReachChecker, TerminologyChecker):
     # --- one workflow --------------------------------------------------------------------
 
     def workflow(self, w: WorkflowDef) -> None:

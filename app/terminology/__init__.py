@@ -7,6 +7,12 @@ terminology``) and read from files only: no network, no database, no clock.
 code-system URI, ``subsumes`` answers from the code systems' is-a hierarchies, ``display`` gives
 a code's name, and ``packages`` says which package versions the answers came from.
 
+The terminology port the core asks at hook time (``$expand``, ``$validate-code``, ``$lookup``,
+``$subsumes``, ``$translate``) is ``app.terminology.port``; its embedded implementation, over this
+package and a deployment's own ValueSet and ConceptMap files, ``app.terminology.embedded``; the
+choice between it and a FHIR terminology server (``HORISMOS_TERMINOLOGY_URL``,
+``adapters.terminology.http``) ``app.terminology.choice``.
+
 Raised here: ``TerminologyNotInstalled`` (a ``RuntimeError``) when the folder holds no package;
 its message is one line naming the install command.
 """

@@ -15,6 +15,10 @@ _BARE_OID: Final = re.compile(r"^[0-2](\.(0|[1-9][0-9]*))+$")
 _STU3_V2_VERSION: Final = re.compile(r"^(http://hl7\.org/fhir/v2/[^/]+)/[0-9][0-9.]*$")
 
 
+#: How many spellings of code systems ``canonical_system`` remembers.
+_CANONICAL_CACHE_SIZE = 4096
+
+
 @dataclass(frozen=True, kw_only=True)
 class TerminologyPackage:
     """One terminology package the index was built from, as a run records it."""
@@ -34,6 +38,9 @@ class Terminology:
 
     def __init__(self, index: IndexData) -> None:
         self._aliases = index["aliases"]
+        #: ``canonical_system`` answers by the system as the EHR spelled it: hydration asks once
+        #: per coding per mapping, and a chart spells its systems a handful of ways.
+        self._canonical: dict[str, str] = {}
         self._systems: dict[str, CodeSystemData] = index["code_systems"]
         self._folded = {
             url: {code.casefold(): code for code in cs["display"]}
@@ -50,8 +57,14 @@ class Terminology:
         """The canonical URI of the code system an EHR names ``system``: an OID (with or
         without ``urn:oid:``), an older URI, or either with a ``|version`` suffix. A system
         the packages do not know comes back unchanged."""
-        canonical = self._lookup(system)
-        return canonical if canonical is not None else system
+        known = self._canonical.get(system)
+        if known is not None:
+            return known
+        found = self._lookup(system)
+        canonical = found if found is not None else system
+        if len(self._canonical) < _CANONICAL_CACHE_SIZE:  # bounded: systems come from outside
+            self._canonical[system] = canonical
+        return canonical
 
     def knows(self, system: str) -> bool:
         """Whether the packages name ``system`` (in any form ``canonical_system`` reads)."""

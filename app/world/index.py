@@ -128,7 +128,12 @@ class OntologyIndex:
             for p in onto.properties.values()
             if p.single_valued and p.resolution == "FirstListed"
         )
-        self.value_sets = {url: vs.codes for url, vs in onto.value_sets.items()}
+        # a value set's members: its current expansion and its earlier ones (a code only an
+        # earlier expansion lists counts; hydration notes it on the run)
+        self.value_sets = {
+            url: vs.codes.union(*(old.codes for old in onto.value_set_history.get(url, ())))
+            for url, vs in onto.value_sets.items()
+        }
         self.condition_cache: dict[Condition, CompiledCondition] = {}
         self.rules, self.recursive = _compile_rules(self, onto.rules, _aggregates(onto))
         self.readers: dict[str, tuple[ReaderGroup, ...]] = _reader_index(self.rules)

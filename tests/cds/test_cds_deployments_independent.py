@@ -32,6 +32,7 @@ def _three_deployments(folder: Path) -> list[Path]:
     failure edge (it loads, and does not verify)."""
     triage = shutil.copy(ROOT / "ontologies/triage.ttl", folder / "triage.ttl")
     med = shutil.copy(ROOT / "ontologies/med-safety.ttl", folder / "med-safety.ttl")
+    shutil.copytree(ROOT / "ontologies/valuesets", folder / "valuesets")  # its drug products
     broken = folder / "hook-wait.ttl"
     text = (ROOT / "tests/data/runtime/hook_wait.ttl").read_text()
     assert "horis:onUnreachable :Nothing ; " in text
@@ -114,7 +115,7 @@ def test_horismos_deployments_lists_them_and_exits_one_for_a_refused_one(tmp_pat
     listed = {d["id"]: d for d in json.loads(done.stdout)["deployments"]}
     assert {k: (d["version"], d["status"], d["services"]) for k, d in listed.items()} == {
         "hookwait": ("0.1.0", "refused", ["hook-wait"]),
-        "med-safety": ("1.2.0", "serving", ["horismos-med-safety"]),
-        "triage": ("1.4.0", "serving", ["horismos-triage"]),
+        "med-safety": ("1.5.0", "serving", ["horismos-med-safety"]),
+        "triage": ("1.5.0", "serving", ["horismos-triage"]),
     }
     assert "hookwait: not served" in done.stderr and "onUnreachable" in done.stderr

@@ -112,23 +112,50 @@ def _order(pid: str, medication: dict[str, Any], **extra: Any) -> dict[str, Any]
 # --- the drug of a draft order -------------------------------------------------------------------
 
 
-def test_ibuprofen_ordered_by_product_code_is_not_called_safe(client: TestClient) -> None:
-    """RxNorm SCD 197806 (ibuprofen 200 mg tablet) for eGFR 22 was "Safe": the deployment lists
-    ingredients, so the order is unread and the card names it."""
+@pytest.mark.parametrize(
+    ("code", "text"),
+    [
+        ("197806", "Ibuprofen 600 MG Oral Tablet"),
+        ("834022", "Ketorolac Tromethamine 10 MG Oral Tablet"),
+        ("860092", "1 ML Ketorolac Tromethamine 15 MG/ML Injection"),
+    ],
+    ids=["ibuprofen-scd", "ketorolac-tablet", "ketorolac-injection"],
+)
+def test_an_nsaid_ordered_by_product_is_contraindicated_at_egfr_22(
+    client: TestClient, code: str, text: str
+) -> None:
+    """An NSAID ordered the way EHRs order it, by RxNorm clinical drug, was unread (the
+    deployment listed ingredients only; ketorolac not at all): it is the NSAID it is."""
     pid = fx.new_id()
     scd = _order(
         pid,
         {
             "medicationCodeableConcept": {
-                "coding": [{"system": fx.RXNORM, "code": "197806"}],
-                "text": "Ibuprofen 200 MG Oral Tablet",
+                "coding": [{"system": fx.RXNORM, "code": code}],
+                "text": text,
+            }
+        },
+    )
+    assert _decided(client.post(MED, json=_med(pid, [scd]))) == "Contraindicated"
+
+
+def test_an_nsaid_product_the_lists_do_not_hold_is_not_called_safe(client: TestClient) -> None:
+    """Celecoxib (RxNorm SCD 205323) is an NSAID the deployment does not list: the order is
+    unread and the card names it, rather than "Safe" at eGFR 22."""
+    pid = fx.new_id()
+    scd = _order(
+        pid,
+        {
+            "medicationCodeableConcept": {
+                "coding": [{"system": fx.RXNORM, "code": "205323"}],
+                "text": "celecoxib 200 MG Oral Capsule",
             }
         },
     )
     run, detail = _undecided(client.post(MED, json=_med(pid, [scd])), MED_UNDECIDED)
     assert _states(run) == {"hasDraftOrder": "unread"}
-    assert "'Ibuprofen 200 MG Oral Tablet'" in detail
-    assert "could not be read: RxNorm code 197806 is not one this service lists" in detail
+    assert "'celecoxib 200 MG Oral Capsule'" in detail
+    assert "could not be read: RxNorm code 205323 is not one this service lists" in detail
     assert "NSAID with eGFR below 30 (Contraindicated)" in detail
 
 
@@ -329,18 +356,42 @@ def _condition(pid: str, **changes: Any) -> dict[str, Any]:
     return {k: v for k, v in c.items() if v is not None}
 
 
-def test_chest_pain_coded_in_icd10cm_is_not_read_as_no_symptom(client: TestClient) -> None:
+def test_chest_pain_coded_in_icd10cm_decides_like_its_snomed_twin(client: TestClient) -> None:
+    """R07.9 "Chest pain, unspecified" as an encounter diagnosis, and R07.89 as the Encounter's
+    coded reason, are the Urgent chest pain the SNOMED CT code is."""
+    pid = fx.new_id()
+    snomed = _condition(pid)
+    assert _decided(client.post(TRIAGE, json=_triage(pid, conditions=[snomed]))) == "Urgent"
     pid = fx.new_id()
     icd = _condition(
         pid,
         code={"coding": [{"system": ICD10CM, "code": "R07.9"}], "text": "Chest pain, unspecified"},
     )
+    assert _decided(client.post(TRIAGE, json=_triage(pid, conditions=[icd]))) == "Urgent"
+    pid = fx.new_id()
+    encounter = fx.encounter_of(pid)
+    encounter["reasonCode"] = [{"coding": [{"system": ICD10CM, "code": "R07.89"}]}]
+    assert _decided(client.post(TRIAGE, json=_triage(pid, encounter=encounter))) == "Urgent"
+
+
+def test_an_icd10cm_code_triage_does_not_list_is_not_read_as_no_symptom(
+    client: TestClient,
+) -> None:
+    """Triage's lists are complete in SNOMED CT only: an ICD-10-CM code none lists (type 2
+    diabetes, E11.9) might be a symptom under another name, so the record is unread."""
+    pid = fx.new_id()
+    icd = _condition(
+        pid,
+        code={
+            "coding": [{"system": ICD10CM, "code": "E11.9"}],
+            "text": "Type 2 diabetes mellitus without complications",
+        },
+    )
     run, detail = _undecided(
         client.post(TRIAGE, json=_triage(pid, conditions=[icd])), TRIAGE_UNDECIDED
     )
     assert _states(run) == {"hasSymptom": "unread"}
-    assert "'Chest pain, unspecified'" in detail
-    assert "it is coded only in ICD-10-CM, which this service does not read" in detail
+    assert "'Type 2 diabetes mellitus without complications'" in detail
 
 
 def test_a_chest_pain_without_a_category_is_not_left_out(client: TestClient) -> None:
@@ -448,6 +499,39 @@ def test_an_invalid_resource_that_could_change_the_decision_is_named(client: Tes
     stored = client.get(f"/runs/{run['runId']}").json()
     [heart] = [i for i in stored["inputs"] if i["property"].endswith("#heartRate")]
     assert f"Observation/{broken['id']}" in [r["source"] for r in heart["reasons"]]
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"status": "done"}, "status: 'done' is not a code R4 allows here"),
+        ({"value": "160"}, "value quantity value: must be a number, not a string"),
+    ],
+    ids=["status-outside-its-value-set", "number-as-text"],
+)
+def test_a_reading_r4_refuses_but_a_lenient_parser_reads_is_named(
+    client: TestClient, change: dict[str, str], said: str
+) -> None:
+    """A heart rate of 160 with ``status: "done"`` (no R4 status: it may not be a result at all),
+    or its value sent as the text "160", was read as a heart rate of 160. It is not read: triage
+    waits and says why. The same reading, final and numeric, decides."""
+    pid = fx.new_id()
+    broken = fx.observation(pid, "8867-4", 160, "/min")
+    if "status" in change:
+        broken["status"] = change["status"]
+    else:
+        broken["valueQuantity"]["value"] = change["value"]
+    vitals = [broken, *fx.vital_signs(pid, skip={"8867-4"})]
+    run, detail = _undecided(
+        client.post(TRIAGE, json=_triage(pid, vitals=vitals)), TRIAGE_UNDECIDED
+    )
+    assert _states(run)["heartRate"] == "unread"
+    assert said in detail
+    stored = client.get(f"/runs/{run['runId']}").json()
+    [note] = [n for n in stored["dataQuality"] if n["rule"] == "invalid-resource"]
+    assert f"Observation/{broken['id']}" in note["message"]
+    whole = [fx.observation(pid, "8867-4", 160, "/min"), *fx.vital_signs(pid, skip={"8867-4"})]
+    assert _decided(client.post(TRIAGE, json=_triage(pid, vitals=whole)))
 
 
 def test_two_draft_orders_under_one_id_are_both_checked(client: TestClient) -> None:

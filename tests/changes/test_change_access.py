@@ -36,7 +36,7 @@ OpenClient = Callable[..., AbstractContextManager[TestClient]]
 
 def _changed_triage(text: str) -> str:
     return text.replace(THRESHOLD_FROM, THRESHOLD_TO).replace(
-        'owl:versionInfo "1.4.0"', 'owl:versionInfo "1.5.0"'
+        'owl:versionInfo "1.5.0"', 'owl:versionInfo "1.6.0"'
     )
 
 
@@ -128,7 +128,7 @@ def test_every_change_command_prints_one_json_object_and_exits_one_when_refused(
         return done.returncode, json.loads(done.stdout)
 
     code, proposed = step("propose", str(edited), "--author", "dr-author", "--note", "why")
-    assert (code, proposed["status"], proposed["candidateVersion"]) == (0, "proposed", "1.5.0")
+    assert (code, proposed["status"], proposed["candidateVersion"]) == (0, "proposed", "1.6.0")
     cid = proposed["id"]
     code, replayed = step("replay", cid, "--last", "10")
     assert (code, replayed["id"], replayed["status"], replayed["changed"]) == (
@@ -146,7 +146,7 @@ def test_every_change_command_prints_one_json_object_and_exits_one_when_refused(
     assert (code, active["status"]) == (0, "active")
     listed = _horismos("deployments", "--json", env=env)
     (served,) = json.loads(listed.stdout)["deployments"]
-    assert (served["version"], served["change"]) == ("1.5.0", cid)
+    assert (served["version"], served["change"]) == ("1.6.0", cid)
     code, rolled = step("rollback", "triage")
     assert (code, rolled["id"], rolled["status"]) == (0, cid, "superseded")
 
@@ -203,7 +203,7 @@ def test_a_model_drafts_a_change_from_override_reasons_and_a_human_still_decides
         change = drafted.json()
         assert (change["status"], change["origin"]) == ("proposed", "drafted")
         assert change["author"].startswith("model mock:")
-        assert change["policy"]["passed"] and change["candidateVersion"] == "1.5.0"
+        assert change["policy"]["passed"] and change["candidateVersion"] == "1.6.0"
         bridge = client.app.state.runner.default_bridge  # type: ignore[attr-defined]
         (request,) = [c for c in bridge.calls if c["op"] == "extract"]
         assert "Acuity too low for 146/min" in request["text"]
@@ -211,7 +211,7 @@ def test_a_model_drafts_a_change_from_override_reasons_and_a_human_still_decides
         # against the card's declaration, the rules of its proof and the version it ran on
         assert (
             f'- card "{answer["cards"][0]["summary"]}" (rules UrgentTachycardia; '
-            "version 1.4.0), overridden: Acuity too low for 146/min; too-low; treated as immediate"
+            "version 1.5.0), overridden: Acuity too low for 146/min; too-low; treated as immediate"
         ) in request["text"]
 
         cid = change["id"]

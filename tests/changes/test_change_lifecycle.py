@@ -40,9 +40,9 @@ def client(make_app_client: OpenClient, triage_file: Path) -> Iterator[TestClien
 
 
 def _threshold_change(text: str) -> str:
-    assert THRESHOLD_FROM in text and 'owl:versionInfo "1.4.0"' in text
+    assert THRESHOLD_FROM in text and 'owl:versionInfo "1.5.0"' in text
     return text.replace(THRESHOLD_FROM, THRESHOLD_TO).replace(
-        'owl:versionInfo "1.4.0"', 'owl:versionInfo "1.5.0"'
+        'owl:versionInfo "1.5.0"', 'owl:versionInfo "1.6.0"'
     )
 
 
@@ -90,7 +90,7 @@ def test_a_threshold_change_from_proposal_to_rollback(
         80: "NonUrgent",
     }
     release = _triage(client)
-    assert (release["version"], release["change"]) == ("1.4.0", None)
+    assert (release["version"], release["change"]) == ("1.5.0", None)
     text = triage_file.read_text()
 
     # --- the policy refuses, with its reason, and keeps the refusal -----------------------
@@ -119,7 +119,7 @@ def test_a_threshold_change_from_proposal_to_rollback(
     proposed = _propose(client, "triage.ttl", _threshold_change(text), release["digest"])
     assert proposed.status_code == 201, proposed.text
     change = proposed.json()
-    assert (change["status"], change["candidateVersion"]) == ("proposed", "1.5.0")
+    assert (change["status"], change["candidateVersion"]) == ("proposed", "1.6.0")
     too_early = client.post(f"/changes/{change['id']}/approve", json={"reviewer": REVIEWER})
     assert too_early.status_code == 409 and "replay" in too_early.json()["detail"]
 
@@ -168,10 +168,10 @@ def test_a_threshold_change_from_proposal_to_rollback(
     assert active.status_code == 200 and active.json()["status"] == "active"
     after = triage_call(client, 145)
     assert acuity_of(after) == "Immediate"
-    assert _recorded(engine, after["runId"]) == ("1.5.0", change["candidateDigest"])
+    assert _recorded(engine, after["runId"]) == ("1.6.0", change["candidateDigest"])
     served = _triage(client)
     assert (served["version"], served["digest"], served["change"]) == (
-        "1.5.0",
+        "1.6.0",
         change["candidateDigest"],
         change["id"],
     )
@@ -181,7 +181,7 @@ def test_a_threshold_change_from_proposal_to_rollback(
     assert rolled.status_code == 200 and rolled.json()["status"] == "superseded"
     again = triage_call(client, 145)
     assert acuity_of(again) == "Urgent"
-    assert _recorded(engine, again["runId"]) == ("1.4.0", release["digest"])
+    assert _recorded(engine, again["runId"]) == ("1.5.0", release["digest"])
     nothing = client.post("/deployments/triage/rollback", json={"actor": REVIEWER})
     assert nothing.status_code == 409 and "release files" in nothing.json()["detail"]
 
@@ -209,4 +209,4 @@ def test_an_activation_reaches_another_service_instance_on_the_same_database(
 
         answered = triage_call(second, 145)  # found the version moved when storing: ran again
         assert acuity_of(answered) == "Immediate"
-        assert _recorded(engine, answered["runId"])[0] == "1.5.0"
+        assert _recorded(engine, answered["runId"])[0] == "1.6.0"

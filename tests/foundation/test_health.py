@@ -30,7 +30,7 @@ def test_readyz_reports_database_and_ontology(app_client: TestClient) -> None:
     triage = deployments["triage"]
     assert (triage["iri"], triage["version"], triage["status"], triage["services"]) == (
         "https://horismos.dev/example/triage",
-        "1.4.0",
+        "1.5.0",
         "serving",
         ["horismos-triage"],
     )

@@ -120,6 +120,10 @@ def test_the_wheel_carries_the_bundled_ontologies_and_migrations(tmp_path: Path)
     expected = [f"ontologies/{p.name}" for p in (ROOT / "ontologies").glob("*.ttl")]
     templates = (ROOT / "ontologies" / "templates").glob("*.template")
     expected += [f"ontologies/templates/{p.name}" for p in templates]
+    # med-safety's drug product value sets, which its classes name
+    expected += [
+        f"ontologies/valuesets/{p.name}" for p in (ROOT / "ontologies/valuesets").glob("*.json")
+    ]
     versions = (ROOT / "migrations" / "versions").glob("*.py")
     expected += [f"migrations/versions/{p.name}" for p in versions]
     expected += ["migrations/env.py", "migrations/script.py.mako"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -147,12 +148,13 @@ def test_every_run_records_the_version_and_digest_of_each_imported_file(
 """
     (tmp_path / "shared.ttl").write_text(shared, encoding="utf-8")
     med = (ROOT / "ontologies/med-safety.ttl").read_text(encoding="utf-8")
-    header = 'owl:versionInfo "1.2.0" .'
+    header = 'owl:versionInfo "1.5.0" .'
     assert header in med
     med = med.replace(
         header, 'owl:versionInfo "1.0.0" ; owl:imports <https://example.org/shared> .'
     )
     (tmp_path / "med-safety.ttl").write_text(med, encoding="utf-8")
+    shutil.copytree(ROOT / "ontologies/valuesets", tmp_path / "valuesets")  # its drug products
 
     with make_app_client(ontology_paths=[tmp_path / "med-safety.ttl"]) as client:
         listed = {d["id"]: d for d in client.get("/deployments").json()["deployments"]}

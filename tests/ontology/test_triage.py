@@ -12,7 +12,7 @@ PRIORITY = "http://terminology.hl7.org/CodeSystem/v3-ActPriority|"
 
 def test_triage_verifies(triage: Ontology) -> None:
     assert verify(triage) == []
-    assert triage.version == "1.4.0"
+    assert triage.version == "1.5.0"
 
 
 def test_symptom_classes_and_snomed_codes(triage: Ontology) -> None:
@@ -27,11 +27,34 @@ def test_symptom_classes_and_snomed_codes(triage: Ontology) -> None:
         "Unresponsive": "422768004",
     }
     for name, code in expected.items():
-        assert triage.classes[N + name].codes == (SCT + code,)
+        assert triage.classes[N + name].codes[0] == SCT + code
+        assert [c for c in triage.classes[N + name].codes if c.startswith(SCT)] == [SCT + code]
         assert triage.class_for_code(SCT + code) == N + name
     for name in ("ChestPain", "AbdominalPain", "Headache"):
         assert triage.classes[N + name].parents == (N + "Pain",)
     assert len(triage.subclasses(N + "Symptom")) == 9
+
+
+def test_symptoms_are_also_read_in_icd10cm(triage: Ontology) -> None:
+    """The billable ICD-10-CM codes whose title is the symptom (CMS Tabular List FY2026)."""
+    icd = "http://hl7.org/fhir/sid/icd-10-cm|"
+    expected = {
+        "R07.9": "ChestPain",
+        "R07.89": "ChestPain",
+        "R07.1": "ChestPain",
+        "R07.2": "ChestPain",
+        "R06.02": "Dyspnea",
+        "R06.00": "Dyspnea",
+        "R10.9": "AbdominalPain",
+        "R51.9": "Headache",
+        "R50.9": "Fever",
+        "R55": "Syncope",
+        "R52": "Pain",
+    }
+    for code, name in expected.items():
+        assert triage.class_for_code(icd + code) == N + name, code
+    assert triage.class_for_code(icd + "R07.0") is None  # pain in throat is not chest pain
+    assert not [c for c in triage.classes[N + "Unresponsive"].codes if c.startswith(icd)]
 
 
 def test_acuity_levels_most_severe_first_with_act_priority_codes(triage: Ontology) -> None:

@@ -5,6 +5,7 @@ node named and, where one exists, the suggestion; each good twin verifies clean.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -244,6 +245,7 @@ def test_a_property_is_closed_only_over_a_system_its_lists_use(
     """Allergies closed over LOINC (no allergy list has a LOINC code) would read every allergy
     as none of ours; a near miss of SNOMED CT's URI would close nothing the data says."""
     text = MED_SAFETY.read_text(encoding="utf-8")
+    shutil.copytree(MED_SAFETY.parent / "valuesets", tmp_path / "valuesets")  # its drug products
     good = 'horis:closedOver "http://snomed.info/sct" ;'
     assert good in text
     assert _problems(text, tmp_path) == []

@@ -64,6 +64,26 @@ def test_a_run_records_its_deployment_and_the_shared_files_it_imports(
         "1.1.0",
     )
     assert {i["iri"]: i["version"] for i in recorded["imports"]} == {
-        "https://horismos.dev/opioid-cds/common": "1.3.0",
+        "https://horismos.dev/opioid-cds/common": "1.4.0",
         "https://horismos.dev/opioid-cds/urine-screening": "1.1.0",
     }
+
+
+def test_a_disorder_coded_only_in_the_earlier_expansion_counts_and_the_run_says_so(
+    client: TestClient, fhir_server: FhirServer
+) -> None:
+    """724653003 "Opioid dependence with current use" is in the guide's 2022.1.0 expansion of
+    opioid-misuse-disorders, not in today's: the patient gets recommendation 12's card, and the
+    run names the code and both versions in a data-quality note."""
+    [case] = [c for c in CASES if c.name.endswith("rec-12-earlier-expansion-code")]
+    response = call_service(
+        client, fhir_server, case, service_id=case.service, mode="prefetch",
+        today=datetime.now(UTC).date(),
+    )  # fmt: skip
+    assert response.status_code == 200, response.text
+    [card] = response.json()["cards"]
+    assert card["indicator"] == "warning"
+    run_id = response.json()["extension"]["dev.horismos.run"]["runId"]
+    run = client.get(f"/runs/{run_id}").json()
+    [note] = [n for n in run.get("dataQuality") or [] if n["rule"] == "earlier-expansion"]
+    assert "724653003" in note["message"] and "2022.1.0" in note["message"]

@@ -9,6 +9,8 @@ import sys
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
+
 from toolkits.opioid_cds.drugs import drug_data, parse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,8 +62,32 @@ def test_the_file_covers_the_whole_extract() -> None:
     assert sum(len(d.ingredients) for d in data.drugs.values()) == 912
 
 
-def test_conversion_factors_are_the_cdc_clinical_table() -> None:
-    factors = drug_data().factors
+def test_the_toolkit_uses_the_cdc_2022_table_which_names_its_source() -> None:
+    data = drug_data()
+    assert data.factor_table == "cdc-2022"
+    assert {code: (r.ingredient, r.factor) for code, r in data.factors.items() if r.factor} == {
+        "2670": ("Codeine", Decimal("0.15")),
+        "3423": ("Hydromorphone", Decimal(5)),
+        "5489": ("Hydrocodone", Decimal(1)),
+        "6813": ("Methadone", Decimal("4.7")),
+        "7052": ("Morphine", Decimal(1)),
+        "7804": ("Oxycodone", Decimal("1.5")),
+        "7814": ("Oxymorphone", Decimal(3)),
+        "787390": ("Tapentadol", Decimal("0.4")),
+        "10689": ("Tramadol", Decimal("0.2")),
+    }
+    # 2.4 MME/day per mcg/h of patch strength, whatever the patch's frequency
+    assert data.factors["4337"].by_dose_form == (("316987", Decimal(2400), Decimal(1)),)
+    assert data.factors["6813"].by_daily_dose == ()
+    assert "1819" not in data.factors  # buprenorphine: no factor in the table
+    assert data.factor_sources["cdc-2022"]["doi"] == "10.15585/mmwr.rr7103a1"
+    assert "MMWR Recomm Rep 2022;71(No. RR-3)" in data.factor_sources["cdc-2022"]["citation"]
+
+
+def test_the_guide_s_older_table_is_kept_as_its_own_version() -> None:
+    data = drug_data("cdc-2016")
+    factors = data.factors
+    assert data.factor_table == "cdc-2016"
     assert {code: (r.ingredient, r.factor) for code, r in factors.items() if r.factor} == {
         "2670": ("Codeine", Decimal("0.15")),
         "3423": ("Hydromorphone", Decimal(4)),
@@ -79,6 +105,12 @@ def test_conversion_factors_are_the_cdc_clinical_table() -> None:
         (Decimal(61), None, Decimal(12)),
     ]
     assert "1819" not in factors and "10689" not in factors  # buprenorphine, tramadol
+    assert "CDCMMEClinicalConversionFactors.cql" in data.factor_sources["cdc-2016"]["citation"]
+
+
+def test_a_table_the_file_does_not_hold_is_refused() -> None:
+    with pytest.raises(KeyError, match="cdc-1999"):
+        drug_data("cdc-1999")
 
 
 OMTK_SNIPPET = """library OMTKData version '3.0.0'
@@ -136,8 +168,10 @@ def test_the_script_builds_the_file_from_the_cql_libraries(tmp_path: Path) -> No
     assert data.drugs["1"].name == "it's a test 5 MG/ML Oral Solution"
     assert data.drugs["1"].ingredients[0].unit == "mg/mL"
     assert data.drugs["197696"].long_acting and not data.drugs["1"].long_acting
-    assert data.factors["7052"].factor == 1
-    assert data.factors["6813"].by_daily_dose[0].high is None
+    assert data.factor_table == "cdc-2022"
+    assert data.factors["10689"].factor == Decimal("0.2")  # the transcribed 2022 table
+    assert data.factor_tables["cdc-2016"]["7052"].factor == 1
+    assert data.factor_tables["cdc-2016"]["6813"].by_daily_dose[0].high is None
 
 
 def test_the_script_refuses_a_library_it_cannot_read(tmp_path: Path) -> None:

@@ -1,6 +1,8 @@
 """MME per order, against numbers worked out by hand the way the guide's calculator works them
 (doses per day × dose × strength × the CDC factor, rounded to 0.1 per ingredient), including the
-orders of the guide's own rec-04-05 and rec-08 examples."""
+orders of the guide's own rec-04-05 and rec-08 examples. The factors are the CDC 2022
+guideline's table (the toolkit's default); the guide's older table is tested as its own
+version."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import pytest
 
 from toolkits.opioid_cds import Dosage, MmeStatus, order_mme
 from toolkits.opioid_cds.dosage import doses_per_day
+from toolkits.opioid_cds.drugs import drug_data
 
 D = Decimal
 
@@ -30,7 +33,7 @@ def daily(
     ("case", "codes", "dosage", "mme"),
     [
         # rec-04-05 "MME greater than fifty": fentanyl 75 mcg/h, one patch, frequency 1/day.
-        # 1 × 0.075 mg/h × (0.33333333 / 1) × 7200 = 179.99999… → 180.0 ("taper now": ≥ 90)
+        # 1 × 0.075 mg/h × 2400 per mg/h (2.4 per mcg/h) = 180.0 ("taper now": ≥ 90)
         ("rec-04-05 fentanyl 75 mcg/h", ["197696"], daily("1", "{patch}"), "180.0"),
         # rec-08 "on naloxone" and the stored order of "MME greater than fifty": one patch every
         # 3 days; the factor scales with 1/(doses per day), so the frequency cancels: 180.0
@@ -46,17 +49,17 @@ def daily(
             daily("2", "{tablet}", period="4", period_unit="h"),
             "54.0",
         ),
-        # hydromorphone 1 mg/mL solution, 2 mL every 6 h: 4 × 2 × 1 mg = 8 mg × 4 = 32.0
+        # hydromorphone 1 mg/mL solution, 2 mL every 6 h: 4 × 2 × 1 mg = 8 mg × 5 = 40.0
         (
             "hydromorphone 2 mL q6h",
             ["897657"],
             daily("2", "mL", period="6", period_unit="h"),
-            "32.0",
+            "40.0",
         ),
-        # the same as a mass dose: 2 mg four times a day: 8 mg × 4 = 32.0
-        ("hydromorphone 2 mg qid", ["897696"], daily("2", "mg", times=4), "32.0"),
-        # micrograms are converted: 500 ug × 4 = 2 mg × 4 = 8.0 (the reference would say 8000)
-        ("hydromorphone 500 ug qid", ["897696"], daily("500", "ug", times=4), "8.0"),
+        # the same as a mass dose: 2 mg four times a day: 8 mg × 5 = 40.0
+        ("hydromorphone 2 mg qid", ["897696"], daily("2", "mg", times=4), "40.0"),
+        # micrograms are converted: 500 ug × 4 = 2 mg × 5 = 10.0 (the reference would say 10000)
+        ("hydromorphone 500 ug qid", ["897696"], daily("500", "ug", times=4), "10.0"),
         # morphine ER 15 mg twice a day (period given in hours): 30 mg × 1 = 30.0
         (
             "morphine ER 15 mg q12h",
@@ -68,14 +71,21 @@ def daily(
         ("oxycodone two salts", ["637540"], daily("1", "{tablet}", times=4), "29.3"),
         # hydrocodone 0.5 mg/mL, 4.5 mL once: 2.25 → 2.3 (half up, as CQL's Round)
         ("hydrocodone rounding", ["859366"], daily("4.5", "mL"), "2.3"),
-        # methadone by daily dose: 20 mg → ×4, 21 mg → ×8, 60 → ×10, 61 → ×12
-        ("methadone 20 mg/d", ["864706"], daily("20", "mg"), "80.0"),
-        ("methadone 21 mg/d", ["864706"], daily("21", "mg"), "168.0"),
-        ("methadone 60 mg/d", ["991147"], daily("6", "mL"), "600.0"),
-        ("methadone 61 mg/d", ["864706"], daily("61", "mg"), "732.0"),
-        # a daily dose between the published integer ranges takes the higher range's factor
-        ("methadone 20.5 mg/d", ["864706"], daily("20.5", "mg"), "164.0"),
-        ("methadone 0.5 mg/d", ["864706"], daily("0.5", "mg"), "2.0"),
+        # methadone: one factor, 4.7, whatever the daily dose
+        ("methadone 20 mg/d", ["864706"], daily("20", "mg"), "94.0"),
+        ("methadone 60 mg/d", ["991147"], daily("6", "mL"), "282.0"),
+        ("methadone 61 mg/d", ["864706"], daily("61", "mg"), "286.7"),
+        # tramadol 50 mg, 2 tablets every 6 h: 400 mg × 0.2 = 80.0 (no MME in the older table)
+        (
+            "tramadol 50 mg 2 q6h",
+            ["835603"],
+            daily("2", "{tablet}", period="6", period_unit="h"),
+            "80.0",
+        ),
+        # acetaminophen/tramadol 325/37.5, 2 tablets 4×/day: 300 mg × 0.2 = 60.0
+        ("tramadol 37.5 mg 2 qid", ["836395"], daily("2", "{tablet}", times=4), "60.0"),
+        # tapentadol ER 100 mg twice a day: 200 mg × 0.4 = 80.0
+        ("tapentadol ER 100 mg bid", ["1148797"], daily("1", "{tablet}", times=2), "80.0"),
     ],
 )
 def test_mme_per_order(case: str, codes: list[str], dosage: Dosage, mme: str) -> None:
@@ -116,7 +126,6 @@ def test_the_first_code_the_data_knows_is_the_drug() -> None:
     [
         (["1010603"], "buprenorphine/naloxone film (rec-01, rec-02, rec-03 examples)"),
         (["904870"], "buprenorphine patch"),
-        (["835603"], "tramadol 50 mg"),
         (["310295"], "fentanyl lozenge: the factor is for patches only"),
     ],
 )
@@ -125,6 +134,38 @@ def test_ingredients_without_a_cdc_factor_are_not_counted(codes: list[str], why:
     assert result.status is MmeStatus.NOT_COUNTED, why
     assert result.mme == 0
     assert "not counted" in result.explanation
+
+
+@pytest.mark.parametrize(
+    ("case", "codes", "dosage", "mme"),
+    [
+        ("hydromorphone 2 mg qid", ["897696"], daily("2", "mg", times=4), "32.0"),
+        ("fentanyl 75 mcg/h q3d", ["197696"], daily("1", "{patch}", period="3"), "180.0"),
+        # methadone by daily dose: 20 mg → ×4, 21 mg → ×8, 60 → ×10, 61 → ×12
+        ("methadone 20 mg/d", ["864706"], daily("20", "mg"), "80.0"),
+        ("methadone 21 mg/d", ["864706"], daily("21", "mg"), "168.0"),
+        ("methadone 60 mg/d", ["991147"], daily("6", "mL"), "600.0"),
+        ("methadone 61 mg/d", ["864706"], daily("61", "mg"), "732.0"),
+        # a daily dose between the published integer ranges takes the higher range's factor
+        ("methadone 20.5 mg/d", ["864706"], daily("20.5", "mg"), "164.0"),
+        ("methadone 0.5 mg/d", ["864706"], daily("0.5", "mg"), "2.0"),
+    ],
+)
+def test_the_guide_s_older_table_gives_its_own_numbers(
+    case: str, codes: list[str], dosage: Dosage, mme: str
+) -> None:
+    result = order_mme(codes, dosage, drug_data("cdc-2016"))
+    assert result.status is MmeStatus.COMPUTED, result.explanation
+    assert result.mme == D(mme), result.explanation
+
+
+def test_tramadol_and_tapentadol_had_no_mme_in_the_guide_s_older_table() -> None:
+    older = drug_data("cdc-2016")
+    for codes in (["835603"], ["1148797"]):
+        result = order_mme(codes, daily("1", "{tablet}", times=2), older)
+        assert result.status is MmeStatus.NOT_COUNTED
+        assert "no CDC conversion factor" in result.explanation
+        assert order_mme(codes, daily("1", "{tablet}", times=2)).status is MmeStatus.COMPUTED
 
 
 def test_a_drug_missing_from_the_data_has_no_mme() -> None:

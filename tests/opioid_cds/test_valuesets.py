@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fhir.resources.R4B.valueset import ValueSet
 
-from app.ontology.valuesets import load_value_sets
+from app.ontology.valuesets import load_value_sets, load_value_sets_with_history
 
 FOLDER = Path(__file__).resolve().parents[2] / "ontologies" / "opioid-cds" / "valuesets"
 CANONICAL_BASE = "http://fhir.org/guides/cdc/opioid-cds/ValueSet/"
@@ -70,3 +70,36 @@ def test_the_ontology_loader_reads_every_value_set_of_the_folder() -> None:
     assert len(found) == len(FILES)
     naloxone = found[CANONICAL_BASE + "naloxone-medications"]
     assert "http://www.nlm.nih.gov/research/umls/rxnorm|1191212" in naloxone.codes
+
+
+HISTORY = FOLDER / "history"
+RETIRED_OUD = {
+    ("http://snomed.info/sct", code)
+    for code in ("191865004", "191867007", "191868002", "191869005", "230443000", "724653003")
+}
+
+
+def test_an_earlier_expansion_keeps_the_opioid_use_disorder_codes_the_current_one_dropped() -> None:
+    """A chart coded with 724653003 "Opioid dependence with current use" (listed by the guide's
+    2022.1.0 release) is not in today's expansion: the earlier one is shipped, with its source,
+    under the same canonical, and read as an earlier expansion (a code only there counts, with
+    a data-quality note: tests/opioid_cds/test_boundaries.py)."""
+    current = json.loads((FOLDER / "opioid-misuse-disorders.json").read_text(encoding="utf-8"))
+    earlier_path = HISTORY / "opioid-misuse-disorders-2022.1.0.json"
+    earlier = json.loads(earlier_path.read_text(encoding="utf-8"))
+    ValueSet.model_validate(earlier)
+    assert earlier["url"] == current["url"]
+    assert earlier["meta"]["source"].startswith(
+        "https://github.com/cqframework/opioid-cds-r4/blob/6909afc6ff6c"
+    )
+    assert members(earlier) - members(current) == RETIRED_OUD
+    loaded, problems = load_value_sets([FOLDER])
+    assert problems == []
+    assert not RETIRED_OUD & {tuple(code.split("|", 1)) for code in loaded[current["url"]].codes}, (
+        "the current expansion stays the current one"
+    )
+    _, history, problems = load_value_sets_with_history([FOLDER])
+    assert problems == []
+    [older] = history[current["url"]]
+    assert older.version == "2022.1.0"
+    assert {tuple(code.split("|", 1)) for code in older.codes} >= RETIRED_OUD

@@ -247,7 +247,8 @@ def _unread_condition(c: Resource, how: str) -> Resource:
     if how == "condition-icd10":
         return {
             **c,
-            "code": {"coding": [{"system": "http://hl7.org/fhir/sid/icd-10-cm", "code": "R07.9"}]},
+            # an ICD-10-CM code triage does not list (its lists are closed over SNOMED CT only)
+            "code": {"coding": [{"system": "http://hl7.org/fhir/sid/icd-10-cm", "code": "E11.9"}]},
         }
     if how == "condition-no-category":
         return {k: v for k, v in c.items() if k != "category"}
@@ -405,7 +406,8 @@ def test_med_safety_never_decides_differently_with_one_record_unread(
     elif how.startswith("order-"):
         extra = _unread_order(orders[0])
         if how == "order-by-product":
-            extra["medicationCodeableConcept"] = {"coding": [{"system": RXNORM, "code": "197806"}]}
+            # celecoxib 200 MG Oral Capsule: an NSAID product the deployment does not list
+            extra["medicationCodeableConcept"] = {"coding": [{"system": RXNORM, "code": "205323"}]}
         after = _med(orders, labs, allergies, age, extra_orders=[extra])
     elif how == "allergies-error":
         after = _med(orders, labs, allergies, age, allergy_error=True)

@@ -1,14 +1,17 @@
 """The opioid drug data: ingredients and strengths per RxNorm drug, CDC conversion factors.
 
-The data file (``data/opioid-drugs.json``) is generated from the guide's CQL data libraries by
-``scripts/opioid_drug_data.py``; this module reads it once and answers look-ups. Decimals are
-read as ``Decimal`` so that 0.075 mg/h stays 0.075.
+The data file (``data/opioid-drugs.json``) is generated from the guide's CQL data libraries and
+the transcribed CDC 2022 table by ``scripts/opioid_drug_data.py``; this module reads it once and
+answers look-ups. The conversion factors are held per table version (``cdc-2016``: the guide's
+library; ``cdc-2022``: the CDC 2022 guideline's table), each with its source; the file's
+``conversionFactorTable`` says which one the toolkit uses. Decimals are read as ``Decimal`` so
+that 0.075 mg/h stays 0.075.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cache
 from importlib import resources
@@ -66,11 +69,15 @@ class FactorRule:
 
 @dataclass(frozen=True)
 class DrugData:
-    """The whole file: drugs by RxNorm code, factor rules by ingredient code, provenance."""
+    """The whole file: drugs by RxNorm code, the factor rules by ingredient code of the table in
+    use (``factor_table``), every table the file holds with its source, provenance."""
 
     drugs: dict[str, Drug]
     factors: dict[str, FactorRule]
     source: dict[str, Any]
+    factor_table: str = ""
+    factor_tables: dict[str, dict[str, FactorRule]] = field(default_factory=dict)
+    factor_sources: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def drug(self, code: str) -> Drug | None:
         return self.drugs.get(code)
@@ -80,8 +87,9 @@ def _decimal(value: Any) -> Decimal:
     return value if isinstance(value, Decimal) else Decimal(str(value))
 
 
-def parse(data: dict[str, Any]) -> DrugData:
-    """The file's JSON (decimals as ``Decimal``) → ``DrugData``."""
+def parse(data: dict[str, Any], table: str | None = None) -> DrugData:
+    """The file's JSON (decimals as ``Decimal``) → ``DrugData``, its factors those of ``table``
+    (default: the file's ``conversionFactorTable``)."""
     drugs = {
         code: Drug(
             code=code,
@@ -101,8 +109,27 @@ def parse(data: dict[str, Any]) -> DrugData:
         )
         for code, entry in data["drugs"].items()
     }
+    tables = {
+        name: _factor_rules(table["factors"]) for name, table in data["conversionFactors"].items()
+    }
+    chosen = table or data["conversionFactorTable"]
+    if chosen not in tables:
+        raise KeyError(f"the drug data has no conversion-factor table {chosen!r}")
+    return DrugData(
+        drugs=drugs,
+        factors=tables[chosen],
+        source=dict(data.get("source") or {}),
+        factor_table=chosen,
+        factor_tables=tables,
+        factor_sources={
+            name: dict(t.get("source") or {}) for name, t in data["conversionFactors"].items()
+        },
+    )
+
+
+def _factor_rules(entries: dict[str, Any]) -> dict[str, FactorRule]:
     factors = {}
-    for code, entry in data["conversionFactors"].items():
+    for code, entry in entries.items():
         factors[code] = FactorRule(
             ingredient=entry["ingredient"],
             factor=_decimal(entry["factor"]) if "factor" in entry else None,
@@ -125,11 +152,12 @@ def parse(data: dict[str, Any]) -> DrugData:
                 for r in entry.get("byDailyDose") or []
             ),
         )
-    return DrugData(drugs=drugs, factors=factors, source=dict(data.get("source") or {}))
+    return factors
 
 
 @cache
-def drug_data() -> DrugData:
-    """The packaged data file, read once per process."""
+def drug_data(table: str | None = None) -> DrugData:
+    """The packaged data file, read once per process (and table): its factors those of
+    ``table``, by default the table the file names for the toolkit (the CDC 2022 table)."""
     text = resources.files(__package__).joinpath("data", DATA_FILE).read_text(encoding="utf-8")
-    return parse(json.loads(text, parse_float=Decimal))
+    return parse(json.loads(text, parse_float=Decimal), table)

@@ -11,9 +11,12 @@ conversion factors) ingredient by ingredient:
    - a dose given as a mass (mg): doses/day × dose;
    - otherwise the dose counts units of the dose form (tablets, mL, patches, actuations):
      doses/day × dose × strength;
-4. the ingredient's conversion factor: a single factor, one per dose form (the fentanyl patch
-   factor 7200 is stated for 0.33333333 doses per day and scales with the actual doses per day),
-   or one per range of the daily dose (methadone);
+4. the ingredient's conversion factor, from the drug data's table in use (the CDC 2022
+   guideline's by default; the guide's own library holds the older 2016 one): a single factor,
+   one per dose form (a fentanyl patch factor is stated for a number of doses per day and
+   scales with the actual doses per day: 2400 per mg/h at 1 a day in the 2022 table, 7200 at
+   0.33333333 in the guide's), or one per range of the daily dose (methadone in the guide's
+   table; the 2022 table gives methadone one factor);
 5. MME = daily dose × factor, rounded to 0.1 per ingredient (half up), summed over the
    ingredients that have a factor.
 
