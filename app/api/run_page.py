@@ -896,6 +896,10 @@ def _auditor_html(page: RunPage, trace: Sequence[Mapping[str, Any]]) -> str:
     else:
         parts.append('<p class="muted">None: the run read no FHIR resources.</p>')
 
+    used = doc.get("terminology")
+    if isinstance(used, Mapping):
+        parts.append(_terminology_html(used))
+
     for step, narration in _narrations(trace):
         if not narration.get("generated"):
             parts.append(
@@ -941,3 +945,23 @@ def link_refused_page(reason: str) -> str:
         f'<p class="sub">{escape(reason)}.</p>',
         header="<h1>This link cannot open the decision record</h1>",
     )
+
+
+def _terminology_html(used: Mapping[str, Any]) -> str:
+    """Which terminology classified the run's codes, and from which versions."""
+    if used.get("kind") == "server":
+        who = f"the terminology server {_e(used.get('url'))}"
+    else:
+        packages = ", ".join(str(p) for p in used.get("packages") or []) or "no package"
+        who = f"the embedded terminology ({_e(packages)}) and the deployment's own files"
+    rows = [
+        *(["Value set", _e(v)] for v in used.get("valueSets") or []),
+        *(["Concept map", _e(v)] for v in used.get("conceptMaps") or []),
+    ]
+    out = [
+        '<h3>Terminology <span class="muted">(what classified the codes)</span></h3>',
+        f"<p>Codes were read with {who}.</p>",
+    ]
+    if rows:
+        out.append(_table(["Kind", "Canonical | version"], rows))
+    return "".join(out)

@@ -10,7 +10,8 @@ value set — and see what the change does to real calls.
 keys whose search was cut off (so they are read as *truncated* again) and the run's time. It is
 stored in ``runs.input`` as compact JSON compressed with zlib (a triage call's ~15 KB of FHIR
 takes ~2 KB), in the run's own row and statement: no extra round trip.
-:func:`rehydrate` turns it into an input World for any ontology that declares the service.
+:func:`rehydrate` turns it into an input World for any ontology that declares the service, by
+the same assembly as the live call (:mod:`app.cds.assemble`).
 """
 
 from __future__ import annotations
@@ -22,12 +23,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from adapters.fhir.hydrate import hydrate
-from adapters.fhir.inputs import note_gate_refusals
 from adapters.fhir.notes import Unreadable
+from app.cds.assemble import CallInput, apply_api_facts, assemble_input
 from app.ontology.model import Ontology
 from app.runtime.replay import RecordedRun
-from app.world.facts import Change, Violation
+from app.world.facts import Violation
 from app.world.inputs import InputStatus
 from app.world.world import World
 
@@ -103,39 +103,6 @@ class HookInput:
             raise InputUnusable(f"the stored input cannot be read: {exc}") from None
 
 
-def apply_api_facts(
-    world: World,
-    changes: list[Change],
-    problems: list[Violation],
-    *,
-    inputs: InputStatus | None = None,
-) -> None:
-    """One ``api`` transaction; facts the gate refuses are dropped one by one and recorded (as
-    *refused* inputs of their properties in ``inputs``, when given)."""
-    pending = list(changes)
-    for _attempt in range(len(pending) + 1):
-        result = world.transact(pending, provenance="api")
-        if result.ok:
-            return
-        problems.extend(result.violations)
-        if inputs is not None:
-            note_gate_refusals(inputs, world.ontology.properties, result.violations)
-        bad = {(v.subject, v.property) for v in result.violations}
-        # AddInstance has no subject/property: it is only dropped when its instance is refused
-        kept = [
-            c
-            for c in pending
-            if (getattr(c, "subject", None), getattr(c, "property", None)) not in bad
-        ]
-        if len(kept) == len(pending):  # an instance itself was refused: keep nothing of it
-            bad_ids = {v.subject for v in result.violations}
-            kept = [c for c in pending if getattr(c, "id", None) not in bad_ids]
-            kept = [c for c in kept if getattr(c, "subject", None) not in bad_ids]
-        if len(kept) == len(pending):
-            return
-        pending = kept
-
-
 @dataclass(frozen=True, kw_only=True)
 class Rehydrated:
     """An input World built again from a stored input under some ontology."""
@@ -149,7 +116,8 @@ class Rehydrated:
 
 def rehydrate(ontology: Ontology, stored: HookInput) -> Rehydrated:
     """Hydrate the stored input again under ``ontology`` (its mappings, units, codes and value
-    sets): the World the run would start from if it were called now with that input."""
+    sets): the World the run would start from if it were called now with that input, read by
+    the live call's own :func:`~app.cds.assemble.assemble_input` with no terminology port."""
     try:
         service = ontology.service(stored.service)
     except KeyError:
@@ -157,25 +125,24 @@ def rehydrate(ontology: Ontology, stored: HookInput) -> Rehydrated:
     workflow = ontology.workflow(service.workflow)
     if workflow.focus is None:
         raise InputUnusable(f"{workflow.name} declares no focus")
-    now = datetime.fromisoformat(stored.now)
-    hydration = hydrate(
-        ontology,
-        focus_id=str(stored.context.get("patientId")),
-        focus_class=workflow.focus,
-        data=stored.prefetch,
-        context=stored.context,
-        now=now,
-        texts=service.text,
-        prefetch=service.prefetch,
-        truncated=stored.truncated,
-        invalid=stored.invalid,
-        clock_skew=service.clock_skew,
+    assembled = assemble_input(
+        CallInput(
+            ontology=ontology,
+            service=service,
+            workflow=workflow,
+            context=stored.context,
+            data=stored.prefetch,
+            now=datetime.fromisoformat(stored.now),
+            truncated=stored.truncated,
+            invalid=stored.invalid,
+            # no port: what the deployment's lists do not settle is not asked again
+        )
     )
-    world = World(ontology, now=now)
-    problems: list[Violation] = list(hydration.violations)
-    apply_api_facts(world, hydration.changes, problems, inputs=hydration.inputs)
     return Rehydrated(
-        world=world, text=hydration.text, violations=problems, inputs=hydration.inputs
+        world=assembled.world,
+        text=assembled.text,
+        violations=assembled.violations,
+        inputs=assembled.inputs,
     )
 
 

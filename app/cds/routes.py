@@ -33,6 +33,7 @@ from app.deps import DeploymentsDep, app_runner, is_json_media_type
 from app.ontology.model import Ontology
 from app.settings import Settings
 from app.terminology import Terminology, TerminologyNotInstalled, load_terminology
+from app.terminology.choice import TerminologyChoice
 
 log = logging.getLogger("horismos.cds")
 
@@ -46,6 +47,22 @@ def _terminology(folder: Path | None) -> Terminology | None:
     except TerminologyNotInstalled as exc:
         log.warning("%s: code-system aliases are not resolved", exc)
         return None
+
+
+def _terminologies(settings: Settings, package: Terminology | None) -> TerminologyChoice:
+    """The terminology port of the service's runs: the server ``HORISMOS_TERMINOLOGY_URL``
+    names, else the embedded one (the package and each deployment's own files)."""
+    if not settings.terminology_url:
+        return TerminologyChoice(package)
+    from adapters.terminology.http import HttpTerminology
+
+    token = settings.terminology_token
+    server = HttpTerminology(
+        settings.terminology_url,
+        token=token.get_secret_value() if token is not None else None,
+        timeout=settings.terminology_timeout_seconds,
+    )
+    return TerminologyChoice(package, server)
 
 
 def _commit_factory(app: FastAPI, http: httpx.Client) -> Any:
@@ -121,7 +138,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             deadline=settings.hook_deadline_seconds,
             shadow=shadow,
             zone=settings.zone,
-            terminology=_terminology(settings.terminology_packages),
+            terminology=(package := _terminology(settings.terminology_packages)),
+            terminologies=_terminologies(settings, package),
         )
     )
     try:

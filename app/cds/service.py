@@ -32,9 +32,8 @@ from anyio import to_thread
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from adapters.fhir.hydrate import hydrate, resources_of
-from adapters.fhir.hydration import Hydration
-from adapters.fhir.inputs import note_unread_text
+from adapters.fhir.hydrate import resources_of
+from app.cds.assemble import Assembled, CallInput, assemble_input
 from app.cds.auth import ClientAuthenticator
 from app.cds.cards import RunView, build_system_actions, declared_cards, unread_order_cards
 from app.cds.claim import (
@@ -55,7 +54,7 @@ from app.cds.errors import (
     ServiceNotFound,
     StoreUnavailable,
 )
-from app.cds.hook_input import HookInput, apply_api_facts
+from app.cds.hook_input import HookInput
 from app.cds.issued import card_issues, proof_rules
 from app.cds.leases import LeaseKeeper, abandoned
 from app.cds.leniency import read_draft_orders
@@ -75,8 +74,7 @@ from app.store.db import describe_error
 from app.store.models import new_id
 from app.store.repo import CardIssue
 from app.terminology import Terminology
-from app.world.facts import Violation
-from app.world.world import World
+from app.terminology.choice import TerminologyChoice
 
 log = logging.getLogger("horismos.cds")
 
@@ -125,6 +123,8 @@ class HookDeps:
     zone: tzinfo = UTC
     #: resolves code-system aliases in what the EHR sends (None: the installed terminology)
     terminology: Terminology | None = None
+    #: the terminology port a deployment's runs ask (None: codes are read from the lists alone)
+    terminologies: TerminologyChoice | None = None
 
 
 def _unsent(
@@ -394,28 +394,29 @@ class HookService:
             max_pages=d.max_fhir_pages,
         )
         now = d.runner.clock()
-        hydration = hydrate(
-            ontology,
-            focus_id=str(req.context.get("patientId")),
-            focus_class=workflow.focus,
-            data=gathered.data,
+        port = d.terminologies.for_ontology(ontology) if d.terminologies is not None else None
+        port_until = None
+        if d.deadline is not None:  # terminology calls leave the run time to answer
+            port_until = started + d.deadline - min(1.0, d.deadline / 4)
+
+        given = CallInput(
+            ontology=ontology,
+            service=service,
+            workflow=workflow,
             context=req.context,
+            data=gathered.data,
             now=now,
-            texts=service.text,
-            prefetch=service.prefetch,
             truncated=gathered.truncated,
             invalid=gathered.invalid,
-            clock_skew=service.clock_skew,
             terminology=d.terminology,
+            port=port,
+            port_until=port_until,
         )
-        note_unread_text(
-            hydration.inputs,
-            ontology,
-            workflow,
-            texts=service.text,
-            prefetch=service.prefetch,
-            data=gathered.data,
-        )
+        # a server is asked off the event loop; the embedded terminology never waits
+        if port is not None and port.remote:
+            assembled = await to_thread.run_sync(lambda: assemble_input(given))
+        else:
+            assembled = assemble_input(given)
         # one call however the client spells its hookInstance (upper or lower case)
         digest = request_digest({**body, "hookInstance": req.hook_instance})
         patient = req.context.get("patientId")
@@ -436,12 +437,16 @@ class HookService:
         }
         claim = RunClaim(d.engine, row, leases=d.leases, guard=lambda c: d.catalog.check(c, dep))
 
+        first = [assembled]
+
         def run(claim: RunClaim) -> dict[str, Any] | None:
+            # a run taken over starts again from a fresh World of the same reading
+            this = first.pop() if first else assembled.again()
             return self._run(
                 service,
                 workflow,
                 req,
-                hydration,
+                this,
                 gathered,
                 claim,
                 now,
@@ -538,7 +543,7 @@ class HookService:
         service: CdsServiceDef,
         workflow: WorkflowDef,
         req: HookRequest,
-        hydration: Hydration,
+        assembled: Assembled,
         gathered: Gathered,
         claim: RunClaim,
         now: datetime,
@@ -553,7 +558,7 @@ class HookService:
                 service,
                 workflow,
                 req,
-                hydration,
+                assembled,
                 gathered,
                 claim,
                 now,
@@ -592,7 +597,7 @@ class HookService:
         service: CdsServiceDef,
         workflow: WorkflowDef,
         req: HookRequest,
-        hydration: Hydration,
+        assembled: Assembled,
         gathered: Gathered,
         claim: RunClaim,
         now: datetime,
@@ -609,9 +614,9 @@ class HookService:
         assert ontology is not None
         run_id = claim.run_id
         focus_id = str(req.context["patientId"])
-        world = World(ontology, now=now)
-        problems: list[Violation] = list(hydration.violations)
-        apply_api_facts(world, hydration.changes, problems, inputs=hydration.inputs)
+        world = assembled.world
+        hydration = assembled.hydration
+        problems = assembled.violations
         input_world = world.to_json()
         data = gathered.data
         tools = d.runner.invoker()
@@ -721,6 +726,7 @@ class HookService:
             outcome,
             inputViolations=[v.to_json() for v in problems],
             dataQuality=[n.to_json() for n in (*req.notes, *hydration.notes)],
+            terminology=hydration.terminology,
             # the writes that had nowhere to go (the effect log holds the ones that went)
             **({} if handler is not None else _unsent(ontology, outcome.trace, req.context)),
         )
