@@ -26,9 +26,11 @@ from app.ucum import display as unit_display
 __all__ = [
     "Item",
     "code_text",
+    "deciding_facts",
     "format_time",
     "proof_items",
     "proof_markdown",
+    "proof_rules",
     "source_text",
 ]
 
@@ -286,6 +288,74 @@ def proof_markdown(proof: Mapping[str, Any], zone: tzinfo = UTC) -> str:
     out: list[str] = []
     _md_lines(proof_items(proof, zone), 0, out)
     return "\n".join(out)
+
+
+def _lower(text: str) -> str:
+    """``Heart rate: 130 /min`` → ``heart rate 130 /min`` (a label that starts as an
+    abbreviation, ``eGFR``, is left as written)."""
+    name, sep, value = text.partition(": ")
+    if len(name) > 1 and not name[1].isupper():
+        name = name[:1].lower() + name[1:]
+    return f"{name} {value}" if sep else name
+
+
+def deciding_facts(proof: Mapping[str, Any], zone: tzinfo = UTC, limit: int = 3) -> str:
+    """What decided the proof's value, in a sentence a clinician reads at a glance: the
+    criterion met, then up to ``limit`` of the data it rests on directly, each with its unit and
+    its date (``Systolic blood pressure below 90 mmHg: systolic blood pressure 85 mmHg, 2 Dec
+    2026 04:53 UTC``). A bare code is not a fact a clinician names: coded values are left to the
+    decision record. Empty when nothing was decided."""
+    values = [v for v in proof.get("values") or [] if isinstance(v, Mapping)]
+    if not values:
+        return ""
+    derivations = [d for d in values[0].get("derivations") or [] if isinstance(d, Mapping)]
+    if not derivations:
+        return statement(values[0], zone)
+    first = derivations[0]
+    facts: list[str] = []
+    for premise in first.get("premises") or []:
+        if not isinstance(premise, Mapping):
+            continue
+        shown = _value_text(premise, zone)
+        if _CODING.match(str(premise.get("valueText") or "")) or shown != code_text(shown):
+            continue
+        if re.fullmatch(r"[A-Za-z ]+ \d+", shown) and system_name_of(shown):
+            continue  # ``RxNorm 197696``: a code, not what a clinician names
+        text = _lower(statement(premise, zone))
+        source = premise.get("source")
+        if not premise.get("derivations") and isinstance(source, Mapping) and source.get("date"):
+            text += f", {format_time(source['date'], zone)}"
+        if text not in facts:
+            facts.append(text)
+    criterion = _rule_label(first)
+    shown_facts = facts[:limit]
+    return f"{criterion}: {'; '.join(shown_facts)}" if shown_facts else criterion
+
+
+def system_name_of(text: str) -> bool:
+    """Whether ``text`` is ``<named code system> <code>`` (``SNOMED CT 5602001``)."""
+    names = set(_code_systems().values())
+    return any(text.startswith(f"{n} ") for n in names)
+
+
+def proof_rules(proof: Mapping[str, Any]) -> set[str]:
+    """Every rule (IRI) the stored proof names as a criterion met, at any depth."""
+    found: set[str] = set()
+
+    def walk(node: Mapping[str, Any]) -> None:
+        for d in node.get("derivations") or []:
+            if not isinstance(d, Mapping):
+                continue
+            if d.get("rule"):
+                found.add(str(d["rule"]))
+            for p in d.get("premises") or []:
+                if isinstance(p, Mapping):
+                    walk(p)
+
+    for value in proof.get("values") or []:
+        if isinstance(value, Mapping):
+            walk(value)
+    return found
 
 
 def property_name(iri: str, names: Mapping[str, str] | None = None) -> str:

@@ -598,8 +598,9 @@ def _decision_html(doc: Mapping[str, Any], items: Sequence[Item], page: RunPage)
 
 
 def _undecided_html(undecided: Mapping[str, Any], page: RunPage, end: str) -> str:
-    """A run stopped because incomplete inputs could change its decision: which inputs, and
-    the value the rules held on the rest (not a decision)."""
+    """A run stopped because incomplete inputs could change its decision: which inputs, why
+    each is not complete and what it could have changed (the card names three at most), and the
+    value the rules held on the rest (not a decision)."""
     labels = [
         str(i.get("label") or i.get("input"))
         for i in undecided.get("inputs") or ()
@@ -610,6 +611,24 @@ def _undecided_html(undecided: Mapping[str, Any], page: RunPage, end: str) -> st
         f"; the workflow ended at: {end}" if end else ""
     )
     out = f'<p class="decision none">{_e(line)}</p>'
+    items: list[str] = []
+    for item in undecided.get("inputs") or ():
+        if not isinstance(item, Mapping):
+            continue
+        reasons = [str(r.get("detail") or "") for r in item.get("reasons") or ()]
+        said = "; ".join(r for r in reasons if r) or f"No {item.get('label')} could be used"
+        could = sorted(
+            {
+                str(c["ruleLabel"])
+                + (f" ({c['valueLabel']})" if c.get("valueLabel") is not None else "")
+                for c in item.get("couldChange") or ()
+                if isinstance(c, Mapping) and c.get("ruleLabel")
+            }
+        )
+        changes = f"<br><span class='muted'>could change it: {_e(', '.join(could))}</span>"
+        items.append(f"<li>{_e(said)}{changes if could else ''}</li>")
+    if items:
+        out += f'<ul class="inputs">{"".join(items)}</ul>'
     held = undecided.get("held")
     if held is not None:
         shown = str(undecided.get("heldLabel") or _name(page, held))

@@ -12,11 +12,13 @@ the writes to the EHR that were possible and did not succeed, and the refused in
 A suggestion's resource comes from the graph: the premises of the decision's own justifications
 reached through the cited property, mapped back to the FHIR resource each instance was read from,
 never from generated text. The service's ``horis:systemAction`` declarations cite resources the
-same way (``build_system_actions``).
+same way (``build_system_actions``). A suggestion with ``horis:alternative`` carries the cited
+draft order with the declared alternative swapped in (``app.cds.suggestions``).
 """
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +26,8 @@ from datetime import UTC, tzinfo
 from typing import Any
 
 from app.cds.leniency import UnreadOrder
-from app.clinical_text import proof_markdown
+from app.cds.suggestions import alternative_actions, alternative_for, drug_codes, order_name
+from app.clinical_text import deciding_facts, proof_rules
 from app.ontology import card_text
 from app.ontology.card_text import markdown_escape
 from app.ontology.model import (
@@ -40,7 +43,7 @@ from app.ontology.model import (
 from app.world.facts import Violation
 from app.world.world import World
 
-SUMMARY_LIMIT = 139
+SUMMARY_LIMIT = card_text.SUMMARY_MAX_LENGTH
 DETAIL_LIMIT = 8000
 RUN_LINK_LABEL = "Decision record: proof and trace"
 
@@ -94,62 +97,96 @@ def missing_inputs(ontology: Ontology, world: World, decides: str, focus_id: str
     return [_label(ontology, p) for p in seen]
 
 
+#: how many of a list (inputs not used, refused inputs) a card names; the rest are on the record
+CARD_LIST_LIMIT = 3
+#: the longest one sentence of the run (a detour, a notice) a card shows
+SENTENCE_LIMIT = 300
+#: the longest account of one input not used a card shows (the whole one is on the record)
+INPUT_LIMIT = 160
+
+
+def _more(count: int) -> str:
+    return f"and {count} more on the decision record"
+
+
 def _detail(ontology: Ontology, workflow: WorkflowDef, world: World, run: RunView) -> str:
-    parts: list[str] = [markdown_escape(d) for d in run.detours]
+    """The run's part of every card: what was not decided and why, or (a card without a
+    template of its own) what decided it; then the writes that failed and the refused inputs.
+    Short: the whole proof stays on the decision record behind the card's link."""
+    parts: list[str] = []
+    if run.undecided is None:
+        parts.extend(markdown_escape(card_text.shorten(d, SENTENCE_LIMIT)) for d in run.detours)
     if run.undecided is not None:
-        parts.append(undecided_markdown(run.undecided))
+        parts.append("")  # the undecided block, sized below to what the rest leaves
     elif run.decided and workflow.decides is not None:
         if run.narration:
-            parts.append(markdown_escape(run.narration))
-        proof = world.proof(run.focus_id, workflow.decides).to_json()
-        parts.append(proof_markdown(proof, run.zone))
+            parts.append(markdown_escape(card_text.shorten(run.narration, SENTENCE_LIMIT)))
     elif workflow.decides is not None:
         missing = missing_inputs(ontology, world, workflow.decides, run.focus_id)
         what = _label(ontology, workflow.decides)
         if missing:
-            parts.append(
-                markdown_escape(f"No {what} was decided. Missing data: {', '.join(missing)}.")
-            )
+            named = ", ".join(missing[:CARD_LIST_LIMIT])
+            if len(missing) > CARD_LIST_LIMIT:
+                named += f", {_more(len(missing) - CARD_LIST_LIMIT)}"
+            parts.append(markdown_escape(f"No {what} was decided. Missing data: {named}."))
         else:
             parts.append(markdown_escape(f"No {what} was decided from the data available."))
-    parts.extend(markdown_escape(n) for n in run.notices)
-    parts.extend(markdown_escape(f) for f in run.failed_actions)
-    for v in run.violations:
-        parts.append(markdown_escape(f"Refused input ({v.code}): {v.message}"))
-    return "\n\n".join(parts)
+    parts.extend(markdown_escape(card_text.shorten(n, SENTENCE_LIMIT)) for n in run.notices)
+    parts.extend(markdown_escape(card_text.shorten(f, SENTENCE_LIMIT)) for f in run.failed_actions)
+    refused = [f"Refused input ({v.code}): {v.message}" for v in run.violations]
+    if len(refused) > CARD_LIST_LIMIT - 1:
+        rest = len(refused) - (CARD_LIST_LIMIT - 1)
+        refused = [*refused[: CARD_LIST_LIMIT - 1], f"{rest} more refused inputs: see the record"]
+    parts.extend(markdown_escape(card_text.shorten(r, SENTENCE_LIMIT)) for r in refused)
+    if run.undecided is not None:
+        rest = sum(len(p) + 2 for p in parts)
+        for limit in range(CARD_LIST_LIMIT, 0, -1):
+            parts[0] = undecided_markdown(run.undecided, limit)
+            if rest + len(parts[0]) <= card_text.DETAIL_MAX_CHARS:
+                break
+    return "\n\n".join(p for p in parts if p)
 
 
-def undecided_markdown(undecided: Mapping[str, Any]) -> str:
-    """What a clinician reads when a decision was not made because inputs were incomplete: each
-    input and why it is not complete (hydration's words), what it could have changed, and the
-    value the rules held on the rest of the data — said not to be a decision. The labels are the
-    run's own (``Outcome.undecided``)."""
+def _deciding(ontology: Ontology, workflow: WorkflowDef, world: World, run: RunView) -> str:
+    """For a decided card without a ``horis:detail``: the decision in bold and what decided it
+    (the criterion and up to three of its data)."""
+    if not run.decided or run.undecided is not None or workflow.decides is None:
+        return ""
+    proof = world.proof(run.focus_id, workflow.decides).to_json()
+    facts = deciding_facts(proof, run.zone)
+    value = world.value(run.focus_id, workflow.decides)
+    if value is None:
+        return ""
+    what = _label(ontology, workflow.decides)
+    shown = card_text.show((value,), lambda iri: _label(ontology, iri))
+    head = f"**{markdown_escape(what[:1].upper() + what[1:])}: {markdown_escape(shown)}**"
+    return f"{head} — {markdown_escape(facts)}" if facts else head
+
+
+def undecided_markdown(undecided: Mapping[str, Any], limit: int = CARD_LIST_LIMIT) -> str:
+    """What a clinician reads when a decision was not made because inputs were incomplete: that
+    it was not decided (with the value the rules held on the rest of the data, said not to be a
+    decision), then up to ``limit`` (three) of the inputs and why each is not complete
+    (hydration's words), "and N more on the decision record" beyond that. What each input could
+    have changed is on the decision record. The labels are the run's own (``Outcome.undecided``)."""
     what = str(undecided.get("propertyLabel") or "decision")
-    opening = f"**No {markdown_escape(what)} was decided**"
-    lines = [f"{opening}: data it depends on is missing or was not used."]
-    for item in undecided.get("inputs") or ():
+    opening = f"**{markdown_escape(what[:1].upper() + what[1:])} not decided**"
+    held = undecided.get("heldLabel")
+    rest = (
+        f" (on the rest of the data the rules give {held}, which is not a decision)"
+        if held is not None
+        else ""
+    )
+    lines = [
+        f"{opening}: {markdown_escape(f'data it depends on is missing or was not used{rest}.')}"
+    ]
+    inputs = list(undecided.get("inputs") or ())
+    for item in inputs[:limit]:
         reasons = [r.get("detail") or "" for r in item.get("reasons") or ()]
         said = "; ".join(r for r in reasons if r) or f"No {item.get('label')} could be used"
-        lines.append(f"- {markdown_escape(said)}")
-        could = sorted(
-            {
-                str(c["ruleLabel"])
-                + (f" ({c['valueLabel']})" if c.get("valueLabel") is not None else "")
-                for c in item.get("couldChange") or ()
-                if c.get("ruleLabel")
-            }
-        )
-        if could:
-            lines.append(f"  - could change it: {markdown_escape(', '.join(could))}")
-    held = undecided.get("heldLabel")
-    if held is not None:
-        lines.append("")
-        lines.append(
-            markdown_escape(
-                f"On the data that could be used the rules give {what}: {held}. "
-                "This is not a decision."
-            )
-        )
+        lines.append(f"- {markdown_escape(card_text.shorten(said, INPUT_LIMIT))}")
+    if len(inputs) > limit:
+        lines.append(f"- {_more(len(inputs) - limit)}")
     return "\n".join(lines)
 
 
@@ -203,27 +240,68 @@ def _suggestions(
     world: World,
     workflow: WorkflowDef,
     run: RunView,
-    label: str,
+    fill: Callable[[str], str],
     instance: str | None,
 ) -> list[dict[str, Any]]:
+    label = fill(decl.label)
     if decl.cites is None:
         # in a horis:forEach card: the card's own instance, read from its resource
         found = world.instance(instance) if instance is not None else None
         if found is None or found.source is None:
             return []
-        action = cited_action(
-            decl.action_type, decl.description or label, found.source.reference, run.resources
-        )
-        if action is None:
-            return []
-        return [{"label": label, "uuid": str(uuid.uuid4()), "actions": [action]}]
+        refs = [found.source.reference]
+    else:
+        refs = cited_resources(world, workflow, run.focus_id, decl.cites)
+    if decl.alternatives:
+        return [
+            s
+            for ref in refs
+            if (s := _alternative(decl, ref, run, label, fill, several=len(refs) > 1)) is not None
+        ]
     out = []
-    for ref in cited_resources(world, workflow, run.focus_id, decl.cites):
+    for ref in refs:
         action = cited_action(decl.action_type, decl.description or label, ref, run.resources)
         if action is None:
             continue
-        out.append({"label": f"{label} ({ref})", "uuid": str(uuid.uuid4()), "actions": [action]})
+        shown = label if decl.cites is None else f"{label} ({ref})"
+        out.append({"label": shown, "uuid": str(uuid.uuid4()), "actions": [action]})
     return out
+
+
+def _fill(
+    text: str, *, lookup: Callable[[str], str], holds: Callable[[str], bool] | None = None
+) -> str:
+    return card_text.fill(text, lookup, markdown=False, holds=holds)
+
+
+def _alternative(
+    decl: SuggestionDecl,
+    ref: str,
+    run: RunView,
+    label: str,
+    fill: Callable[[str], str],
+    *,
+    several: bool,
+) -> dict[str, Any] | None:
+    """The suggestion that swaps the declared alternative in for the draft order ``ref``; an
+    advice alternative's advice, and for a draft no alternative replaces the
+    ``horis:noAlternative`` label, without action (or none)."""
+    order = run.resources.get(ref)
+    if order is None or order.get("resourceType") != "MedicationRequest":
+        return None
+    name = order_name(order) or ref
+    alt = alternative_for(decl, drug_codes(order, run.resources))
+    if alt is None:
+        if decl.no_alternative is None:
+            return None
+        text = fill(decl.no_alternative)
+        return {"label": f"{text} ({name})" if several else text, "uuid": str(uuid.uuid4())}
+    if alt.medication is None or alt.display is None:
+        text = fill(alt.advice or label)
+        return {"label": f"{text} ({name})" if several else text, "uuid": str(uuid.uuid4())}
+    shown = f"{label}: {alt.display}" + (f" in place of {name}" if several else "")
+    actions = alternative_actions(decl, alt, ref, order, decl.description or shown, name)
+    return {"label": shown, "uuid": str(uuid.uuid4()), "actions": actions}
 
 
 def _instances(decl: CardDecl, world: World, focus_id: str) -> list[str | None]:
@@ -235,40 +313,86 @@ def _instances(decl: CardDecl, world: World, focus_id: str) -> list[str | None]:
 
 
 def _texts(
-    ontology: Ontology, decl: CardDecl, world: World, focus_id: str, instance: str | None
-) -> Callable[[str], str]:
-    """Looks a card placeholder up: the values of its property on the focus or the instance."""
-    variables = dict(decl.variables)
+    ontology: Ontology,
+    decl: CardDecl,
+    world: World,
+    focus_id: str,
+    instance: str | None,
+    zone: tzinfo,
+    decides: str | None,
+) -> tuple[Callable[[str], str], Callable[[str], bool]]:
+    """Looks a card placeholder up (the values its path reaches from the focus or the
+    instance; for ``because.P`` what decided ``P``), and says whether a section holds."""
+    paths = dict(decl.paths)
+    rules = dict(decl.rules)
+    proved: dict[str, set[str]] = {}
 
     def label(iri: str) -> str | None:
         if iri in ontology.individuals or iri in ontology.classes:
             return _label(ontology, iri)
         return None
 
-    def lookup(name: str) -> str:
-        prop = variables.get(name)
+    def reached(name: str) -> tuple[Any, ...] | None:
+        steps = paths.get(name)
         subject = instance if name.startswith("instance.") else focus_id
-        if prop is None or subject is None:
+        if steps is None or subject is None:
+            return None
+        current: tuple[Any, ...] = (subject,)
+        for prop, where in steps:
+            found: dict[Any, None] = {}
+            for node in current:
+                if not isinstance(node, str):
+                    continue
+                for value in world.values(node, prop):
+                    keep = where is None or (
+                        isinstance(value, str) and True in world.values(value, where)
+                    )
+                    if keep:
+                        found.setdefault(value, None)
+            current = tuple(found)
+        return current
+
+    def because(prop: str) -> str:
+        if not world.values(focus_id, prop):
             return card_text.UNKNOWN
-        return card_text.show(world.values(subject, prop), label)
+        return deciding_facts(world.proof(focus_id, prop).to_json(), zone) or card_text.UNKNOWN
 
-    return lookup
+    def lookup(name: str) -> str:
+        if name.startswith("because."):
+            steps = paths.get(name)
+            return because(steps[0][0]) if steps else card_text.UNKNOWN
+        values = reached(name)
+        if values is None:
+            return card_text.UNKNOWN
+        return card_text.show(values, label)
+
+    def holds(name: str) -> bool:
+        rule = rules.get(name)
+        if rule is not None:
+            if decides is None or not world.values(focus_id, decides):
+                return False
+            if decides not in proved:
+                proved[decides] = proof_rules(world.proof(focus_id, decides).to_json())
+            return rule in proved[decides]
+        if name.startswith("because."):
+            return lookup(name) != card_text.UNKNOWN
+        values = reached(name)
+        return bool(values) and any(v is not False for v in values or ())
+
+    return lookup, holds
 
 
-def _reasons(decl: CardDecl, world: World, instance: str | None, zone: tzinfo) -> list[str]:
-    """For a card about one instance: the proof of each property its filter read on it, as
-    the clinician reads a proof."""
-    if instance is None:
-        return []
-    out: list[str] = []
-    for prop in dict.fromkeys(c.path[0] for c in decl.each_where):
-        if world.values(instance, prop):
-            out.append(proof_markdown(world.proof(instance, prop).to_json(), zone))
-    return out
-
-
-def _source(ontology: Ontology, service: CdsServiceDef) -> dict[str, Any]:
-    return {"label": f"Horismos · {service.title} (ontology {ontology.version})"}
+def _source(service: CdsServiceDef) -> dict[str, Any]:
+    """The card's ``source``: the service's title, its deployment's documentation page and the
+    coded topic where the deployment declares them (the versions are in the response's
+    ``dev.horismos.run`` extension and the run record)."""
+    source: dict[str, Any] = {"label": service.title or service.id}
+    if service.documentation is not None:
+        source["url"] = service.documentation
+    if service.topic is not None:
+        system, code, display = service.topic
+        source["topic"] = {"system": system, "code": code, "display": display}
+    return source
 
 
 def unread_order_cards(
@@ -297,7 +421,7 @@ def unread_order_cards(
                 "summary": summary,
                 "indicator": "warning",
                 "detail": card_text.markdown_escape(detail),
-                "source": _source(ontology, service),
+                "source": _source(service),
                 "links": [{"label": RUN_LINK_LABEL, "url": run_url, "type": "absolute"}],
             }
         )
@@ -358,15 +482,18 @@ def declared_cards(
         if run_detail is None:
             run_detail = _detail(ontology, workflow, world, run)
         for instance in _instances(decl, world, run.focus_id):
-            lookup = _texts(ontology, decl, world, run.focus_id, instance)
-            full = card_text.fill(decl.summary, lookup, markdown=False)
+            lookup, holds = _texts(
+                ontology, decl, world, run.focus_id, instance, run.zone, workflow.decides
+            )
+            full = card_text.fill(decl.summary, lookup, markdown=False, holds=holds)
             summary = card_text.shorten(full, SUMMARY_LIMIT)
             parts: list[str] = []
             if summary != full:
                 parts.append(f"Summary in full: {card_text.markdown_escape(full)}")
             if decl.detail is not None:
-                parts.append(card_text.fill(decl.detail, lookup, markdown=True))
-            parts.extend(_reasons(decl, world, instance, run.zone))
+                parts.append(card_text.fill(decl.detail, lookup, markdown=True, holds=holds))
+            else:
+                parts.append(_deciding(ontology, workflow, world, run))
             parts.append(run_detail)
             detail = "\n\n".join(p for p in parts if p)
             indicator = decl.indicator
@@ -379,7 +506,7 @@ def declared_cards(
                 "detail": detail
                 if len(detail) <= DETAIL_LIMIT
                 else detail[: DETAIL_LIMIT - 1] + "…",
-                "source": _source(ontology, service),
+                "source": _source(service),
                 "links": [{"label": RUN_LINK_LABEL, "url": run_url, "type": "absolute"}],
             }
             suggestions = [
@@ -390,7 +517,7 @@ def declared_cards(
                     world,
                     workflow,
                     run,
-                    card_text.fill(d.label, lookup, markdown=False),
+                    functools.partial(_fill, lookup=lookup, holds=holds),
                     instance,
                 )
             ]

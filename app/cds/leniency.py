@@ -211,7 +211,7 @@ def _missing_choice(resource: dict[str, Any]) -> str | None:
         return None
     if any(k in resource for k in ("medicationCodeableConcept", "medicationReference")):
         return None
-    return "no drug is chosen yet: it has no medicationCodeableConcept or medicationReference"
+    return "no drug is chosen yet: the order names no medication"
 
 
 def read_draft_orders(

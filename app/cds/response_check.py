@@ -12,11 +12,12 @@ from typing import Any
 from fhir.resources.R4B import get_fhir_model_class
 from pydantic import ValidationError
 
+from app.ontology.card_text import SUMMARY_MAX_LENGTH
+
 INDICATORS = ("info", "warning", "critical")
 SELECTION_BEHAVIORS = ("at-most-one", "any")
 ACTION_TYPES = ("create", "update", "delete")
 LINK_TYPES = ("absolute", "smart")
-SUMMARY_MAX = 140
 
 
 def _str(obj: dict[str, Any], key: str, where: str, out: list[str], *, required: bool) -> None:
@@ -102,8 +103,8 @@ def check_card(card: Any, where: str = "card") -> list[str]:
         return [f"{where}: must be an object"]
     _str(card, "uuid", where, out, required=False)
     _str(card, "summary", where, out, required=True)
-    if isinstance(card.get("summary"), str) and len(card["summary"]) >= SUMMARY_MAX:
-        out.append(f"{where}.summary: must be shorter than {SUMMARY_MAX} characters")
+    if isinstance(card.get("summary"), str) and len(card["summary"]) > SUMMARY_MAX_LENGTH:
+        out.append(f"{where}.summary: must be at most {SUMMARY_MAX_LENGTH} characters")
     _str(card, "detail", where, out, required=False)
     if card.get("indicator") not in INDICATORS:
         out.append(f"{where}.indicator: required, one of {', '.join(INDICATORS)}")

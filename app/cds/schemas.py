@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.cds.requests import FeedbackBody, HookRequestBody
+from app.ontology.card_text import SUMMARY_MAX_LENGTH
 
 
 class _Open(BaseModel):
@@ -26,9 +27,16 @@ class Discovery(_Open):
     services: list[ServiceEntry]
 
 
+class Coding(_Open):
+    system: str | None = None
+    code: str
+    display: str | None = None
+
+
 class Source(_Open):
     label: str
     url: str | None = None
+    topic: Coding | None = None
 
 
 class Action(_Open):
@@ -52,7 +60,7 @@ class Link(_Open):
 
 class Card(_Open):
     uuid: str | None = None
-    summary: str = Field(max_length=139)
+    summary: str = Field(max_length=SUMMARY_MAX_LENGTH)
     detail: str | None = None
     indicator: Literal["info", "warning", "critical"]
     source: Source

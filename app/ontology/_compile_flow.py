@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from typing import Any, cast
+from urllib.parse import urlsplit
 
-from rdflib import Literal, URIRef
+from rdflib import RDFS, Literal, URIRef
 from rdflib.term import Node
 
 from app.ontology import _values as V
@@ -13,6 +14,7 @@ from app.ontology._compile_base import CompilerBase, H
 from app.ontology._rdf import literal_kind
 from app.ontology.model import (
     DEFAULT_CLOCK_SKEW,
+    AlternativeDecl,
     ArgBinding,
     Branch,
     CandidateQuery,
@@ -202,7 +204,43 @@ class FlowCompiler(CompilerBase):
             custom_hook=bool(self.boolean(node, H("customHook"))),
             clock_skew=self._clock_skew(node),
             override_reasons=self.refs(node, H("overrideReason"), ("individual",)),
+            documentation=self._documentation(node),
+            topic=self._topic(node),
         )
+
+    def _documentation(self, node: Node) -> str | None:
+        """``horis:documentation <https://…>``: the deployment's page a card's source links to;
+        an absolute http(s) URL, else a load error."""
+        raw = self.r.one(node, H("documentation"))
+        if raw is None:
+            return None
+        url = str(raw)
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            self.r.problem(
+                "literal-type",
+                node,
+                f"horis:documentation {url!r} is not an absolute http(s) URL",
+                via=H("documentation"),
+            )
+            return None
+        return url
+
+    def _topic(self, node: Node) -> tuple[str, str, str] | None:
+        """``horis:topic [ horis:code "system|code" ; rdfs:label "display" ]``: the coded topic
+        of the service's cards (CDS Hooks ``source.topic``), as (system, code, display)."""
+        topic = self.r.one(node, H("topic"))
+        if topic is None:
+            return None
+        code = self.string(topic, H("code"), required=True) or ""
+        display = self.string(topic, RDFS.label, required=True) or ""
+        system, _, value = code.rpartition("|")
+        if not system or not value:
+            self.r.problem(
+                "literal-type", topic, 'horis:code on a topic is "system|code"', via=H("code")
+            )
+            return None
+        return system, value, display
 
     def _clock_skew(self, node: Node) -> float:
         raw = self.r.one(node, H("clockSkew"))
@@ -267,14 +305,24 @@ class FlowCompiler(CompilerBase):
         for s in r.objects(node, H("suggest")):
             label = self.string(s, H("label"), required=True) or ""
             texts.append((s, H("label"), label))
+            no_alternative = self.string(s, H("noAlternative"))
+            if no_alternative is not None:
+                texts.append((s, H("noAlternative"), no_alternative))
+            alternatives = tuple(self._alternative(a) for a in r.objects(s, H("alternative")))
+            texts.extend((s, H("advice"), a.advice) for a in alternatives if a.advice)
             suggestions.append(
                 SuggestionDecl(
                     label=label,
-                    action_type=self._action_type(s),
+                    action_type=self._action_type(
+                        s, required=not alternatives or not all(a.advice for a in alternatives)
+                    ),
                     cites=self.ref(s, H("cites"), r.one(s, H("cites")), ("property",)),
                     description=self.string(s, H("description")),
+                    alternatives=alternatives,
+                    no_alternative=no_alternative,
                 )
             )
+        variables, paths, rules = self._variables(service, texts, bool(for_each))
         return CardDecl(
             indicator=cast(Any, indicator),
             summary=summary,
@@ -286,7 +334,9 @@ class FlowCompiler(CompilerBase):
             for_each=for_each,
             each_where=each_where,
             detail=detail,
-            variables=self._variables(service, texts, bool(for_each)),
+            variables=variables,
+            paths=paths,
+            rules=rules,
             override_reasons=self.refs(node, H("overrideReason"), ("individual",))
             if r.peek(node, H("overrideReason"))
             else None,
@@ -306,25 +356,40 @@ class FlowCompiler(CompilerBase):
 
     def _variables(
         self, service: Node, texts: list[tuple[Node, Node, str]], per_instance: bool
-    ) -> tuple[tuple[str, str], ...]:
-        """The property each placeholder of a card's texts names; a name that is not
-        ``focus.P`` or ``instance.P`` with ``P`` a declared property is a load error."""
+    ) -> tuple[
+        tuple[tuple[str, str], ...],
+        tuple[tuple[str, tuple[tuple[str, str | None], ...]], ...],
+        tuple[tuple[str, str], ...],
+    ]:
+        """What each placeholder of a card's texts names: for ``focus.P…``, ``instance.P…`` and
+        ``because.P`` the first property (``variables``) and every step with its filter
+        (``paths``); for ``rule.R`` the rule (``rules``). A name that is none of these, a
+        property or rule not declared, or a section left open is a load error."""
         namespace = str(service)[: len(str(service)) - len(local_name(str(service)))]
         found: dict[str, str] = {}
+        paths: dict[str, tuple[tuple[str, str | None], ...]] = {}
+        rules: dict[str, str] = {}
         for owner, pred, text in texts:
+            for stray in card_text.stray_tags(text):
+                self.r.problem(
+                    "literal-type",
+                    owner,
+                    f"{stray} is not closed or not opened: a section is {{{{#X}}}}…{{{{/X}}}}",
+                    via=pred,
+                )
             for name in card_text.placeholders(text):
-                parsed = card_text.parse_name(name)
+                parsed = card_text.parse(name)
                 if parsed is None:
                     self.r.problem(
                         "literal-type",
                         owner,
-                        f"{{{{{name}}}}} is not a placeholder: write {{{{focus.P}}}} or "
-                        "{{instance.P}} with P a declared property",
+                        f"{{{{{name}}}}} is not a placeholder: write {{{{focus.P}}}}, "
+                        "{{instance.P}}, a path {{focus.P[F].Q}}, {{because.P}} or, in a "
+                        "section, rule.R, with P, F, Q declared properties and R a rule",
                         via=pred,
                     )
                     continue
-                scope, prop_name = parsed
-                if scope == "instance" and not per_instance:
+                if parsed.scope == "instance" and not per_instance:
                     self.r.problem(
                         "literal-type",
                         owner,
@@ -333,18 +398,54 @@ class FlowCompiler(CompilerBase):
                         via=pred,
                     )
                     continue
-                iri = self._property_named(prop_name, namespace)
-                if iri is None:
-                    self.r.problem(
-                        "dangling-reference",
-                        owner,
-                        f"{{{{{name}}}}}: {prop_name} is not a declared property (or is declared "
-                        "in several namespaces)",
-                        via=pred,
-                    )
+                if parsed.scope == "rule":
+                    rule = parsed.steps[0][0]
+                    iri = namespace + rule
+                    if self.kinds.get(URIRef(iri)) != "rule":
+                        matches = [
+                            str(n)
+                            for n, kind in self.kinds.items()
+                            if kind == "rule" and local_name(str(n)) == rule
+                        ]
+                        iri = matches[0] if len(matches) == 1 else ""
+                    if not iri:
+                        self.r.problem(
+                            "dangling-reference",
+                            owner,
+                            f"{{{{{name}}}}}: {rule} is not a declared rule (or is declared in "
+                            "several namespaces)",
+                            via=pred,
+                        )
+                        continue
+                    rules[name] = iri
                     continue
-                found[name] = iri
-        return tuple(found.items())
+                steps: list[tuple[str, str | None]] = []
+                for prop_name, filter_name in parsed.steps:
+                    prop_iri = self._property_named(prop_name, namespace)
+                    filter_iri = (
+                        self._property_named(filter_name, namespace)
+                        if filter_name is not None
+                        else None
+                    )
+                    missing = [
+                        n
+                        for n, i in ((prop_name, prop_iri), (filter_name, filter_iri))
+                        if n is not None and i is None
+                    ]
+                    if missing or prop_iri is None:
+                        self.r.problem(
+                            "dangling-reference",
+                            owner,
+                            f"{{{{{name}}}}}: {', '.join(missing)} is not a declared property "
+                            "(or is declared in several namespaces)",
+                            via=pred,
+                        )
+                        break
+                    steps.append((prop_iri, filter_iri))
+                else:
+                    found[name] = steps[0][0]
+                    paths[name] = tuple(steps)
+        return tuple(found.items()), tuple(paths.items()), tuple(rules.items())
 
     def _property_named(self, name: str, namespace: str) -> str | None:
         """The declared property with local name ``name`` (the service's namespace first)."""
@@ -357,9 +458,70 @@ class FlowCompiler(CompilerBase):
         ]
         return matches[0] if len(matches) == 1 else None
 
-    def _action_type(self, node: Node) -> Any:
-        """``horis:actionType`` of a suggestion or system action."""
-        action = self.string(node, H("actionType"), required=True) or "create"
+    def _replaced(self, node: Node) -> tuple[str, ...]:
+        """An alternative's ``horis:replaces``: codes given as ``"system|code"``, and the
+        members of every value set named by its canonical (``horis:replaces <url>``), so that
+        a class read by products (a value set) is replaced by product as by ingredient."""
+        out: list[str] = []
+        for member in self.r.members(node, H("replaces")):
+            if isinstance(member, URIRef):
+                url = self.value_set(node, H("replaces"), member)
+                if url is not None and url in self.value_sets:
+                    out.extend(sorted(self.value_sets[url].codes))
+                continue
+            text = V.as_string(member)
+            if text is None:
+                self.r.problem(
+                    "literal-type",
+                    node,
+                    f"expects strings or value sets, got {literal_kind(member)}",
+                    via=H("replaces"),
+                )
+            elif not V.valid_coding(text):
+                self.r.problem("literal-type", node, f'code "{text}" must be "system|code"')
+            else:
+                out.append(text)
+        return tuple(dict.fromkeys(out))
+
+    def _alternative(self, node: Node) -> AlternativeDecl:
+        """``[ horis:replaces "system|code" … ; horis:medication "system|code" ;
+        horis:display "…" ; horis:keepDosage false ]``."""
+        replaces = self._replaced(node)
+        if not replaces:
+            self.r.problem(
+                "missing",
+                node,
+                'an alternative needs horis:replaces "system|code" (the drugs it stands in for)',
+            )
+        advice = self.string(node, H("advice"))
+        medication = self.string(node, H("medication"), required=advice is None)
+        display = self.string(node, H("display"), required=medication is not None)
+        if advice is not None and (medication is not None or display is not None):
+            self.r.problem(
+                "duplicate",
+                node,
+                "an alternative names an order (horis:medication, horis:display) or gives "
+                "horis:advice, not both",
+            )
+        if medication is not None and not V.valid_coding(medication):
+            self.r.problem("literal-type", node, f'code "{medication}" must be "system|code"')
+        keep = self.boolean(node, H("keepDosage"))
+        if keep is not None and medication is None:
+            self.r.problem("missing", node, "horis:keepDosage needs horis:medication")
+        return AlternativeDecl(
+            replaces=replaces,
+            medication=medication,
+            display=display,
+            keep_dosage=bool(keep),
+            advice=advice,
+        )
+
+    def _action_type(self, node: Node, *, required: bool = True) -> Any:
+        """``horis:actionType`` of a suggestion or system action (a suggestion whose
+        alternatives all give advice acts on nothing: it may leave it out)."""
+        action = self.string(node, H("actionType"), required=required) or (
+            "create" if required else "update"
+        )
         if action not in ("create", "update", "delete"):
             self.r.problem(
                 "literal-type", node, 'actionType must be "create", "update" or "delete"'

@@ -141,4 +141,9 @@ class ReachChecker(TypeChecker):
                 for path in card.for_each:
                     yield from path
                 yield from (iri for _name, iri in card.variables)
+                for _name, steps in card.paths:
+                    for prop, where in steps:
+                        yield prop
+                        if where is not None:
+                            yield where
             yield from (a.cites for a in s.system_actions if a.cites is not None)

@@ -3,33 +3,65 @@
 
     horis:summary "{{instance.drugName}}: {{focus.totalMme}} MME/day, at or over 50" ;
 
-========================  ================================================================
-``focus.P``               the values of property ``P`` (local name) on the run's focus
-``instance.P``            the values of ``P`` on the card's instance (a ``horis:forEach``
-                          card only)
-========================  ================================================================
+==========================  ==============================================================
+``focus.P``                 the values of property ``P`` (local name) on the run's focus
+``instance.P``              the values of ``P`` on the card's instance (a ``horis:forEach``
+                            card only)
+``focus.P.Q``               a path: the values of ``Q`` on the values of ``P``
+``focus.P[F].Q``            the same, keeping only the values of ``P`` on which ``F`` is true
+                            (``focus.hasStoredOrder[activeAmbulatoryBenzodiazepine].drugName``:
+                            the benzodiazepines on record, by name)
+``because.P``               what decided ``P`` on the focus, as a clinician reads it: the
+                            criterion met and up to three of the data it rests on, each with
+                            its unit and date (``Systolic blood pressure below 90 mmHg:
+                            systolic blood pressure 85 mmHg, 2 Dec 2026 04:53 UTC``)
+==========================  ==============================================================
+
+A section ``{{#X}}…{{/X}}`` is kept only when ``X`` holds, ``{{^X}}…{{/X}}`` only when it does
+not: ``X`` a value placeholder (it holds when it has a value that is not ``no``) or ``rule.R``
+(it holds when rule ``R`` is among the criteria the decision's proof rests on). Sections do not
+nest. A card names the facts that decided it in its template; the whole proof stays on the
+decision record behind the card's link.
 
 Values are written as text: an individual or class by its ``rdfs:label``, a decimal with at most
-two decimals, a boolean as ``yes``/``no``, several values joined by ``, ``, no value as
-``unknown`` (nothing is made up). A summary is plain text (whitespace and control characters
-become one space); in a detail, which is Markdown, each filled value is escaped so a value can
-never add emphasis, links or HTML (``markdown_escape``, the escaper of all free text on a
-card). Pure: parsing, checking and writing values only; the card builder looks the values up.
+two decimals, a date or time by its day (``30 Nov 2026``), a boolean as ``yes``/``no``, several
+values joined by ``, ``, no value as ``unknown`` (nothing is made up). A summary is plain text
+(whitespace and control characters become one space); in a detail, which is Markdown, each
+filled value is escaped so a value can never add emphasis, links or HTML (``markdown_escape``,
+the escaper of all free text on a card). Pure: parsing, checking and writing values only; the
+card builder looks the values up.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal, cast
 
 from app.ontology.model import Value
 
 Scope = Literal["focus", "instance"]
 
-TOKEN = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
-_NAME = re.compile(r"^(focus|instance)\.([A-Za-z_][A-Za-z0-9_-]*)$")
+TOKEN = re.compile(r"\{\{\s*([^{}#^/]*?)\s*\}\}")
+#: ``{{#X}}…{{/X}}`` or ``{{^X}}…{{/X}}``: kept when ``X`` holds (``#``) or does not (``^``)
+SECTION = re.compile(r"\{\{\s*([#^])\s*([^{}]*?)\s*\}\}(.*?)\{\{\s*/\s*\2\s*\}\}", re.DOTALL)
+_ANY_TAG = re.compile(r"\{\{[^{}]*\}\}")
+_IDENT = r"[A-Za-z_][A-Za-z0-9_-]*"
+_STEP = re.compile(rf"^({_IDENT})(?:\[({_IDENT})\])?$")
+_NAME = re.compile(rf"^(focus|instance)\.({_IDENT})$")
+_RULE = re.compile(rf"^rule\.({_IDENT})$")
+_BECAUSE = re.compile(rf"^because\.({_IDENT})$")
+
+#: A card summary's length limit: CDS Hooks wants it "less than 140 characters". Every check of
+#: a summary (the loader, the card builder, the response check, the OpenAPI model) reads this.
+SUMMARY_MAX_LENGTH = 139
+#: A bundled card's detail budget: what a clinician reads in a few seconds (the proof is on the
+#: decision record behind the card's link).
+DETAIL_MAX_CHARS = 600
+DETAIL_MAX_LINES = 8
 #: What CommonMark (and GitHub's tables and strikethrough) can read as markup anywhere in a line.
 _MARKUP = re.compile(r"([\\`*_\[\]<>&#|~!])")
 #: What is markup only where a line starts: a list or setext-heading marker, or an ordered
@@ -38,13 +70,51 @@ _MARKUP = re.compile(r"([\\`*_\[\]<>&#|~!])")
 _LEADING = re.compile(r"^([-+=]|[0-9]+(?=[.)]))")
 _SPACE = re.compile(r"[\s\x00-\x1f\x7f]+")
 
+_ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}(?=$|T)")
+
 #: what a placeholder without a value is written as
 UNKNOWN = "unknown"
 
 
 def placeholders(text: str) -> list[str]:
-    """Every placeholder's text (``instance.drugName``), in order."""
-    return [m.group(1) for m in TOKEN.finditer(text)]
+    """Every placeholder's text (``instance.drugName``), in order: values, and the names the
+    sections test (``rule.HighDose``)."""
+    names = [m.group(2) for m in SECTION.finditer(text)]
+    return [*names, *(m.group(1) for m in TOKEN.finditer(SECTION.sub(r"\3", text)))]
+
+
+def stray_tags(text: str) -> list[str]:
+    """Section tags left once every well-formed section is read (an unclosed ``{{#X}}``, a
+    ``{{/X}}`` without its opening): a load error."""
+    inner = SECTION.sub(r"\3", text)
+    return [t for t in _ANY_TAG.findall(inner) if TOKEN.fullmatch(t) is None]
+
+
+@dataclass(frozen=True)
+class Name:
+    """A parsed placeholder: ``scope`` ``focus``/``instance`` with its path of (property,
+    filter or None) steps, ``because`` with the one property, or ``rule`` with the rule."""
+
+    scope: Literal["focus", "instance", "because", "rule"]
+    steps: tuple[tuple[str, str | None], ...]
+
+
+def parse(name: str) -> Name | None:
+    """The placeholder ``name`` read; None when it is not one."""
+    for pattern, scope in ((_RULE, "rule"), (_BECAUSE, "because")):
+        found = pattern.match(name)
+        if found is not None:
+            return Name(cast(Any, scope), ((found.group(1), None),))
+    head, _, rest = name.partition(".")
+    if head not in ("focus", "instance") or not rest:
+        return None
+    steps: list[tuple[str, str | None]] = []
+    for part in rest.split("."):
+        step = _STEP.match(part)
+        if step is None:
+            return None
+        steps.append((step.group(1), step.group(2)))
+    return Name(cast(Any, head), tuple(steps))
 
 
 def parse_name(name: str) -> tuple[Scope, str] | None:
@@ -57,8 +127,9 @@ def parse_name(name: str) -> tuple[Scope, str] | None:
 
 
 def static_length(text: str) -> int:
-    """The length of the text without its placeholders (what no value can shorten)."""
-    return len(TOKEN.sub("", text))
+    """The length of the text without its placeholders and sections (what no value can
+    shorten)."""
+    return len(TOKEN.sub("", SECTION.sub("", text)))
 
 
 def plain(text: str) -> str:
@@ -95,19 +166,50 @@ def _one(value: Value, label: Callable[[str], str | None]) -> str:
         return format(rounded.normalize(), "f")
     if isinstance(value, str):
         named = label(value)
-        return named if named is not None else value
+        if named is not None:
+            return named
+        day = _ISO_DAY.match(value)
+        if day is None:
+            return value
+        try:
+            return _day(date.fromisoformat(day.group(0)))
+        except ValueError:
+            return value
+    if isinstance(value, date):  # a datetime too: its day, as a clinician writes it
+        return _day(value)
     return str(value)
 
 
-def fill(text: str, lookup: Callable[[str], str], *, markdown: bool) -> str:
-    """``text`` with each placeholder replaced by ``lookup(name)`` (escaped for Markdown when
-    ``markdown``; else made plain)."""
+def _day(value: date) -> str:
+    return f"{value.day} {value:%b} {value.year:04d}"
+
+
+def fill(
+    text: str,
+    lookup: Callable[[str], str],
+    *,
+    markdown: bool,
+    holds: Callable[[str], bool] | None = None,
+) -> str:
+    """``text`` with each section kept or dropped as ``holds(name)`` says (without ``holds``,
+    a section holds when its placeholder has a value: not ``unknown``, not ``no``), then each
+    placeholder replaced by ``lookup(name)`` (escaped for Markdown when ``markdown``; else made
+    plain)."""
+
+    def test(name: str) -> bool:
+        if holds is not None:
+            return holds(name)
+        return lookup(name) not in (UNKNOWN, "no", "")
+
+    def section(match: re.Match[str]) -> str:
+        kept = test(match.group(2)) == (match.group(1) == "#")
+        return match.group(3) if kept else ""
 
     def one(match: re.Match[str]) -> str:
         value = lookup(match.group(1))
         return markdown_escape(value) if markdown else plain(value)
 
-    return TOKEN.sub(one, text)
+    return TOKEN.sub(one, SECTION.sub(section, text))
 
 
 def shorten(text: str, limit: int) -> str:
@@ -123,15 +225,22 @@ def shorten(text: str, limit: int) -> str:
 
 
 __all__ = [
+    "DETAIL_MAX_CHARS",
+    "DETAIL_MAX_LINES",
+    "SECTION",
+    "SUMMARY_MAX_LENGTH",
     "TOKEN",
     "UNKNOWN",
+    "Name",
     "Scope",
     "fill",
     "markdown_escape",
+    "parse",
     "parse_name",
     "placeholders",
     "plain",
     "shorten",
     "show",
     "static_length",
+    "stray_tags",
 ]

@@ -567,6 +567,25 @@ class TextSource:
 
 
 @dataclass(frozen=True, kw_only=True)
+class AlternativeDecl:
+    """``horis:alternative [ horis:replaces "system|code" … ; horis:medication "system|code" ;
+    horis:display "…" ; horis:keepDosage false ]`` on a suggestion.
+
+    A cited draft order whose drug is coded with one of ``replaces`` gets, as the suggestion's
+    action, the same order with ``medication`` (and its display) in place of its drug; its
+    dosage and dispensed quantity are kept only with ``keep_dosage`` (they were written for the
+    drug it replaces). ``horis:advice "…"`` in place of a medication: no order is named, the
+    suggestion is that advice without action (what to do with the dose, say).
+    """
+
+    replaces: tuple[str, ...]
+    medication: str | None
+    display: str | None
+    keep_dosage: bool = False
+    advice: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class SuggestionDecl:
     """``horis:suggest [ horis:label "…" ; horis:actionType "delete" ; horis:cites P ]``.
 
@@ -580,6 +599,11 @@ class SuggestionDecl:
     action_type: Literal["create", "update", "delete"]
     cites: str | None = None
     description: str | None = None
+    #: horis:alternative: the orders to swap in for the cited draft order, first match wins
+    alternatives: tuple[AlternativeDecl, ...] = ()
+    #: horis:noAlternative: the label of a suggestion without action for a cited draft order
+    #: no alternative replaces (None: no suggestion for it)
+    no_alternative: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -604,8 +628,13 @@ class CardDecl:
     #: horis:where on a horis:forEach card: conditions each instance must satisfy
     each_where: tuple[Condition, ...] = ()
     detail: str | None = None  # horis:detail: Markdown shown before the run's own detail
-    #: each placeholder name its texts use (``instance.mme``) → the property IRI it reads
+    #: each placeholder name its texts use (``instance.mme``) → the (first) property IRI it
+    #: reads
     variables: tuple[tuple[str, str], ...] = ()
+    #: each value placeholder → its steps: (property IRI, filter property IRI or None)
+    paths: tuple[tuple[str, tuple[tuple[str, str | None], ...]], ...] = ()
+    #: each ``rule.R`` section name → the rule IRI
+    rules: tuple[tuple[str, str], ...] = ()
     #: horis:overrideReason on the card: individuals, in place of the service's; None: its
     #: service's
     override_reasons: tuple[str, ...] | None = None
@@ -652,6 +681,10 @@ class CdsServiceDef:
     clock_skew: float = DEFAULT_CLOCK_SKEW
     #: horis:overrideReason: the individuals every card offers as override reasons, in order
     override_reasons: tuple[str, ...] = ()
+    #: horis:documentation: the deployment's documentation page (a card's ``source.url``)
+    documentation: str | None = None
+    #: horis:topic: (system, code, display) of the cards' coded topic (``source.topic``)
+    topic: tuple[str, str, str] | None = None
 
     def reasons_for(self, card: CardDecl) -> tuple[str, ...]:
         """The override reasons ``card`` offers: its own, else the service's."""

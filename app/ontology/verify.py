@@ -38,14 +38,16 @@ from app.ontology._verify_fhir import FhirChecker
 from app.ontology._verify_hooks import HookChecker
 from app.ontology._verify_reach import ReachChecker
 from app.ontology._verify_terminology import TerminologyChecker
-from app.ontology.card_text import static_length
+from app.ontology.card_text import SUMMARY_MAX_LENGTH, static_length
 from app.ontology.errors import Problem, in_files
+from app.ontology.hooks import HOOKS
 from app.ontology.model import (
     CardDecl,
     CdsServiceDef,
     Condition,
     Ontology,
     StepDef,
+    SuggestionDecl,
     SystemActionDecl,
     WorkflowDef,
     local_name,
@@ -470,16 +472,18 @@ class _Verifier(FhirChecker, HookChecker, ReachChecker, TerminologyChecker):
                 )
             for card in s.cards:
                 where = f"horis:card[{card.order + 1}]"
-                if static_length(card.summary) > 140:
+                if static_length(card.summary) > SUMMARY_MAX_LENGTH:
                     self.add(
                         "service",
                         s.iri,
-                        "a card summary must be at most 140 characters (its text without "
-                        "placeholders)",
+                        f"a card summary must be at most {SUMMARY_MAX_LENGTH} characters (its "
+                        "text without placeholders; CDS Hooks: less than 140)",
                         where,
                     )
                 self._match(s, w, card.terminal, card.when, where)
                 self._card_instances(s, w, card, where)
+                for i, suggestion in enumerate(card.suggestions):
+                    self._alternatives(s, card, suggestion, f"{where}/horis:suggest[{i + 1}]")
             for action in s.system_actions:
                 self._system_action(s, w, action)
 
@@ -515,6 +519,67 @@ class _Verifier(FhirChecker, HookChecker, ReachChecker, TerminologyChecker):
             if prop is not None:
                 subject = instance if name.startswith("instance.") else w.focus
                 self.check_domain(prop, subject, s.iri, f"{where} {{{{{name}}}}}")
+
+    def _alternatives(
+        self, s: CdsServiceDef, card: CardDecl, decl: SuggestionDecl, where: str
+    ) -> None:
+        """A suggestion's ``horis:alternative``: an order the hook can swap in for a draft order
+        it was sent, for a drug the deployment knows."""
+        if not decl.alternatives:
+            if decl.no_alternative is not None:
+                self.add(
+                    "service",
+                    s.iri,
+                    "horis:noAlternative labels a draft order no horis:alternative replaces: "
+                    "declare the alternatives, or remove it",
+                    where,
+                )
+            return
+        if decl.action_type == "delete":
+            self.add(
+                "service",
+                s.iri,
+                'an alternative order is swapped in by an "update" of the draft order (or a '
+                '"create" beside its "delete"): a "delete" suggestion cannot carry one',
+                where,
+            )
+        fields = HOOKS.get(s.hook)
+        if fields is not None and not any(f.name == "draftOrders" for f in fields):
+            self.add(
+                "service",
+                s.iri,
+                f"the {s.hook} hook sends no draft orders, so the EHR has no order to swap an "
+                "alternative into: alternatives belong to order-select and order-sign services",
+                where,
+            )
+        cited = decl.cites or (card.for_each[0][-1] if card.for_each else None)
+        prop = self.o.properties.get(cited or "")
+        if prop is not None and (
+            not prop.from_fhir
+            or any(
+                m.resource_type != "MedicationRequest" or m.context_key != "draftOrders"
+                for m in prop.from_fhir
+            )
+        ):
+            self.add(
+                "service",
+                s.iri,
+                f"{prop.name} is not read from the hook's draft MedicationRequests "
+                '(horis:fromContext "draftOrders"): an alternative replaces the drug of a draft '
+                "medication order",
+                where,
+            )
+        for alt in decl.alternatives:
+            for code in (*alt.replaces, *([alt.medication] if alt.medication else [])):
+                if not self.o.knows_code(code):
+                    self.add(
+                        "service",
+                        s.iri,
+                        f'the alternative names "{code}", a code this deployment does not know '
+                        "(no class, individual, value set or mapping of it has it): fix the code, "
+                        "or declare the drug",
+                        where,
+                    )
 
     def _system_action(self, s: CdsServiceDef, w: WorkflowDef, a: SystemActionDecl) -> None:
         where = f"horis:systemAction[{a.order + 1}]"

@@ -1,17 +1,28 @@
 """What every card's detail must look like once a CommonMark renderer (markdown-it-py) has
-read it, as an EHR renders it: shared by the tests of the example deployments' cards and of the
-opioid services' cards."""
+read it, as an EHR renders it — short, the advice and the facts that decided it, the proof on
+the decision record: shared by the tests of the example deployments' cards, of the opioid
+services' cards and of the cards of undecided and unread requests."""
 
 from __future__ import annotations
 
+import html
+import json
 import re
 from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit
 
+from fastapi.testclient import TestClient
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
 from app.ontology import load_ontology
-from app.ontology.card_text import TOKEN
+from app.ontology.card_text import (
+    DETAIL_MAX_CHARS,
+    DETAIL_MAX_LINES,
+    SUMMARY_MAX_LENGTH,
+    TOKEN,
+)
 from app.ontology.deployments import find_deployments
 from app.ontology.loader import default_ontology_paths
 
@@ -34,9 +45,28 @@ ENGINE_WORDS = (
     "Cel",
     "confidence None",
 )
+#: The proof's own wording, which stays on the decision record.
+PROOF_WORDS = (
+    "criterion met",
+    "Also met",
+    "ranked lower",
+    "none on record",
+    "Drafted for",
+    "Condition on record: Condition",
+    "Patient with observations",
+    "ontology ",
+    "could change it",
+)
+#: A code where a clinician expects a name (``SNOMED CT 5602001``, ``RxNorm 197696``).
+BARE_CODE = re.compile(r"\b(RxNorm|SNOMED CT|LOINC|ICD-10-CM|ICD-10|CPT|NDC|CVX) \d")
 #: A CamelCase or camelCase identifier (ChestPain, heartRate, EscalateToNurse).
 IDENTIFIER = re.compile(r"\b[A-Z][a-z]+[A-Z][a-z]+\w*|\b[a-z]+[A-Z][a-z]+\w*")
-WRITTEN_SO = {"mmHg", "RxNorm"}
+#: Written so on purpose: units, a terminology's name, the CDS Hooks request field an
+#: integrator must fix when a write was not authorized (``fhirAuthorization``), and FHIR's
+#: datatype named by the validator in why a resource could not be read (``DateTime``).
+WRITTEN_SO = {"mmHg", "RxNorm", "fhirAuthorization", "DateTime"}
+#: A FHIR reference (``MedicationRequest/abc``): the record a reason names, not an identifier.
+REFERENCE = re.compile(r"\b[A-Z][A-Za-z]+/[A-Za-z0-9\-.]{1,64}")
 
 
 def declared_cards() -> set[tuple[str, str]]:
@@ -75,7 +105,7 @@ def shown_text(node: SyntaxTreeNode) -> str:
 
 
 def _nested_list(tree: SyntaxTreeNode) -> SyntaxTreeNode | None:
-    """The first bullet list with a bullet list inside one of its items."""
+    """The first bullet list with a bullet list inside one of its items (a proof's shape)."""
     for node in tree.walk():
         if node.type == "bullet_list" and any(
             d.type == "bullet_list" for item in node.children for d in item.walk() if d is not item
@@ -84,60 +114,54 @@ def _nested_list(tree: SyntaxTreeNode) -> SyntaxTreeNode | None:
     return None
 
 
-def _undecided_list(tree: SyntaxTreeNode) -> SyntaxTreeNode | None:
-    """The list of incomplete inputs after a bold "No … was decided" opening, if there is one."""
-    blocks = tree.children
-    for i, node in enumerate(blocks[:-1]):
-        if node.type != "paragraph":
-            continue
-        opening = [n for n in node.children[0].children if shown_text(n).strip()]
-        if (
-            opening
-            and opening[0].type == "strong"
-            and shown_text(opening[0]).startswith("No ")
-            and shown_text(opening[0]).endswith(" was decided")
-            and blocks[i + 1].type == "bullet_list"
-        ):
-            return blocks[i + 1]
-    return None
+def check_card(detail: str, words: Iterable[str] = ()) -> str:
+    """Assert the card's budget, structure and wording; return the text a reader sees.
 
-
-def check_card(detail: str, words: Iterable[str] = ()) -> list[str]:
-    """Assert the card's structure and wording; return its proof's statements, one per item."""
+    A card leads with the advice and the few facts that decided it and stays within
+    ``DETAIL_MAX_CHARS`` and ``DETAIL_MAX_LINES``: no proof (no nested list), no engine wording,
+    no bare code, no value the service did not have (``unknown``). The proof is on the
+    decision record behind the card's link (``decision_record_text``)."""
+    assert len(detail) <= DETAIL_MAX_CHARS, (len(detail), detail)
+    assert len(detail.splitlines()) <= DETAIL_MAX_LINES, (len(detail.splitlines()), detail)
     md = MarkdownIt("commonmark")
     tree = SyntaxTreeNode(md.parse(detail))
     shown = shown_text(tree)
-
-    proof = _nested_list(tree)
-    items: list[str] = []
-    undecided = _undecided_list(tree)
-    if "Missing data:" in shown:  # no decision: what was missing, said in a sentence
-        assert proof is None and tree.children[-1].type == "paragraph", detail
-    elif undecided is not None:
-        # not decided on incomplete data: one item per input and why, in a clinician's words,
-        # each with what it could have changed where a rule says so
-        items = [shown_text(item.children[0]) for item in undecided.children]
-        assert items and all(i.strip() for i in items), detail
-        for item in undecided.children:
-            for nested in item.children[1:]:
-                assert nested.type == "bullet_list", detail
-                assert all(
-                    shown_text(n.children[0]).startswith("could change it: ")
-                    for n in nested.children
-                ), detail
-    else:
-        assert proof is not None, f"no nested list in:\n{detail}"
-        first = proof.children[0]
-        # the decision comes first, in bold, in the ontology's words
-        opening = [n for n in first.children[0].children[0].children if shown_text(n).strip()]
-        assert opening[0].type == "strong", detail
-        # every statement is its own list item: nothing merged into one paragraph
-        items = [shown_text(n.children[0]) for n in proof.walk() if n.type == "list_item"]
-        assert len(items) >= 2 and all(":" in i for i in items), items
+    assert _nested_list(tree) is None, f"a proof on the card:\n{detail}"
+    assert shown.strip(), detail
     for expected in words:
         assert expected in shown, (expected, detail)
-    for word in ENGINE_WORDS:
+    for word in (*ENGINE_WORDS, *PROOF_WORDS):
         assert word not in shown, (word, detail)
-    identifiers = set(IDENTIFIER.findall(shown)) - WRITTEN_SO
+    assert not BARE_CODE.search(shown), (BARE_CODE.search(shown), detail)
+    assert not re.search(r"\bunknown\b", shown), detail
+    identifiers = set(IDENTIFIER.findall(REFERENCE.sub("", shown))) - WRITTEN_SO
     assert not identifiers, (identifiers, detail)
-    return items
+    return shown
+
+
+def check_summary(summary: str) -> None:
+    """A card summary within the one limit CDS Hooks sets, with no engine wording."""
+    assert len(summary) <= SUMMARY_MAX_LENGTH, (len(summary), summary)
+    for word in (*ENGINE_WORDS, *PROOF_WORDS):
+        assert word not in summary, (word, summary)
+    assert not BARE_CODE.search(summary), summary
+
+
+_TAG = re.compile(r"<[^>]+>")
+
+
+def decision_record_text(client: TestClient, card: dict[str, Any]) -> str:
+    """What the decision record behind the card's link shows: the run page's text, as a
+    browser opens it (the proof as labelled statements, the data used with its dates), then the
+    run's JSON (``GET /runs/{id}``: the undecided inputs with why each is incomplete and what it
+    could change). Where the proof went when it left the card."""
+    links = [link for link in card.get("links") or [] if link["label"].startswith("Decision")]
+    assert links, card
+    url = urlsplit(links[0]["url"])
+    path = url.path + (f"?{url.query}" if url.query else "")
+    page = client.get(path, headers={"Accept": "text/html"})
+    assert page.status_code == 200, page.text
+    document = client.get(path, headers={"Accept": "application/json"})
+    assert document.status_code == 200, document.text
+    text = re.sub(r"\s+", " ", html.unescape(_TAG.sub(" ", page.text)))
+    return text + "\n" + json.dumps(document.json(), ensure_ascii=False)

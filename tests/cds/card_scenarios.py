@@ -133,34 +133,34 @@ SCENARIOS: dict[tuple[str, str], tuple[Callable[[], dict[str, Any]], tuple[str, 
         lambda: triage(
             vitals=[(SYSTOLIC, 85, "mm[Hg]"), (HEART_RATE, 130, "/min")], symptoms=[CHEST_PAIN]
         ),
-        ("Systolic blood pressure: 85 mmHg", "Heart rate: 130 /min", "Chest pain"),
+        ("Immediate", "systolic blood pressure 85 mmHg", "See the patient now"),
     ),
     (TRIAGE, "Triage acuity: Urgent"): (
         lambda: triage(vitals=[(TEMPERATURE, 39.4, "Cel"), (SPO2, 93, "%")]),
-        ("Body temperature: 39.4 °C", "Oxygen saturation: 93 %"),
+        ("Urgent", "oxygen saturation 93 %"),
     ),
     (TRIAGE, "Triage acuity: Standard"): (
         lambda: triage(symptoms=[HEADACHE]),
-        ("Has symptom: Headache",),
+        ("Standard", "Headache"),
     ),
     (TRIAGE, "Triage acuity: Non-urgent"): (
         lambda: triage(vitals=[(HEART_RATE, 72, "/min")]),
-        ("Heart rate: 72 /min",),
+        ("Non-urgent", "heart rate 72 /min"),
     ),
     # a complaint in free text and no language model: what the structured data give leads
     (TRIAGE, "Triage not completed, the rules give Immediate: a nurse must assess"): (
         lambda: triage(
             vitals=[(HEART_RATE, 130, "/min")], symptoms=[CHEST_PAIN], reason="crushing chest pain"
         ),
-        ("the free text was not used", "Heart rate: 130 /min", "Chest pain"),
+        ("the free text was not used", "heart rate 130 /min", "Chest pain", "nurse must assess"),
     ),
     (TRIAGE, "Triage not completed, the rules give Urgent: a nurse must assess"): (
         lambda: triage(vitals=[(TEMPERATURE, 39.4, "Cel")], reason="feels hot"),
-        ("the free text was not used", "Body temperature: 39.4 °C"),
+        ("the free text was not used", "body temperature 39.4 °C"),
     ),
     (TRIAGE, "Triage not completed, the rules give Standard: a nurse must assess"): (
         lambda: triage(symptoms=[HEADACHE], reason="headache for two days"),
-        ("the free text was not used", "Has symptom: Headache"),
+        ("the free text was not used", "Headache"),
     ),
     (TRIAGE, "Triage not completed, the rules give Non-urgent: a nurse must assess"): (
         lambda: triage(vitals=[(HEART_RATE, 72, "/min")], reason="sudden chest pain"),
@@ -173,26 +173,22 @@ SCENARIOS: dict[tuple[str, str], tuple[Callable[[], dict[str, Any]], tuple[str, 
     (TRIAGE, "Triage not decided: vital signs or conditions incomplete"): (
         lambda: triage(vitals=[(HEART_RATE, 110, "/min")], complete=False),
         (
-            "No acuity was decided",
+            "Acuity not decided",
             "No oxygen saturation reading in the data the service received",
-            "could change it: SpO2 below 90 % (Immediate)",
-            "On the data that could be used the rules give acuity: Urgent",
+            "on the rest of the data the rules give Urgent, which is not a decision",
         ),
     ),
     (MED_SAFETY, "Medication safety not checked: lab results or allergies incomplete"): (
         lambda: med_safety(orders=[IBUPROFEN]),
-        (
-            "No eGFR reading in the data the service received",
-            "NSAID with eGFR below 30 (Contraindicated)",
-        ),
+        ("Order safety not decided", "No eGFR reading in the data the service received"),
     ),
     (MED_SAFETY, "Contraindicated medication order"): (
         lambda: med_safety(orders=[IBUPROFEN], labs=[(EGFR, 25, "mL/min/{1.73_m2}")]),
-        ("eGFR: 25 mL/min/1.73 m²", "Ibuprofen"),
+        ("Contraindicated", "eGFR 25 mL/min/1.73 m²", "Ibuprofen"),
     ),
     (MED_SAFETY, "Medication order needs caution"): (
         lambda: med_safety(orders=[LISINOPRIL], labs=[(POTASSIUM, 5.9, "mmol/L")]),
-        ("Serum potassium: 5.9 mmol/L", "Lisinopril"),
+        ("Caution", "serum potassium 5.9 mmol/L", "Lisinopril"),
     ),
     (
         OPIOID_PV,
@@ -202,7 +198,7 @@ SCENARIOS: dict[tuple[str, str], tuple[Callable[[], dict[str, Any]], tuple[str, 
         lambda: opioid(
             OPIOID_PV, "patient-view", stored=[_opioid_on_record(), _benzodiazepine_on_record()]
         ),
-        ("RxNorm 1049621", "RxNorm 104693", "Age: 40 years"),
+        ("oxycodone hydrochloride 5 MG Oral Tablet", "temazepam 20 MG Oral Capsule"),
     ),
     (OPIOID_PV, "Opioid and benzodiazepine check not completed: data missing"): (
         lambda: opioid(
@@ -211,7 +207,7 @@ SCENARIOS: dict[tuple[str, str], tuple[Callable[[], dict[str, Any]], tuple[str, 
             stored=[_opioid_on_record(), _benzodiazepine_on_record()],
             born=False,
         ),
-        ("data it needs is missing or could not be used", "No age reading in the data"),
+        ("not decided", "No age reading in the data"),
     ),
     (
         OPIOID_OS,
@@ -224,7 +220,7 @@ SCENARIOS: dict[tuple[str, str], tuple[Callable[[], dict[str, Any]], tuple[str, 
             drafts=[_opioid_draft()],
             stored=[_benzodiazepine_on_record()],
         ),
-        ("RxNorm 1049502", "RxNorm 104693"),
+        ("12 HR oxycodone hydrochloride 10 MG", "temazepam 20 MG Oral Capsule"),
     ),
     (OPIOID_OS, "Opioid and benzodiazepine check not completed: data missing"): (
         lambda: opioid(
@@ -234,6 +230,55 @@ SCENARIOS: dict[tuple[str, str], tuple[Callable[[], dict[str, Any]], tuple[str, 
             stored=[_benzodiazepine_on_record()],
             born=False,
         ),
-        ("data it needs is missing or could not be used", "No age reading in the data"),
+        ("not decided", "No age reading in the data"),
+    ),
+}
+
+#: (service, card summary) → words the decision record behind the card shows: the proof left the
+#: card for it (``tests/cds/card_markdown.py`` ``decision_record_text``)
+RECORD_WORDS: dict[tuple[str, str], tuple[str, ...]] = {
+    (TRIAGE, "Triage acuity: Immediate"): (
+        "Systolic blood pressure: 85 mmHg",
+        "Heart rate: 130 /min",
+        "Chest pain",
+    ),
+    (TRIAGE, "Triage acuity: Urgent"): ("Body temperature: 39.4 °C", "Oxygen saturation: 93 %"),
+    (TRIAGE, "Triage acuity: Standard"): ("Has symptom: Headache",),
+    (TRIAGE, "Triage acuity: Non-urgent"): ("Heart rate: 72 /min",),
+    (TRIAGE, "Triage not completed, the rules give Immediate: a nurse must assess"): (
+        "Heart rate: 130 /min",
+        "Chest pain",
+    ),
+    (TRIAGE, "Triage not completed, the rules give Urgent: a nurse must assess"): (
+        "Body temperature: 39.4 °C",
+    ),
+    (TRIAGE, "Triage not completed, the rules give Standard: a nurse must assess"): (
+        "Has symptom: Headache",
+    ),
+    (TRIAGE, "Triage not decided: vital signs or conditions incomplete"): (
+        "Not decided",
+        "No oxygen saturation reading in the data the service received",
+        "SpO2 below 90 %",
+        "On the data that could be used the rules give acuity: Urgent",
+    ),
+    (MED_SAFETY, "Medication safety not checked: lab results or allergies incomplete"): (
+        "No eGFR reading in the data the service received",
+        "NSAID with eGFR below 30",
+    ),
+    (MED_SAFETY, "Contraindicated medication order"): ("eGFR: 25 mL/min/1.73 m²", "Ibuprofen"),
+    (MED_SAFETY, "Medication order needs caution"): ("Serum potassium: 5.9 mmol/L", "Lisinopril"),
+    (
+        OPIOID_PV,
+        "Opioid and benzodiazepine or other CNS depressant on record together: weigh the risks "
+        "of concurrent use",
+    ): ("RxNorm 1049621", "RxNorm 104693", "Age: 40 years"),
+    (
+        OPIOID_OS,
+        "{{instance.drugName}}: opioid with a benzodiazepine or other CNS depressant; use "
+        "particular caution",
+    ): ("RxNorm 1049502", "RxNorm 104693"),
+    (OPIOID_PV, "Opioid and benzodiazepine check not completed: data missing"): (
+        "Not decided — data it depends on is missing or was not used (age)",
+        "No age reading in the data",
     ),
 }

@@ -10,6 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.cds import clinical as fx
+from tests.cds.card_markdown import decision_record_text
 
 
 @pytest.fixture
@@ -46,13 +47,21 @@ def test_escalation_says_which_step_failed_and_still_shows_the_rules_proof(
     # what the structured data decided leads, as red as it is; the text is said to be unread
     assert card["indicator"] == "critical"
     assert card["summary"] == "Triage not completed, the rules give Immediate: a nurse must assess"
-    first, rest = card["detail"].split("\n\n", 1)
-    assert first == (
+    first, second, *_rest = card["detail"].split("\n\n")
+    # the card leads with what the structured data decided and the fact that decided it
+    assert first.startswith(
+        "On the structured data the rules give **Immediate**: Heart rate above 150 /min: "
+        "heart rate 160 /min"
+    ), first
+    assert first.endswith("A triage nurse must assess the patient."), first
+    assert second == (
         "Reading the presenting complaint could not be completed (no language model is "
         "configured), so the free text was not used: what follows is from the structured data "
         "alone, and the workflow ended at: Escalation to the triage nurse."
     )
-    assert rest.startswith("- **Acuity: Immediate** — criterion met: Heart rate above 150 /min")
+    # the proof is on the decision record behind the card's link
+    record = decision_record_text(client, card)
+    assert "Acuity: Immediate" in record and "Heart rate above 150 /min" in record, record[:2000]
 
 
 def test_escalation_without_data_lists_what_is_missing(client: TestClient) -> None:
@@ -69,7 +78,8 @@ def test_a_write_that_was_not_possible_is_not_reported_as_a_failure(client: Test
     body = client.post("/cds-services/horismos-triage", json=_triage(None, 160)).json()
     [card] = body["cards"]
     assert card["indicator"] == "critical"
-    assert card["detail"].startswith("- **Acuity: Immediate**")
+    assert card["detail"].startswith("**Immediate**: Heart rate above 150 /min")
+    assert "Acuity: Immediate" in decision_record_text(client, card)
     assert "FHIR server" not in card["detail"]
     assert "Not completed" not in card["detail"]
     assert "EHR" not in card["detail"]

@@ -20,6 +20,7 @@ from app.bridge.mock import MockBridge
 from app.cds.service import HookService
 from app.store import Base
 from tests.cds import clinical as fx
+from tests.cds.card_markdown import decision_record_text
 
 OpenClient = Callable[..., AbstractContextManager[TestClient]]
 #: nothing listens there: a write would fail to connect, so any PUT would show as a failed effect
@@ -191,9 +192,12 @@ def test_twins_of_a_run_that_calls_the_bridge_call_it_once(
         for t in threads:
             t.join()
 
-    assert [a.status_code for a in answers] == [200, 200]
-    assert answers[0].json() == answers[1].json()
-    assert "Symptom recorded, no other criterion" in answers[0].json()["cards"][0]["detail"]
+        assert [a.status_code for a in answers] == [200, 200]
+        assert answers[0].json() == answers[1].json()
+        first = answers[0].json()["cards"][0]
+        # read while the service runs: a request after its lifespan would open a connection
+        # on the engine the lifespan disposed, and nothing would close it
+        assert "Symptom recorded, no other criterion" in decision_record_text(client, first)
     assert len(calls) == 1
     assert _count(engine, "runs") == 1
 

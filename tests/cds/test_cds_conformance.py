@@ -166,7 +166,8 @@ def test_response_fixture_through_the_validator(name: str) -> None:
 
 def test_summary_of_140_characters_or_more_is_flagged() -> None:
     card = {"summary": "x" * 140, "indicator": "info", "source": {"label": "s"}}
-    assert check_card(card) == ["card.summary: must be shorter than 140 characters"]
+    assert check_card(card) == ["card.summary: must be at most 139 characters"]
+    assert check_card({**card, "summary": "x" * 139}) == []
 
 
 @pytest.mark.parametrize("name", sorted(FEEDBACK))

@@ -18,6 +18,7 @@ from app.ontology import load_ontology
 from app.ontology.deployments import find_deployments
 from app.ontology.loader import default_ontology_paths
 from tests.cds import clinical as fx
+from tests.cds.card_markdown import decision_record_text
 from tests.support.fhir_server import FhirServer
 
 pytestmark = pytest.mark.fhirserver
@@ -222,7 +223,9 @@ def test_triage_rule_over_http(
         assert card["indicator"] == "warning"
         assert card["summary"] == "Triage not decided: vital signs or conditions incomplete"
         assert "No oxygen saturation reading in the data the service received" in card["detail"]
-        assert "SpO2 below 90 %" in card["detail"]  # what the missing reading could change
+        assert "SpO2 below 90 %" in decision_record_text(
+            client, card
+        )  # what the missing reading could change
         assert "priority" not in fhir_server.read("Encounter", eid)
     else:
         assert run["terminal"] == "Done"
@@ -263,7 +266,7 @@ def test_med_safety_rule_over_http(
         assert run_of(result)["terminal"] == "NotDecided"
         assert card["indicator"] == "warning"
         assert "No eGFR reading in the data the service received" in card["detail"]
-        assert "eGFR below 30 (Contraindicated)" in card["detail"]
+        assert "eGFR below 30 (Contraindicated)" in decision_record_text(client, card)
         return
     if case.expect in (None, "Safe"):
         assert result["cards"] == []  # nothing to say
@@ -272,13 +275,26 @@ def test_med_safety_rule_over_http(
     assert card["indicator"] == INDICATOR[case.expect]
     assert CRITERIA[name.split("-")[0]] in card["detail"]
     if case.expect == "Contraindicated":
-        [suggestion] = card["suggestions"]
-        [action] = suggestion["actions"]
+        delete, *swap = card["suggestions"]
+        [action] = delete["actions"]
         assert action == {
             "type": "delete",
             "description": "Delete the draft order before signing.",
             "resourceId": f"MedicationRequest/{orders[0]['id']}",
         }
+        # an NSAID with a low eGFR: acetaminophen swapped into the same draft order (the
+        # deployment names no alternative to a penicillin or to metformin)
+        if name.startswith("ContraindicatedNsaid"):
+            [update] = swap[0]["actions"]
+            assert update["type"] == "update" and update["resource"]["id"] == orders[0]["id"]
+            assert update["resource"]["medicationCodeableConcept"]["text"] == "acetaminophen"
+        else:
+            assert swap == []
+    elif name.startswith("CautionMetforminReducedEgfr"):
+        # advice, no order changed
+        [advice] = card["suggestions"]
+        assert advice["label"].startswith("Metformin at eGFR 30 to 45: not to be started")
+        assert "actions" not in advice
     else:
         assert "suggestions" not in card
 
@@ -303,7 +319,7 @@ def test_contraindication_cites_only_the_offending_order(
         client.post("/cds-services/horismos-med-safety", json=body), "Contraindicated"
     )
     actions = [a for s in result["cards"][0]["suggestions"] for a in s["actions"]]
-    assert [a["resourceId"] for a in actions] == [f"MedicationRequest/{nsaid['id']}"]
+    assert [_acted_on(a) for a in actions] == [f"MedicationRequest/{nsaid['id']}"] * 2
 
 
 def test_contraindication_offers_every_offending_order(
@@ -329,9 +345,17 @@ def test_contraindication_offers_every_offending_order(
         client.post("/cds-services/horismos-med-safety", json=body), "Contraindicated"
     )
     actions = [a for s in result["cards"][0]["suggestions"] for a in s["actions"]]
-    assert sorted(a["resourceId"] for a in actions) == sorted(
-        f"MedicationRequest/{o['id']}" for o in (ibuprofen, naproxen)
+    # a delete and an update (acetaminophen in its place) for each
+    assert sorted(_acted_on(a) for a in actions) == sorted(
+        f"MedicationRequest/{o['id']}" for o in (ibuprofen, ibuprofen, naproxen, naproxen)
     )
+
+
+def _acted_on(action: dict[str, Any]) -> str:
+    """The draft order an action deletes (``resourceId``) or updates (its resource)."""
+    if action["type"] == "delete":
+        return str(action["resourceId"])
+    return f"MedicationRequest/{action['resource']['id']}"
 
 
 @pytest.mark.parametrize("mode", ["prefetch", "fhir-server"])
@@ -371,7 +395,8 @@ def test_triage_non_urgent_symptom_from_the_chief_complaint(
         public_base_url="https://cds.example.test", bridge_model=f"mock:{script}"
     ) as c:
         result = _assert_conformant(c.post("/cds-services/horismos-triage", json=body), "NonUrgent")
-    [card] = result["cards"]
+        [card] = result["cards"]
+        record = decision_record_text(c, card)  # the proof, on the decision record
     assert card["indicator"] == "info"
-    assert "Symptom recorded, no other criterion" in card["detail"]
-    assert "read from free text by a language model, confidence 0.95" in card["detail"]
+    assert "Symptom recorded, no other criterion" in record
+    assert "read from free text by a language model, confidence 0.95" in record

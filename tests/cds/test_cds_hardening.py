@@ -21,6 +21,7 @@ from sqlalchemy import select, text
 from app.store import make_engine, repo, session_scope
 from app.store.models import SeenJti
 from tests.cds import clinical as fx
+from tests.cds.card_markdown import decision_record_text
 
 BASE = "https://cds.example.test"
 TEMP = "8310-5"
@@ -81,7 +82,7 @@ def test_a_temperature_the_gate_refuses_is_a_recorded_violation_not_a_500(
     assert run["terminal"] == "EscalateIncomplete"
     [card] = answer["cards"]
     assert "refused input" in card["detail"].lower()
-    assert "Body temperature reading not used" in card["detail"]
+    assert "Body temperature reading not used" in decision_record_text(client, card)
     assert "running" not in _statuses(database_url)
     stored = client.get(f"/runs/{run['runId']}").json()
     assert any("50" in json_text(v) for v in stored["inputViolations"])

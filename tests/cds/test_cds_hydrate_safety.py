@@ -19,6 +19,7 @@ from app.ontology import default_ontology_paths, load_ontology
 from app.ontology.model import Ontology
 from app.world.facts import AddInstance, Assert
 from tests.cds import clinical as fx
+from tests.cds.card_markdown import decision_record_text
 from tests.support.fhir_server import FhirServer
 
 TRI = "https://horismos.dev/example/triage#"
@@ -481,5 +482,5 @@ def test_med_safety_over_http_refuses_a_non_indexed_clearance(client: TestClient
     [card] = result["cards"]
     assert card["indicator"] == "warning"
     assert "eGFR reading not used: unit 'mL/min' cannot be converted" in card["detail"]
-    assert "NSAID with eGFR below 30 (Contraindicated)" in card["detail"]
+    assert "NSAID with eGFR below 30 (Contraindicated)" in decision_record_text(client, card)
     assert "Refused input (unit)" in card["detail"]

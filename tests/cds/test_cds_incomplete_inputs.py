@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 
 from app.ontology import default_ontology_paths
 from tests.cds import clinical as fx
+from tests.cds.card_markdown import check_card, check_summary, decision_record_text
 from tests.support.fhir_server import FhirServer
 from tests.support.rogue_http import Answer, rogue_server
 
@@ -87,6 +88,8 @@ def _undecided(resp: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     assert run["terminal"] == "EscalateIncomplete"
     [card] = answer["cards"]
     assert card["indicator"] == "warning" and card["summary"] == SUMMARY
+    check_card(card["detail"])  # within the card budget: three inputs at most, the rest on record
+    check_summary(card["summary"])
     return run, card
 
 
@@ -109,8 +112,10 @@ def test_an_spo2_whose_unit_is_display_only_is_refused_and_said(
         "Oxygen saturation reading not used: unit 'percent' is not a recognized unit "
         "(the reading was 85 percent)" in card["detail"]
     )
-    assert "could change it: SpO2 below 90 % (Immediate)" in card["detail"]
-    assert "Non-urgent. This is not a decision." in card["detail"]
+    assert "the rules give Non-urgent, which is not a decision" in card["detail"]
+    record = decision_record_text(client, card)  # what it could change: on the record
+    assert "could change it: SpO2 below 90 % (Immediate)" in record
+    assert "Non-urgent. This is not a decision." in record
     _nothing_written(fhir_server, eid)
     assert run["undecided"] == {
         "property": "acuity",
@@ -162,8 +167,10 @@ def test_null_vitals_with_chest_pain_is_not_a_confident_urgent(
     body, eid = _call(fhir_server, None, pid, conditions=("29857009",))
     _, card = _undecided(client.post(TRIAGE, json=body))
     assert "No heart rate: no data for 'vitals' (not provided or null)" in card["detail"]
-    assert "Chest pain with heart rate above 120 /min (Immediate)" in card["detail"]
-    assert "Urgent. This is not a decision." in card["detail"]
+    assert "the rules give Urgent, which is not a decision" in card["detail"]
+    record = decision_record_text(client, card)
+    assert "Chest pain with heart rate above 120 /min (Immediate)" in record
+    assert "Urgent. This is not a decision." in record
     _nothing_written(fhir_server, eid)
 
 
@@ -173,9 +180,10 @@ def test_a_missing_encounter_leaves_the_complaint_unread_and_triage_undecided(
     """The complaint is read from the Encounter's reason text; with the encounter key null it
     could not be read, so a symptom it would have named is unknown — not "no symptom"."""
     run, card = _undecided(client.post(TRIAGE, json=_prefetched(with_encounter=False)))
+    assert "Has symptom not read from the free text" in card["detail"]
     assert (
         "Has symptom not read from the free text: no data for 'encounter', which carries the "
-        "Encounter's text" in card["detail"]
+        "Encounter's text" in decision_record_text(client, card)
     )
     assert run["undecided"]["inputs"] == [{"input": "hasSymptom", "state": "absent"}]
 
@@ -209,10 +217,11 @@ def test_a_vitals_search_cut_off_after_ten_pages_is_not_read_as_whole(
             },
         )
         run, card = _undecided(client.post(TRIAGE, json=body))
-        assert (
+        assert "The 'vitals' search was cut off (it has more than 10 pages)" in card["detail"]
+        assert (  # every input it cut off, on the decision record
             "The 'vitals' search was cut off (it has more than 10 pages): more heart rate data "
             "may exist than was read"
-        ) in card["detail"]
+        ) in decision_record_text(client, card)
         stored = client.get(f"/runs/{run['runId']}").json()
     assert [e["step"] for e in stored["trace"]] == ["Intake", "Assess", "EscalateIncomplete"]
     assert not any(
@@ -293,7 +302,8 @@ def test_an_allergy_recorded_as_text_only_is_not_read_as_no_allergy(client: Test
         "Has allergy: 'PCN - anaphylaxis' (allergy intolerance)" in card["detail"]
         and "could not be read: it has no code, only its text" in card["detail"]
     )
-    assert "Penicillin with a penicillin allergy (Contraindicated)" in card["detail"]
+    record = decision_record_text(client, card)
+    assert "Penicillin with a penicillin allergy (Contraindicated)" in record
 
 
 def test_a_coded_allergy_the_service_does_not_check_for_changes_nothing(

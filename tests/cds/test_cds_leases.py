@@ -212,7 +212,7 @@ def test_a_dead_process_write_is_reconciled_before_anything_is_sent_again(
         assert [s.method for s in fhir.seen if s.method != "GET"] == []  # nothing sent again
         [card] = retry.json()["cards"]
         # the write succeeded: the card shows the decision and no write-back notice
-        assert card["detail"].startswith("- **Acuity: Immediate**"), card["detail"]
+        assert card["detail"].startswith("**Immediate**"), card["detail"]
         assert "EHR" not in card["detail"], card["detail"]
     with engine.connect() as connection:
         state = connection.execute(text("SELECT state FROM effects")).scalar_one()

@@ -65,8 +65,8 @@ def test_a_card_may_offer_its_own_override_reasons_in_place_of_the_services(
 ) -> None:
     path = _triage_with(
         tmp_path,
-        'horis:indicator "critical" ; horis:summary "Triage acuity: Immediate" ]',
-        'horis:indicator "critical" ; horis:summary "Triage acuity: Immediate" ;\n'
+        'horis:detail "**Immediate**: {{because.acuity}}. See the patient now." ]',
+        'horis:detail "**Immediate**: {{because.acuity}}. See the patient now." ;\n'
         "                 horis:overrideReason ( :OverrideDisagreesEvidence ) ]",
     )
     service = load_ontology([path]).service("horismos-triage")

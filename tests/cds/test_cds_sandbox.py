@@ -19,6 +19,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.cds.response_check import check_response
+from tests.cds.card_markdown import check_card, check_summary
 from tests.support.fhir_server import FhirServer
 
 pytestmark = pytest.mark.fhirserver
@@ -96,6 +97,11 @@ def test_every_service_answers_the_sandbox_with_a_valid_response(
         assert answer.status_code == 200, (sid, answer.text)
         assert check_response(answer.json()) == [], sid
         answered[sid] = answer.json()["cards"]
+        for card in answered[sid]:  # every card within the budget a clinician reads at a glance
+            check_card(card["detail"])
+            check_summary(card["summary"])
+            assert card["source"]["label"] and "ontology" not in card["source"]["label"]
+            assert card["source"]["url"].startswith("https://"), card["source"]
     carded = {sid for sid, cards in answered.items() if cards}
     # patient-view: each service finds what it looks for; order-select: each says its draft
     # order (no drug chosen yet) was not checked
@@ -124,4 +130,4 @@ def test_an_order_select_before_a_drug_is_chosen_says_the_order_was_not_checked(
         [unread] = [c for c in answer.json()["cards"] if "not checked" in c["summary"]]
         assert unread["indicator"] == "warning"
         assert "MedicationRequest/request-123" in unread["detail"]
-        assert "no drug is chosen yet: it has no medicationCodeableConcept" in unread["detail"]
+        assert "no drug is chosen yet: the order names no medication" in unread["detail"]

@@ -109,7 +109,7 @@ def test_a_step_model_the_host_can_build_serves_that_step(
 
     (request,) = api.requests
     assert request["body"]["model"] == "claude-step-model"
-    assert answer["cards"][0]["detail"].startswith("Prose from the step's model.")
+    assert "Prose from the step's model." in answer["cards"][0]["detail"]
     assert narrate["model"] == "claude:claude-step-model"
     assert narrate["requestedModel"] == "claude:claude-step-model"
 
@@ -126,6 +126,6 @@ def test_a_step_model_the_host_cannot_build_falls_back_to_the_configured_bridge(
         run_id = answer["extension"]["dev.horismos.run"]["runId"]
         (narrate,) = _narration_calls(client, run_id)
 
-    assert answer["cards"][0]["detail"].startswith("Prose from the configured Bridge.")
+    assert "Prose from the configured Bridge." in answer["cards"][0]["detail"]
     assert narrate["model"] == f"mock:{script}"
     assert narrate["requestedModel"] == "claude:claude-step-model"

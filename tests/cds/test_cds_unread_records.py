@@ -20,6 +20,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.cds import clinical as fx
+from tests.cds.card_markdown import check_card, check_summary, decision_record_text
 
 OpenClient = Callable[..., AbstractContextManager[TestClient]]
 MED = "/cds-services/horismos-med-safety"
@@ -96,6 +97,8 @@ def _undecided(resp: Any, summary: str) -> tuple[dict[str, Any], str]:
     assert "decision" not in run, run
     [card] = [c for c in answer["cards"] if c["summary"] == summary]
     assert card["indicator"] == "warning"
+    check_card(card["detail"])  # within the card budget: three inputs at most, the rest on record
+    check_summary(card["summary"])
     return run, str(card["detail"])
 
 
@@ -152,11 +155,13 @@ def test_an_nsaid_product_the_lists_do_not_hold_is_not_called_safe(client: TestC
             }
         },
     )
-    run, detail = _undecided(client.post(MED, json=_med(pid, [scd])), MED_UNDECIDED)
+    resp = client.post(MED, json=_med(pid, [scd]))
+    run, detail = _undecided(resp, MED_UNDECIDED)
     assert _states(run) == {"hasDraftOrder": "unread"}
     assert "'celecoxib 200 MG Oral Capsule'" in detail
     assert "could not be read: RxNorm code 205323 is not one this service lists" in detail
-    assert "NSAID with eGFR below 30 (Contraindicated)" in detail
+    [card] = resp.json()["cards"]
+    assert "NSAID with eGFR below 30 (Contraindicated)" in decision_record_text(client, card)
 
 
 @pytest.mark.parametrize(

@@ -190,5 +190,7 @@ def test_sigkill_mid_load_then_restart_answers_every_hook_call_once(
         assert response is not None
         [card] = response.json()["cards"]
         # every write succeeded: each card shows its decision and no write-back notice
-        assert card["detail"].startswith("- **Acuity:"), card["detail"]
+        assert card["detail"].startswith(
+            ("**Immediate**", "**Urgent**", "**Standard**", "**Non-urgent**")
+        ), card["detail"]
         assert "EHR" not in card["detail"], card["detail"]

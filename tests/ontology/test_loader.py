@@ -11,7 +11,7 @@ import pytest
 
 from app.ontology import OntologyError, default_ontology_paths, load_ontology
 from app.ontology.loader import vocabulary_terms
-from app.ontology.model import HORIS, XSD, Ontology
+from app.ontology.model import HORIS, XSD, AlternativeDecl, Ontology
 from tests.ontology.conftest import FULL, REGISTRY, TRIAGE
 
 F = "https://example.org/full#"
@@ -299,11 +299,26 @@ def test_cds_service(full: Ontology) -> None:
     assert each.suggestions[0].cites is None
     gold = svc.cards[0]
     assert gold.selection_behavior == "at-most-one" and gold.indicator == "critical"
-    (suggestion,) = gold.suggestions
+    suggestion, swap = gold.suggestions
     assert (suggestion.label, suggestion.action_type, suggestion.cites) == (
         "Remove the draft",
         "delete",
         F + "hasDraft",
+    )
+    assert (swap.action_type, swap.no_alternative) == ("update", "Nothing to book instead")
+    assert swap.alternatives == (
+        AlternativeDecl(
+            replaces=("http://example.org/cs|card",),
+            medication="http://example.org/cs|arr",
+            display="Arrhythmia",
+            keep_dosage=True,
+        ),
+        AlternativeDecl(
+            replaces=("http://example.org/cs|card2",),
+            medication=None,
+            display=None,
+            advice="Ask the traveller",
+        ),
     )
     assert svc.cards[1].terminal == F + "Failed"
     (action,) = svc.system_actions

@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
+from tests.cds.card_markdown import decision_record_text
 from tests.support.date_roller import roll
 from tests.support.opioid_examples import deployed_services
 
@@ -63,7 +64,8 @@ def test_several_screenings_answer_one_unexpected_results_card(client: TestClien
     cards = response.json()["cards"]
     assert [card["indicator"] for card in cards] == ["warning"]
     assert "unexpected" in cards[0]["summary"]
-    # the proof names the finding that decided it, with its screen's code and day
-    detail = cards[0]["detail"]
+    # the proof names the finding that decided it, with its screen's code and day: on the
+    # decision record behind the card's link
+    detail = decision_record_text(client, cards[0])
     assert "Unexpected result (Observation): cocaine found" in detail
-    assert "Observation code (Observation): LOINC 3394-4 — Observation, " in detail
+    assert "Observation code (Observation): LOINC 3394-4" in detail

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.cds.card_markdown import check_card, declared_cards, summary_matches
+from tests.cds.card_markdown import check_card, check_summary, declared_cards, summary_matches
 from tests.cds.card_scenarios import SCENARIOS
 from tests.support.fhir_server import FhirServer
 from tests.support.opioid_examples import (
@@ -64,6 +64,7 @@ def test_every_opioid_card_renders_and_every_declared_one_is_shown(
         assert response.status_code == 200, (example.name, response.text)
         for card in response.json()["cards"]:
             check_card(card["detail"])
+            check_summary(card["summary"])
             shown.add((example.service, card["summary"]))
     declared = {c for c in declared_cards() if c[0].startswith("opioidcds-")}
     # a card whose summary names the drug is shown when some summary is its template filled

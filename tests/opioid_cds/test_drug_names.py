@@ -18,6 +18,7 @@ from app.main import create_app
 from app.ontology import load_ontology
 from app.settings import Settings
 from app.tools import ToolInvoker
+from tests.cds.card_markdown import decision_record_text
 from tests.support.fhir_server import FhirServer
 from tests.support.opioid_cases import (
     FENTANYL_75,
@@ -245,7 +246,12 @@ def test_the_proof_names_the_orders_on_both_sides_by_their_drugs(
     )  # fmt: skip
     [card] = cards(client, fhir_server, example, mode)
 
-    assert f"Medication order on record: {_md(OXYCODONE_IR_5[1])}" in card["detail"]
+    # the card names both orders by their drugs; its proof is on the decision record
+    assert f"**{_md(OXYCODONE_IR_5[1])}**" in card["detail"]
+    assert f"RxNorm {TEMAZEPAM_20[0]}" in card["detail"]
+    assert "Medication order" not in card["detail"]
+    record = decision_record_text(client, card)
+    assert f"Medication order on record: {OXYCODONE_IR_5[1]}" in record
     # a benzodiazepine without a display is named by its code, said plainly
-    assert f"Medication order on record: RxNorm {TEMAZEPAM_20[0]}" in card["detail"]
-    assert "Medication order on record: Medication order" not in card["detail"]
+    assert f"Medication order on record: RxNorm {TEMAZEPAM_20[0]}" in record
+    assert "Medication order on record: Medication order" not in record

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.cds.card_markdown import decision_record_text
 from tests.support.fhir_server import FhirServer
 from tests.support.opioid_cases import (
     HYDROCODONE_10,
@@ -77,6 +78,10 @@ def test_the_card_shows_the_total_and_each_orders_mme(
     client: TestClient, fhir_server: FhirServer
 ) -> None:
     (card,) = run_case(client, fhir_server, CASES[2], "fetch")
-    assert "Total MME per day: 52.5" in card["detail"]
-    assert "MME per day (" in card["detail"]
-    assert "): 30" in card["detail"] and "): 22.5" in card["detail"]
+    # the card names the risk factor up front: the total MME
+    assert "**52\\.5 MME a day** in all" in card["detail"]
+    # each order's MME is in the proof, on the decision record behind the card's link
+    record = decision_record_text(client, card)
+    assert "Total MME per day: 52.5" in record
+    assert "MME per day (" in record
+    assert "): 30" in record and "): 22.5" in record

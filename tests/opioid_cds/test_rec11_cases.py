@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.cds.card_markdown import decision_record_text
 from tests.support.fhir_server import FhirServer
 from tests.support.opioid_cases import (
     AMOXICILLIN_500,
@@ -111,5 +112,8 @@ def test_the_card_shows_the_orders_on_both_sides(
     client: TestClient, fhir_server: FhirServer
 ) -> None:
     (card,) = run_case(client, fhir_server, CASES[0], "prefetch")
-    assert f"RxNorm {OXYCODONE_IR_5[0]}" in card["detail"]
-    assert f"RxNorm {TEMAZEPAM_20[0]}" in card["detail"]
+    # the card names both drugs; their codes are in the proof on the decision record
+    assert "**oxycodone hydrochloride 5 MG Oral Tablet** and **temazepam" in card["detail"]
+    record = decision_record_text(client, card)
+    assert f"RxNorm {OXYCODONE_IR_5[0]}" in record
+    assert f"RxNorm {TEMAZEPAM_20[0]}" in record
