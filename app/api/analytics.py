@@ -1,9 +1,10 @@
 """``GET /analytics``: which cards clinicians accept and which they override, and why.
 
 Per service, card and rule: how often cards fired, were accepted, were overridden (by reason),
-and the same per day over the window asked for. JSON for programs; an HTML page (a Jinja2
-template, autoescaped) when ``Accept`` ranks ``text/html`` first. It reads only what the store
-recorded (``app.store.analytics``); the counting is ``app.cds.analytics``.
+and the same per day over the window asked for; and, for a change in shadow mode, its agreement
+with the active version on the service's runs of that window. JSON for programs; an HTML page (a
+Jinja2 template, autoescaped) when ``Accept`` ranks ``text/html`` first. It reads only what the
+store recorded (``app.store.analytics``); the counting is ``app.cds.analytics``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from app.api.run_page import PAGE_HEADERS, prefers_html
 from app.cds.analytics import Labels, build_report
 from app.cds.auth import CLIENT_JWT_RESPONSE, ClientIdentity, require_client
 from app.deps import SessionDep
-from app.store.analytics import feedback_since, issued_since
+from app.store.analytics import feedback_since, issued_since, shadow_since
 
 router = APIRouter(tags=["analytics"], responses=CLIENT_JWT_RESPONSE)
 
@@ -39,7 +40,8 @@ _TEMPLATES = Jinja2Templates(
 
 @router.get(
     "/analytics",
-    summary="Per service, card and rule: cards fired, accepted, overridden by reason, per day",
+    summary="Per service, card and rule: cards fired, accepted, overridden by reason, per day; "
+    "shadow-mode agreement",
     response_model=None,
     responses={
         200: {
@@ -65,6 +67,7 @@ def analytics(
         labels=Labels.of(deployments),
         since=since,
         until=until,
+        shadow=shadow_since(session, since, service_id=service),
     )
     if not prefers_html(request.headers.get("accept")):
         return JSONResponse(report, headers={"Vary": "Accept"})

@@ -1,5 +1,8 @@
 """The analytics report: per service, card and rule, how often cards fired, were accepted and
-were overridden, and for which reasons, over a window of days (``GET /analytics``).
+were overridden, and for which reasons, over a window of days (``GET /analytics``); and for each
+change that decided beside the active version (shadow mode), how often it agreed on the
+service's live runs of the window and, where it did not, on which cards and how the decision
+would have moved.
 
 Pure: it counts rows read from the store (``app.store.analytics``) and names things with the
 labels the deployments give (a service's title, a rule's ``rdfs:label``, an override reason's
@@ -18,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from app.deployments import Deployments
-from app.store.analytics import FeedbackRead, IssuedRow
+from app.store.analytics import FeedbackRead, IssuedRow, ShadowRead
 
 UNKNOWN = "(not recorded)"
 _PLACEHOLDER = re.compile(r"\{\{[^{}]*\}\}")
@@ -98,6 +101,7 @@ class _Service:
     cards: dict[str, Tally] = field(default_factory=dict)
     rules: dict[str, Tally] = field(default_factory=dict)
     days: dict[str, Tally] = field(default_factory=dict)
+    shadow: dict[str, _Shadow] = field(default_factory=dict)  # by change id, first seen first
 
     def tallies(self, card: str | None, rules: Iterable[str], day: str) -> list[Tally]:
         return [
@@ -108,6 +112,66 @@ class _Service:
         ]
 
 
+@dataclass
+class _Shadow:
+    """One change's agreement with the active version on one service's runs."""
+
+    version: str | None
+    status: str
+    runs: int = 0
+    agreed: int = 0
+    disagreed: int = 0
+    errors: int = 0
+    #: (card key or None for a run without card, decision before, decision after) → runs
+    differed: Counter[tuple[str | None, str, str]] = field(default_factory=Counter)
+
+    def add(self, row: ShadowRead) -> None:
+        self.runs += 1
+        if row.error is not None or row.agree is None:
+            self.errors += 1
+        elif row.agree:
+            self.agreed += 1
+        else:
+            self.disagreed += 1
+            before, after = _decided(row.before), _decided(row.after)
+            for key in dict.fromkeys(row.cards or (None,)):
+                self.differed[(key, before, after)] += 1
+
+    def to_json(self, change: str) -> dict[str, Any]:
+        return {
+            "change": change,
+            "version": self.version,
+            "status": self.status,
+            "runs": self.runs,
+            "agreed": self.agreed,
+            "disagreed": self.disagreed,
+            "errors": self.errors,
+            "differed": [
+                {
+                    "card": key,
+                    "label": card_label(key) if key is not None else NO_CARD,
+                    "active": before,
+                    "change": after,
+                    "runs": count,
+                }
+                for (key, before, after), count in sorted(
+                    self.differed.items(), key=lambda kv: (-kv[1], kv[0][0] or "", kv[0][1:])
+                )
+            ],
+        }
+
+
+#: How the report names a run on which the active version issued no card.
+NO_CARD = "(no card)"
+
+
+def _decided(outcome: Mapping[str, Any] | None) -> str:
+    """A run's decision as the report shows it: its value, or that there was none."""
+    decision = (outcome or {}).get("decision")
+    value = decision.get("value") if isinstance(decision, Mapping) else None
+    return str(value) if value is not None else "no decision"
+
+
 def build_report(
     issued: Iterable[IssuedRow],
     feedback: Iterable[FeedbackRead],
@@ -115,8 +179,10 @@ def build_report(
     labels: Labels,
     since: datetime,
     until: datetime,
+    shadow: Iterable[ShadowRead] = (),
 ) -> dict[str, Any]:
-    """The report's JSON: one entry per service that issued cards or got feedback."""
+    """The report's JSON: one entry per service that issued cards, got feedback or was decided
+    again by a change in shadow mode."""
     services: dict[str, _Service] = {}
     displays: dict[str, str] = dict(labels.reasons)
     for card in issued:
@@ -133,6 +199,11 @@ def build_report(
             row.card_key, row.rules, day
         ):
             tally.add_feedback(row)
+    for result in shadow:
+        changes = services.setdefault(result.service_id, _Service()).shadow
+        changes.setdefault(
+            result.change_id, _Shadow(version=result.change_version, status=result.change_status)
+        ).add(result)
     return {
         "since": since.isoformat(),
         "until": until.isoformat(),
@@ -152,6 +223,7 @@ def build_report(
                 "days": [
                     {"day": day, **svc.days[day].to_json(displays)} for day in sorted(svc.days)
                 ],
+                "shadow": [change.to_json(cid) for cid, change in svc.shadow.items()],
             }
             for sid, svc in sorted(services.items())
         ],

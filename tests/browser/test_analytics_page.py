@@ -3,13 +3,16 @@ service running as a process on loopback, after cards were issued and clinicians
 on them through the CDS Hooks feedback endpoint.
 
 Asserts what a rule author sees (each card and rule with how often it fired, was accepted and
-was overridden, and for which reason) and checks accessibility with axe-core as the decision
-page's test does. The screenshot is kept under ``test-artifacts/browser/``.
+was overridden, and for which reason; an approved triage change in shadow mode, with how often
+it agreed with the active version on live calls and the card that would have differed) and
+checks accessibility with axe-core as the decision page's test does. The screenshot is kept
+under ``test-artifacts/browser/``.
 """
 
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,10 +23,15 @@ from playwright.sync_api import Browser, sync_playwright
 
 from tests.browser.test_decision_page import ARTIFACTS, CHROMIUM, _accessible, _headings
 from tests.cds.card_scenarios import MED_SAFETY, SCENARIOS, TRIAGE
+from tests.changes.triage_calls import approve_threshold_change, triage_request
 from tests.support.live_server import LiveServer, free_port, launch
 
 CONTRAINDICATED = "Contraindicated medication order"
 IMMEDIATE = "Triage acuity: Immediate"
+REVIEWER = "dr-reviewer"
+ROOT = Path(__file__).resolve().parents[2]
+#: how long the shadow decisions of the seeded calls may take to be stored
+SHADOW_DEADLINE_SECONDS = 60
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +44,7 @@ def server(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> I
         "HORISMOS_DATABASE_URL": f"sqlite:///{database}",
         "HORISMOS_PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
         "HORISMOS_RECONCILE_INTERVAL_SECONDS": "0",
+        "HORISMOS_CHANGE_APPROVERS": f'["{REVIEWER}"]',
     }
     running = launch(env, where / "server.log", port=port)
     try:
@@ -83,7 +92,29 @@ def seeded(server: LiveServer) -> LiveServer:
             server, MED_SAFETY, card, outcome="overridden", overrideReason={"reason": concerns}
         )
     _feedback(server, TRIAGE, _card(server, TRIAGE, IMMEDIATE), outcome="overridden")
+    _shadow(server)
     return server
+
+
+def _shadow(server: LiveServer) -> None:
+    """An approved triage change (heart rate above 140/min is Immediate) in shadow mode, and two
+    live triage calls it decides again: 145/min (Urgent now, Immediate with the change) and
+    80/min (Non-urgent with both)."""
+    with httpx.Client(base_url=server.base, timeout=60.0) as http:
+        text = (ROOT / "ontologies/triage.ttl").read_text(encoding="utf-8")
+        approve_threshold_change(http, text, author="dr-author", reviewer=REVIEWER)
+        for rate in (145, 80):
+            answer = http.post("/cds-services/horismos-triage", json=triage_request(rate))
+            assert answer.status_code == 200, answer.text
+        # the shadow decisions are made off the answer's path: wait until both are stored
+        deadline = time.monotonic() + SHADOW_DEADLINE_SECONDS
+        while True:
+            report = http.get("/analytics", headers={"Accept": "application/json"}).json()
+            shadow = [c for s in report["services"] for c in s["shadow"]]
+            if shadow and shadow[0]["runs"] == 2:
+                return
+            assert time.monotonic() < deadline, f"shadow decisions not stored: {shadow}"
+            time.sleep(0.2)
 
 
 def test_the_analytics_page_shows_which_cards_are_overridden_and_why(
@@ -113,4 +144,13 @@ def test_the_analytics_page_shows_which_cards_are_overridden_and_why(
     assert "NSAID with eGFR below 30" in by_rule.inner_text()
     triage = page.locator("section", has=page.get_by_role("heading", name=services[1]))
     assert "no reason given: 1" in triage.get_by_role("table", name="By card").inner_text()
+
+    agreement = triage.get_by_role(
+        "table", name="Change 1.6.0 in shadow mode: agreement with the active version"
+    )
+    assert agreement.get_by_role("row").nth(1).all_inner_texts() == ["2\t1\t1\t0"]
+    differed = triage.get_by_role("table", name="Cards that differed (change 1.6.0)")
+    row = differed.get_by_role("row", name="Triage acuity: Urgent")
+    assert row.get_by_role("cell").all_inner_texts() == ["Urgent", "Immediate", "1"]
+    assert med.get_by_role("table", name="Cards that differed (change 1.6.0)").count() == 0
     _accessible(page)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from fastapi.testclient import TestClient
 
@@ -48,3 +48,44 @@ def triage_call(client: TestClient, heart_rate: float) -> dict[str, Any]:
 def acuity_of(run: dict[str, Any]) -> str | None:
     decision = run.get("decision")
     return str(decision["value"]) if decision else None
+
+
+class _Http(Protocol):
+    """A TestClient or an ``httpx.Client`` with a base URL."""
+
+    def get(self, url: str, **kwargs: Any) -> Any: ...
+
+    def post(self, url: str, **kwargs: Any) -> Any: ...
+
+
+def threshold_change(text: str) -> str:
+    """triage.ttl with the heart-rate threshold lowered, as version 1.6.0."""
+    assert THRESHOLD_FROM in text and 'owl:versionInfo "1.5.0"' in text
+    return text.replace(THRESHOLD_FROM, THRESHOLD_TO).replace(
+        'owl:versionInfo "1.5.0"', 'owl:versionInfo "1.6.0"'
+    )
+
+
+def approve_threshold_change(
+    client: _Http, text: str, *, author: str, reviewer: str, path: str = "triage.ttl"
+) -> dict[str, Any]:
+    """Propose the threshold change to deployment triage (whose file reads ``text``), replay it
+    and approve it: from now on it decides in shadow mode. Returns the change."""
+    deployments = {d["id"]: d for d in client.get("/deployments").json()["deployments"]}
+    proposed = client.post(
+        "/changes",
+        json={
+            "deployment": "triage",
+            "baseDigest": deployments["triage"]["digest"],
+            "files": [{"path": path, "content": threshold_change(text)}],
+            "author": author,
+            "rationale": "Tachycardia above 140/min is an emergency in our ED.",
+        },
+    )
+    assert proposed.status_code == 201, proposed.text
+    change: dict[str, Any] = proposed.json()
+    replayed = client.post(f"/changes/{change['id']}/replay", json={"last": 20, "actor": author})
+    assert replayed.status_code == 200, replayed.text
+    approved = client.post(f"/changes/{change['id']}/approve", json={"reviewer": reviewer})
+    assert approved.status_code == 200 and approved.json()["status"] == "approved", approved.text
+    return change
