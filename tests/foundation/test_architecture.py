@@ -1,0 +1,258 @@
+"""The shape of the code, held by its import graph (docs/architecture.md).
+
+The graph is read from the source (module-level imports and imports inside functions alike), so
+an import hidden in a function to dodge a cycle still counts. What predates these checks is
+listed below with its size or edge: a listed entry may go away, never grow, and one that is no
+longer true must be taken off its list (the test says so), so the lists only shrink.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("app", "adapters", "toolkits")
+MAX_LINES = 600
+
+#: Import cycles that predate this check (each as its sorted modules). None may be added.
+KNOWN_CYCLES: set[tuple[str, ...]] = {
+    ("app.tools.invoker", "app.tools.mcp"),
+    ("app.world.aggregate", "app.world.engine"),
+    ("app.world.decided", "app.world.proof", "app.world.world"),
+}
+
+#: Imports from ``app`` into ``adapters`` that predate the ports: the core is to depend on a
+#: port declared in ``app``, implemented in ``adapters`` and wired at the composition root.
+KNOWN_APP_TO_ADAPTERS: set[tuple[str, str]] = {
+    ("app.api.maintenance", "adapters.fhir.reconcile"),
+    ("app.cds.assemble", "adapters.fhir.hydrate"),
+    ("app.cds.assemble", "adapters.fhir.hydration"),
+    ("app.cds.assemble", "adapters.fhir.inputs"),
+    ("app.cds.assemble", "adapters.fhir.notes"),
+    ("app.cds.fhir_data", "adapters.fhir.notes"),
+    ("app.cds.hook_input", "adapters.fhir.notes"),
+    ("app.cds.leniency", "adapters.fhir.notes"),
+    ("app.cds.prefetch", "adapters.fhir.client"),
+    ("app.cds.prefetch", "adapters.fhir.notes"),
+    ("app.cds.requests", "adapters.fhir.client"),
+    ("app.cds.requests", "adapters.fhir.notes"),
+    ("app.cds.routes", "adapters.fhir.commit"),
+    ("app.cds.routes", "adapters.fhir.units"),
+    ("app.cds.routes", "adapters.terminology.http"),
+    ("app.cds.service", "adapters.fhir.hydrate"),
+    ("app.cds.unsent", "adapters.fhir.effect_log"),
+    ("app.cli", "adapters.fhir.reconcile"),
+    ("app.cli", "adapters.terminology.server"),
+    ("app.runtime.host", "adapters.fhir.effect_log"),
+}
+
+#: Source files over the limit that predate this check, at their size when it was written.
+KNOWN_LONG_FILES: dict[str, int] = {
+    "app/ontology/model.py": 1037,
+    "app/api/run_page.py": 986,
+    "adapters/fhir/hydrate.py": 914,
+    "app/store/repo.py": 857,
+    "app/cds/service.py": 813,
+    "app/runtime/interpreter.py": 706,
+    "adapters/fhir/commit.py": 663,
+    "app/ontology/_typecheck.py": 633,
+    "app/ontology/verify.py": 622,
+    "app/ontology/_compile.py": 614,
+}
+
+#: Where routes live: an adapter imports none of them.
+ROUTES = ("app.api", "app.cds.routes")
+
+
+def modules(root: Path) -> dict[str, Path]:
+    """Every module under the packages, by dotted name (a package by its own name)."""
+    found: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _owner(name: str, known: dict[str, Path]) -> str | None:
+    """The module ``name`` is, or is in (``pkg.mod.attr`` → ``pkg.mod``)."""
+    while name and name not in known:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Module → the modules it imports, anywhere in its source, relative imports resolved."""
+    known = modules(root)
+    graph: dict[str, set[str]] = {name: set() for name in known}
+    for name, path in known.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base_parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(base_parts + ([node.module] if node.module else []))
+                else:
+                    base = node.module or ""
+                # ``from pkg import mod`` imports the module; ``from mod import name`` the module
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+                    for alias in node.names
+                ]
+            for target in targets:
+                owner = _owner(target, known)
+                if owner is not None and owner != name:
+                    graph[name].add(owner)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> set[tuple[str, ...]]:
+    """The import cycles: strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: set[tuple[str, ...]] = set()
+
+    def visit(start: str) -> None:
+        # iterative, so a deep graph cannot hit the recursion limit
+        work: list[tuple[str, Iterable[str]]] = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.add(tuple(sorted(component)))
+
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    return found
+
+
+GRAPH = import_graph(ROOT)
+
+
+def test_no_new_import_cycle() -> None:
+    found = cycles(GRAPH)
+    new = sorted(found - KNOWN_CYCLES)
+    assert not new, "import cycles (imports inside functions count): " + "; ".join(
+        " ↔ ".join(c) for c in new
+    )
+    gone = sorted(KNOWN_CYCLES - found)
+    assert not gone, f"no longer a cycle, take it off KNOWN_CYCLES: {gone}"
+
+
+def test_no_adapter_imports_a_route() -> None:
+    bad = sorted(
+        (m, t)
+        for m, targets in GRAPH.items()
+        if m.startswith("adapters")
+        for t in targets
+        if any(t == r or t.startswith(r + ".") for r in ROUTES)
+    )
+    assert not bad, f"adapters importing routes: {bad}"
+
+
+def test_no_new_import_from_app_into_adapters() -> None:
+    found = {
+        (m, t)
+        for m, targets in GRAPH.items()
+        if m.startswith("app.") or m == "app"
+        for t in targets
+        if t.startswith("adapters")
+    }
+    new = sorted(found - KNOWN_APP_TO_ADAPTERS)
+    assert not new, (
+        f"new imports from app into adapters: {new}; the core depends on a port declared in "
+        "app, implemented in adapters and wired where the service is built"
+    )
+    gone = sorted(KNOWN_APP_TO_ADAPTERS - found)
+    assert not gone, f"no longer imported, take it off KNOWN_APP_TO_ADAPTERS: {gone}"
+
+
+def test_no_source_file_over_the_limit() -> None:
+    sizes = {
+        str(path.relative_to(ROOT)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in modules(ROOT).values()
+    }
+    too_long = sorted(
+        f"{name} ({lines} lines)"
+        for name, lines in sizes.items()
+        if lines > KNOWN_LONG_FILES.get(name, MAX_LINES)
+    )
+    assert not too_long, f"over {MAX_LINES} lines (or longer than listed): {too_long}"
+    fixed = sorted(n for n, ceiling in KNOWN_LONG_FILES.items() if sizes.get(n, 0) <= MAX_LINES)
+    assert not fixed, f"now within {MAX_LINES} lines, take it off KNOWN_LONG_FILES: {fixed}"
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, text in {"app/__init__.py": "", **files}.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    for package in PACKAGES[1:]:
+        (tmp_path / package).mkdir(exist_ok=True)
+    return tmp_path
+
+
+def test_a_cycle_through_an_import_inside_a_function_is_found(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "app/a.py": "from app.b import thing\n",
+            "app/b.py": "def thing():\n    from . import c\n",
+            "app/c.py": "import app.a\n",
+            "app/d.py": "from app import a\n",
+        },
+    )
+    assert cycles(import_graph(root)) == {("app.a", "app.b", "app.c")}
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("from app.b import x\n", {"app.b"}),
+        ("from .b import x\n", {"app.b"}),
+        ("from . import b\n", {"app.b"}),
+        ("import app.b\n", {"app.b"}),
+        ("def f():\n    from app.b import x\n", {"app.b"}),
+        ("import os\n", set()),
+    ],
+)
+def test_the_graph_reads_every_form_of_import(
+    tmp_path: Path, source: str, expected: set[str]
+) -> None:
+    root = _tree(tmp_path, {"app/a.py": source, "app/b.py": ""})
+    assert import_graph(root)["app.a"] == expected
