@@ -81,8 +81,8 @@ from adapters.fhir.reconcile import earlier_effects
 from adapters.fhir.scopes import permits
 from adapters.fhir.writes import FHIR_JSON, JSON_PATCH, Answer, outcome, patch_document, send
 from app.ontology.model import XSD, AdapterCommit, Individual, Ontology, ToolDef, local_name
+from app.tools.call import ToolCall
 from app.tools.errors import EffectNotExecuted, ToolError
-from app.tools.invoker import ToolCall
 
 __all__ = [
     "FHIR_JSON",

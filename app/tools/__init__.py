@@ -6,10 +6,10 @@ load when an ``http(s):`` or ``mcp://`` tool is first called.
 
 from __future__ import annotations
 
+from app.tools.call import ToolCall
 from app.tools.errors import AdapterUnavailable, ToolError, ToolLoadError
 from app.tools.invoker import (
     SchemeHandler,
-    ToolCall,
     ToolInvoker,
     ToolRegistry,
     scheme_of,

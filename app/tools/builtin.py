@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.ontology.model import XSD, local_name
+from app.tools.call import ToolCall
 from app.tools.errors import ToolError
-from app.tools.invoker import ToolCall, tool_aware
+from app.tools.invoker import tool_aware
 
 log = logging.getLogger("horismos.notify")
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from app.ontology.loader import Registry
 from app.ontology.model import ToolDef
+from app.tools.call import ToolCall
 from app.tools.errors import AdapterUnavailable, ToolError, ToolLoadError
 
 if TYPE_CHECKING:
@@ -41,17 +42,6 @@ if TYPE_CHECKING:
     from app.tools.mcp import McpPool
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, kw_only=True)
-class ToolCall:
-    """One invocation, as a tool-aware callable or a scheme handler sees it."""
-
-    tool: ToolDef
-    args: dict[str, Any]
-    timeout: float
-    now: datetime | None = None
-    run_id: str | None = None
 
 
 SchemeHandler = Callable[[ToolCall], Mapping[str, Any]]

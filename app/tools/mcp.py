@@ -37,7 +37,7 @@ from app.tools.mcp_contract import narrow
 
 if TYPE_CHECKING:
     from app.settings import McpServer
-    from app.tools.invoker import ToolCall
+    from app.tools.call import ToolCall
 
 log = logging.getLogger("horismos.mcp")
 

@@ -14,23 +14,32 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from app.ontology.durations import CalendarDuration, parse_window
 from app.ontology.model import DatedDef, SharingDef, SpanDef, Value
 from app.world.facts import FactKey
-from app.world.store import Chain
+from app.world.store import Chain, Store
 from app.world.values import compare, is_number
 from app.world.windows import add_days, day_before, day_of
 
 if TYPE_CHECKING:
-    from app.world.engine import Engine
-    from app.world.index import CompiledAggregate
+    from app.world.index import CompiledAggregate, CompiledCondition
 
 #: (premises, absences, computed conclusions or None for a rule): what an evaluation returns
 Witness: TypeAlias = tuple[
     Chain, tuple[tuple[str, tuple[str, ...]], ...], tuple[tuple[str, Value], ...] | None
 ]
+
+
+class Reads(Protocol):
+    """What an aggregate reads of the engine evaluating it (``app.world.engine.Engine``): the
+    store, the run's time, and the chain of facts to a condition's value."""
+
+    st: Store
+    now: datetime | None
+
+    def chain(self, s: str, cc: CompiledCondition) -> Chain | None: ...
 
 
 def combine(function: str, items: Iterable[Value], integer: bool) -> Value | None:
@@ -55,7 +64,7 @@ def combine(function: str, items: Iterable[Value], integer: bool) -> Value | Non
     return best
 
 
-def aggregate_witness(engine: Engine, s: str, agg: CompiledAggregate) -> Witness | None:
+def aggregate_witness(engine: Reads, s: str, agg: CompiledAggregate) -> Witness | None:
     """The value of ``agg`` on subject ``s`` with every fact it read, or None when it has no
     value (a Min or Max of nothing)."""
     st = engine.st
@@ -110,7 +119,7 @@ def aggregate_witness(engine: Engine, s: str, agg: CompiledAggregate) -> Witness
 
 
 def _span(
-    engine: Engine, value: Value, span: SpanDef, premises: list[FactKey]
+    engine: Reads, value: Value, span: SpanDef, premises: list[FactKey]
 ) -> tuple[date, date] | None:
     """The first and last day of the span of the instance ``value`` (its earliest start, and its
     latest end or its start plus its longest length in whole days), recording the facts read;
@@ -173,7 +182,7 @@ def _covered(spans: list[tuple[date, date]], span: SpanDef, now: datetime | None
     return total
 
 
-def _dated(engine: Engine, s: str, value: Value, dated: DatedDef) -> list[FactKey] | None:
+def _dated(engine: Reads, s: str, value: Value, dated: DatedDef) -> list[FactKey] | None:
     """The facts by which ``value`` is dated within the window before one of the subject's
     anchor days, or None when it is not."""
     if not isinstance(value, str) or isinstance(value, bool):
@@ -193,7 +202,7 @@ def _dated(engine: Engine, s: str, value: Value, dated: DatedDef) -> list[FactKe
     return None
 
 
-def _sharing(engine: Engine, s: str, value: Value, sharing: SharingDef) -> list[FactKey] | None:
+def _sharing(engine: Reads, s: str, value: Value, sharing: SharingDef) -> list[FactKey] | None:
     """The facts by which ``value`` has a value of its property equal to one of the subject's
     anchor values, or None when it has none."""
     if not isinstance(value, str) or isinstance(value, bool):
@@ -205,7 +214,7 @@ def _sharing(engine: Engine, s: str, value: Value, sharing: SharingDef) -> list[
     return None
 
 
-def _reach(engine: Engine, s: str, path: tuple[str, ...]) -> list[tuple[Value, Chain]]:
+def _reach(engine: Reads, s: str, path: tuple[str, ...]) -> list[tuple[Value, Chain]]:
     """Every value at the end of ``path`` from ``s`` with the chain of facts that reaches it."""
     frontier: list[tuple[Value, Chain]] = [(s, ())]
     for p in path:
@@ -220,7 +229,7 @@ def _reach(engine: Engine, s: str, path: tuple[str, ...]) -> list[tuple[Value, C
 
 
 def _filters(
-    engine: Engine, value: Value, agg: CompiledAggregate
+    engine: Reads, value: Value, agg: CompiledAggregate
 ) -> tuple[list[FactKey], list[tuple[str, tuple[str, ...]]]] | None:
     """The premises and absences by which ``value`` passes every ``where`` condition, or None."""
     if not agg.where:

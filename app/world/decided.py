@@ -24,14 +24,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from app.ontology.model import Condition, Ontology, Value, local_name
 from app.world.facts import FactKey
 
 if TYPE_CHECKING:
+    from app.world.engine import Engine
     from app.world.index import CompiledRule, OntologyIndex
-    from app.world.world import World
+    from app.world.store import Store
 
 #: how an incomplete input could change the conclusion
 How = Literal["overrule", "conflict", "absence", "aggregate", "reading", "goal"]
@@ -140,13 +141,31 @@ def _deps(ix: OntologyIndex, ontology: Ontology) -> _Deps:
     return held
 
 
+class Judged(Protocol):
+    """What the check asks of the World it judges (``app.world.world.World``), besides its
+    index, store and engine: its ontology, class membership and whether conditions hold."""
+
+    ontology: Ontology
+
+    def is_a(self, value: str, class_iri: str) -> bool: ...
+
+    def holds(self, subject: str, conditions: Iterable[Condition]) -> bool: ...
+
+
 class _Check:
-    def __init__(self, world: World, incomplete: frozenset[str]) -> None:
+    def __init__(
+        self,
+        world: Judged,
+        ix: OntologyIndex,
+        st: Store,
+        engine: Engine,
+        incomplete: frozenset[str],
+    ) -> None:
         self.world = world
-        self.ix = world._ix
-        self.st = world._st
-        self.engine = world._engine
-        self.deps = _deps(self.ix, world.ontology)
+        self.ix = ix
+        self.st = st
+        self.engine = engine
+        self.deps = _deps(ix, world.ontology)
         self.incomplete = incomplete
         self.seen: dict[FactKey, tuple[Blocker, ...]] = {}
 
@@ -285,11 +304,17 @@ class _Check:
 
 
 def undecided(
-    world: World, subject: str, goal: Iterable[Condition], incomplete: Iterable[str]
+    world: Judged,
+    ix: OntologyIndex,
+    st: Store,
+    engine: Engine,
+    subject: str,
+    goal: Iterable[Condition],
+    incomplete: Iterable[str],
 ) -> tuple[Blocker, ...]:
     """Why the ``goal`` on ``subject`` is not decided given the ``incomplete`` input properties
     (empty: decided). See the module docstring for the rules."""
     missing = frozenset(incomplete)
     if not missing:
         return ()
-    return tuple(_Check(world, missing).goal(subject, goal))
+    return tuple(_Check(world, ix, st, engine, missing).goal(subject, goal))

@@ -22,12 +22,11 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from app.ontology.model import AggregateDef, Value, humanise, local_name
+from app.ontology.model import AggregateDef, Ontology, Value, humanise, local_name
 from app.world.facts import Absence, Fact, FactKey, json_value
 
 if TYPE_CHECKING:
     from app.world.engine import Engine
-    from app.world.world import World
 
 
 @dataclass(frozen=True)
@@ -238,11 +237,11 @@ def _json(v: Value) -> Any:
 
 
 class _Builder:
-    def __init__(self, world: World, engine: Engine, subject: str) -> None:
-        self.world = world
+    def __init__(self, ontology: Ontology, engine: Engine, subject: str) -> None:
+        self.ontology = ontology
         self.eng = engine
         self.subject = subject
-        self.rule_labels = {r.iri: r.label for r in world.ontology.rules if r.label}
+        self.rule_labels = {r.iri: r.label for r in ontology.rules if r.label}
 
     def value_text(self, p: str, v: Value) -> str:
         prop = self.eng.ix.properties.get(p)
@@ -289,7 +288,7 @@ class _Builder:
         """An instance as a reader knows it: the value of its class's ``horis:namedBy``
         property (a drug's name), else its class's label."""
         cls = self.eng.st.instances[iri].class_iri
-        ontology = self.world.ontology
+        ontology = self.ontology
         for c in ontology.ancestors(cls):
             named_by = getattr(ontology.classes.get(c), "named_by", None)
             found = self.eng.st.values(iri, named_by) if named_by else ()
@@ -401,9 +400,9 @@ class _Builder:
 
 
 def build_proof(
-    world: World, engine: Engine, subject: str, property: str, value: Value | None
+    ontology: Ontology, engine: Engine, subject: str, property: str, value: Value | None
 ) -> Proof:
-    b = _Builder(world, engine, subject)
+    b = _Builder(ontology, engine, subject)
     values = engine.st.values(subject, property)
     if value is not None:
         values = [v for v in values if v == value]

@@ -430,11 +430,11 @@ class World:
     ) -> tuple[Blocker, ...]:
         """Why ``goal`` on ``subject`` is not decided while the ``incomplete`` input properties
         may still change (empty: decided) — ``app.world.decided``."""
-        return undecided(self, subject, goal, incomplete)
+        return undecided(self, self._ix, self._st, self._engine, subject, goal, incomplete)
 
     def proof(self, subject: str, property: str, value: Value | None = None) -> Proof:
         """The proof of ``subject``'s ``property`` (of one value when given)."""
-        return build_proof(self, self._engine, subject, self._p(property), value)
+        return build_proof(self.ontology, self._engine, subject, self._p(property), value)
 
     # --- serialization -------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from app.ontology.model import (
     ToolDef,
 )
 from app.store import repo, session_scope
-from app.tools.invoker import ToolCall
+from app.tools.call import ToolCall
 from tests.commit.dropping_proxy import dropping_proxy
 from tests.support.fhir_server import FhirServer
 

@@ -19,7 +19,7 @@ from adapters.fhir.commit import (
     effect_reports,
 )
 from app.store import repo, session_scope
-from app.tools.invoker import ToolCall
+from app.tools.call import ToolCall
 from tests.commit.dropping_proxy import dropping_proxy
 from tests.commit.test_commit_adapter import GRANTED, NS, ONTOLOGY, PRIORITY, TOOL, URGENT
 from tests.support.fhir_server import FhirServer

@@ -39,8 +39,9 @@ from typing import Any
 
 from app.clinical_text import code_text
 from app.ontology.model import local_name
+from app.tools.call import ToolCall
 from app.tools.errors import ToolError
-from app.tools.invoker import ToolCall, tool_aware
+from app.tools.invoker import tool_aware
 from toolkits.opioid_cds.drugs import drug_data
 from toolkits.opioid_cds.mme import KNOWN, Dosage, MmeStatus, find_drug
 from toolkits.opioid_cds.mme import order_mme as compute_mme
