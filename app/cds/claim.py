@@ -175,8 +175,9 @@ class ClaimFirstTools:
 
     Adapter-mediated tools (a registered scheme handler such as the FHIR commit adapter) claim
     through the handler, right before a request leaves; an adapter scheme with no handler sends
-    nothing. Every other binding (``python:``, ``http:``, ``mcp:`` …) may do anything, so the
-    claim comes first."""
+    nothing; a ``horis:pure`` tool (in-process, writes nothing) acts on nothing outside. Every
+    other binding (``python:``, ``http:``, ``mcp:`` …) may do anything, so the claim comes
+    first."""
 
     def __init__(self, tools: ToolInvoker, claim: RunClaim) -> None:
         self.tools = tools
@@ -192,7 +193,7 @@ class ClaimFirstTools:
         run_id: str | None = None,
     ) -> dict[str, Any]:
         scheme = scheme_of(tool)
-        if scheme != "fhir" and not self.tools.has_scheme(scheme):
+        if not tool.pure and scheme != "fhir" and not self.tools.has_scheme(scheme):
             self.claim.ensure()
         return self.tools.invoke(tool, args, timeout=timeout, now=now, run_id=run_id)
 

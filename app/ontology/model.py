@@ -422,6 +422,7 @@ class ToolDef:
     idempotent: bool = False
     retries: int | None = None  # horis:retries; None = the default (0 when non-idempotent)
     commits: AdapterCommit | None = None
+    pure: bool = False  # horis:pure: computes from its arguments only, acts on nothing outside
     label: str | None = None  # rdfs:label
 
 
@@ -628,8 +629,7 @@ class CardDecl:
     #: horis:where on a horis:forEach card: conditions each instance must satisfy
     each_where: tuple[Condition, ...] = ()
     detail: str | None = None  # horis:detail: Markdown shown before the run's own detail
-    #: each placeholder name its texts use (``instance.mme``) → the (first) property IRI it
-    #: reads
+    #: each placeholder name its texts use (``instance.mme``) → the first property it reads
     variables: tuple[tuple[str, str], ...] = ()
     #: each value placeholder → its steps: (property IRI, filter property IRI or None)
     paths: tuple[tuple[str, tuple[tuple[str, str | None], ...]], ...] = ()

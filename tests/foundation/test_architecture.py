@@ -58,7 +58,6 @@ KNOWN_LONG_FILES: dict[str, int] = {
     "adapters/fhir/commit.py": 663,
     "app/ontology/_typecheck.py": 633,
     "app/ontology/verify.py": 622,
-    "app/ontology/_compile.py": 614,
 }
 
 #: Where routes live: an adapter imports none of them.

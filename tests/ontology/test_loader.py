@@ -204,6 +204,7 @@ def test_tools(full: Ontology) -> None:
     assert full.tools[F + "ask"].timeout == 120.0
     assert full.tools[F + "post"].timeout == 7.0
     assert full.tools[F + "pyfn"].timeout == 5.0 and full.tools[F + "pyfn"].retries is None
+    assert full.tools[F + "pyfn"].pure and not full.tools[F + "ask"].pure
 
 
 def test_workflow_and_every_step_kind(full: Ontology) -> None:
@@ -425,6 +426,33 @@ def test_tool_bindings_are_checked_at_load(
             load_ontology([path], registry=registry)
         (problem,) = err.value.problems
         assert (problem.code, problem.node) == ("binding", "https://example.org/t#t")
+
+
+@pytest.mark.parametrize(
+    ("binding", "accepted"),
+    [
+        ("python:json.dumps", True),
+        ("rust:book", True),
+        ("https://api.example.org/x", False),  # it leaves the process
+        ("mcp://server/tool", False),
+    ],
+)
+def test_a_pure_tool_must_run_in_the_process(
+    ttl: Callable[[str], Path], binding: str, accepted: bool
+) -> None:
+    path = ttl(f':t a horis:Tool ; horis:binding "{binding}" ; horis:pure true .')
+    if accepted:
+        assert load_ontology([path], registry=REGISTRY).tools["https://example.org/t#t"].pure
+    else:
+        with pytest.raises(OntologyError) as err:
+            load_ontology([path], registry=REGISTRY)
+        (problem,) = err.value.problems
+        assert problem.code == "binding" and "horis:pure" in problem.message
+
+
+def test_a_tool_is_not_pure_unless_declared(ttl: Callable[[str], Path]) -> None:
+    path = ttl(':t a horis:Tool ; horis:binding "python:json.dumps" .')
+    assert not load_ontology([path]).tools["https://example.org/t#t"].pure
 
 
 _CREATE = (
