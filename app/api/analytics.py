@@ -10,14 +10,13 @@ store recorded (``app.store.analytics``); the counting is ``app.cds.analytics``.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Annotated, Any
 
-import jinja2
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.templating import Jinja2Templates
 
+from app.api.pages import ENV
 from app.api.run_page import PAGE_HEADERS, prefers_html
 from app.cds.analytics import Labels, build_report
 from app.cds.auth import CLIENT_JWT_RESPONSE, ClientIdentity, require_client
@@ -29,13 +28,7 @@ router = APIRouter(tags=["analytics"], responses=CLIENT_JWT_RESPONSE)
 #: The longest window one report covers, in days.
 MAX_DAYS = 366
 
-_TEMPLATES = Jinja2Templates(
-    env=jinja2.Environment(
-        loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-    )
-)
+_TEMPLATES = Jinja2Templates(env=ENV)
 
 
 @router.get(

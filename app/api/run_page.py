@@ -28,8 +28,10 @@ from datetime import UTC, datetime, tzinfo
 from html import escape
 from typing import Any
 
+from markupsafe import Markup
 from sqlalchemy.orm import Session
 
+from app.api.pages import render
 from app.api.run_inputs import inputs_section
 from app.cds.hook_input import HookInput, InputUnusable
 from app.clinical_text import (
@@ -304,14 +306,6 @@ def _proof_html(lines: Sequence[_Line]) -> str:
     return "".join(items)
 
 
-def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], css: str = "") -> str:
-    """A table; the cells are HTML already escaped by the caller."""
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    cls = f' class="{css}"' if css else ""
-    return f"<table{cls}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def _call_html(call: Mapping[str, Any]) -> str:
     kind = call.get("type")
     if kind == "tool":
@@ -402,75 +396,6 @@ def _narrations(trace: Sequence[Mapping[str, Any]]) -> list[tuple[str, Mapping[s
         if isinstance(subflow, Mapping):
             out.extend(_narrations(subflow.get("trace") or []))
     return out
-
-
-_CSS = """
-body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d232b;
-  background:#f5f6f8;margin:0}
-header,main,footer{max-width:1100px;margin:0 auto;padding:0 24px}
-header{padding-top:20px}
-h1{font-size:1.35em;margin:0 0 2px}
-h2{font-size:1.2em;margin:30px 0 10px;padding-bottom:4px;border-bottom:2px solid #c3c9d2}
-h3{font-size:1.02em;margin:22px 0 8px}
-.sub{color:#4d5563;margin:0 0 12px}
-.card{background:#fff;border:1px solid #d5d9e0;border-radius:6px;padding:14px 18px}
-.decision{font-size:1.5em;font-weight:600;margin:0 0 6px}
-.none{color:#8a4b00}
-.indicator{display:inline-block;border-radius:3px;padding:0 6px;margin-right:6px;
-  font:600 12px/1.7 system-ui,sans-serif;text-transform:uppercase;letter-spacing:.03em}
-.indicator.critical{background:#9b1c1c;color:#fff}
-.indicator.warning{background:#8a4b00;color:#fff}
-.indicator.info{background:#1f4e9c;color:#fff}
-dl{display:grid;grid-template-columns:max-content 1fr;gap:3px 16px;margin:0}
-dt{color:#4d5563}dd{margin:0}
-code,.mono,.engine{font-family:ui-monospace,"SFMono-Regular",Menlo,Consolas,monospace;
-  font-size:.9em}
-.why ul{margin:0;padding-left:22px}
-.why>ul{padding-left:18px}
-.why li{margin:3px 0}
-.why .from{color:#4d5563}
-.why .ranked,.why .absent{color:#4d5563;font-style:italic}
-.engine ul{list-style:none;margin:0;padding-left:22px;border-left:1px dotted #b8bfca}
-.engine>ul{padding-left:0;border-left:0}
-.engine li{margin:3px 0}
-.engine .tag{color:#4d5563}
-.engine .tag.src{color:#1f4e9c;background:#eef3fc;border-radius:3px;padding:0 4px}
-.engine .derived>.fact{font-weight:600}
-.engine .overruled,.engine .overruled .tag{color:#5b6472}
-.engine .absent{color:#4d5563;font-style:italic}
-.st{display:inline-block;border-radius:3px;padding:0 5px;margin-left:6px;
-  font:12px/1.6 system-ui,sans-serif}
-.st.ok{background:#eef6ea;color:#2a5f1b}.st.warn{background:#fdf1dc;color:#7a4200}
-table{border-collapse:collapse;width:100%;background:#fff;border:1px solid #d5d9e0}
-th,td{text-align:left;vertical-align:top;padding:5px 8px;border-bottom:1px solid #e6e9ee}
-th{background:#eceff3;font-weight:600;font-size:.9em}
-td{font-size:.92em}
-.muted{color:#4d5563;font-size:.88em}
-.viol{color:#9b1c1c}
-.call+.call{margin-top:4px}
-.suggestions li{margin:4px 0}
-.generated{border:2px dashed #8a4b00;background:#fffaf0;border-radius:6px;padding:10px 14px}
-.generated .badge{display:inline-block;background:#7a4200;color:#fff;border-radius:3px;
-  padding:0 6px;font-size:12px;font-weight:600;letter-spacing:.03em}
-.generated p{white-space:pre-wrap;margin:8px 0 4px}
-.audit{margin-top:36px}
-details{margin:14px 0}
-pre{white-space:pre-wrap;background:#fff;border:1px solid #d5d9e0;padding:10px;margin:6px 0}
-footer{margin-top:28px;padding-bottom:30px;color:#4d5563;font-size:.85em}
-@media print{body{background:#fff}.card,table{border-color:#999}}
-"""
-
-
-def _page(title: str, body: str, *, header: str = "", footer: str = "") -> str:
-    """The document: a banner, the main content, a footer (each a landmark)."""
-    return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        '<meta name="robots" content="noindex">'
-        f"<title>{escape(title)}</title><style>{_CSS}</style></head>"
-        f"<body><header>{header}</header><main>{body}</main>"
-        f"<footer>{footer}</footer></body></html>"
-    )
 
 
 def _ran_at(page: RunPage, trace: Sequence[Mapping[str, Any]]) -> Any:
@@ -582,107 +507,12 @@ def _items_html(items: Sequence[Item]) -> str:
     return "".join(out)
 
 
-def _decision_html(doc: Mapping[str, Any], items: Sequence[Item], page: RunPage) -> str:
-    decided = [i for i in items if i.kind == "decided"]
-    if isinstance(doc.get("decision"), Mapping) and decided:
-        return "".join(f'<p class="decision">{_e(i.text)}</p>' for i in decided)
-    end = _name(page, doc.get("terminal"))
-    undecided = doc.get("undecided")
-    if isinstance(undecided, Mapping):
-        return _undecided_html(undecided, page, end)
-    status = str(doc.get("status") or "")
-    how = f"the workflow ended at: {end}" if end else f"the run is {status}"
-    if doc.get("waitingAt"):
-        how = f"the run is waiting at: {_name(page, doc.get('waitingAt'))}"
-    return f'<p class="decision none">No decision — {_e(how)}</p>'
-
-
-def _undecided_html(undecided: Mapping[str, Any], page: RunPage, end: str) -> str:
-    """A run stopped because incomplete inputs could change its decision: which inputs, why
-    each is not complete and what it could have changed (the card names three at most), and the
-    value the rules held on the rest (not a decision)."""
-    labels = [
-        str(i.get("label") or i.get("input"))
-        for i in undecided.get("inputs") or ()
-        if isinstance(i, Mapping)
-    ]
-    what = str(undecided.get("propertyLabel") or _name(page, undecided.get("property")))
-    line = f"Not decided — data it depends on is missing or was not used ({', '.join(labels)})" + (
-        f"; the workflow ended at: {end}" if end else ""
-    )
-    out = f'<p class="decision none">{_e(line)}</p>'
-    items: list[str] = []
-    for item in undecided.get("inputs") or ():
-        if not isinstance(item, Mapping):
-            continue
-        reasons = [str(r.get("detail") or "") for r in item.get("reasons") or ()]
-        said = "; ".join(r for r in reasons if r) or f"No {item.get('label')} could be used"
-        could = sorted(
-            {
-                str(c["ruleLabel"])
-                + (f" ({c['valueLabel']})" if c.get("valueLabel") is not None else "")
-                for c in item.get("couldChange") or ()
-                if isinstance(c, Mapping) and c.get("ruleLabel")
-            }
-        )
-        changes = f"<br><span class='muted'>could change it: {_e(', '.join(could))}</span>"
-        items.append(f"<li>{_e(said)}{changes if could else ''}</li>")
-    if items:
-        out += f'<ul class="inputs">{"".join(items)}</ul>'
-    held = undecided.get("held")
-    if held is not None:
-        shown = str(undecided.get("heldLabel") or _name(page, held))
-        out += (
-            f'<p class="muted">On the data that could be used the rules give {_e(what)}: '
-            f"{_e(shown)}. This is not a decision.</p>"
-        )
-    return out
-
-
 def _name(page: RunPage, key: Any) -> str:
     """A step's, property's or tool's label (``page.names``), else its humanised name."""
     if key is None:
         return ""
     text = str(key)
     return page.names.get(text) or humanise(text)
-
-
-def _cards_html(response: Mapping[str, Any] | None) -> tuple[str, str]:
-    """The cards the EHR was given (summary and urgency) and the actions they suggest."""
-    cards = [c for c in (response or {}).get("cards") or [] if isinstance(c, Mapping)]
-    shown = "".join(
-        f'<li><span class="indicator {_e(c.get("indicator"))}">{_e(c.get("indicator"))}</span>'
-        f"{_e(c.get('summary'))}</li>"
-        for c in cards
-    )
-    actions: list[str] = []
-    for card in cards:
-        for suggestion in card.get("suggestions") or []:
-            if not isinstance(suggestion, Mapping):
-                continue
-            steps = "".join(
-                f"<li>{_e(a.get('description') or a.get('type'))}"
-                + (
-                    f" <span class='muted'>({_e(a.get('resourceId'))})</span>"
-                    if a.get("resourceId")
-                    else ""
-                )
-                + "</li>"
-                for a in suggestion.get("actions") or []
-                if isinstance(a, Mapping)
-            )
-            actions.append(
-                f"<li><strong>{_e(suggestion.get('label'))}</strong>"
-                + (f"<ul>{steps}</ul>" if steps else "")
-                + "</li>"
-            )
-    cards_html = f'<ul class="cards">{shown}</ul>' if shown else ""
-    actions_html = (
-        f'<ul class="suggestions">{"".join(actions)}</ul>'
-        if actions
-        else '<p class="muted">No action was suggested.</p>'
-    )
-    return cards_html, actions_html
 
 
 def _data_rows(items: Sequence[Item], zone: tzinfo) -> list[list[str]]:
@@ -708,16 +538,6 @@ def _data_rows(items: Sequence[Item], zone: tzinfo) -> list[list[str]]:
     return rows
 
 
-def _refused_html(doc: Mapping[str, Any]) -> str:
-    """The inputs the gate or hydration refused, each with why."""
-    lines = [
-        f"<li>Refused input ({_e(v.get('code'))}): {_e(v.get('message'))}</li>"
-        for v in doc.get("inputViolations") or []
-        if isinstance(v, Mapping)
-    ]
-    return f"<ul>{''.join(lines)}</ul>" if lines else ""
-
-
 _WRITES = {
     "accepted": "written",
     "conflicted": "not written: the record changed after it was read",
@@ -730,82 +550,133 @@ _WRITES = {
 }
 
 
-def _writes_html(effects: Sequence[Mapping[str, Any]]) -> str:
-    lines = []
-    for e in effects:
-        state = str(e.get("state"))
-        said = _WRITES.get(state, state)
-        version = f" (version {_e(e.get('newVersion'))})" if e.get("newVersion") else ""
-        detail = f" — {_e(e.get('detail'))}" if e.get("detail") and state != "accepted" else ""
-        lines.append(f"<li>{_e(_target(e))}: {_e(said)}{version}{detail}</li>")
-    return f"<ul>{''.join(lines)}</ul>"
-
-
 def _target(effect: Mapping[str, Any]) -> str:
     """``Encounter/e1`` of an effect's target URL."""
     parts = str(effect.get("target") or "").rstrip("/").rsplit("/", 2)
     return "/".join(parts[-2:]) if len(parts) >= 2 else str(effect.get("target") or "")
 
 
-def _clinician_html(page: RunPage, trace: Sequence[Mapping[str, Any]]) -> str:
+# --- what the templates show (app/api/templates/run.html) -----------------------------------
+
+
+def _html(value: Any) -> Markup:
+    """A value escaped as the page shows it (``_e``), for a template cell."""
+    return Markup(_e(value))
+
+
+def _cells(rows: Iterable[Sequence[str]]) -> list[list[Markup]]:
+    """Rows of cells that the helpers above built as escaped HTML."""
+    return [[Markup(c) for c in row] for row in rows]
+
+
+def _decision(doc: Mapping[str, Any], items: Sequence[Item], page: RunPage) -> dict[str, Any]:
+    """What the decision box says: the decided values, why a run is not decided, or how the
+    run ended without a decision."""
+    decided = [i.text for i in items if i.kind == "decided"]
+    if isinstance(doc.get("decision"), Mapping) and decided:
+        return {"kind": "decided", "lines": decided}
+    end = _name(page, doc.get("terminal"))
+    undecided = doc.get("undecided")
+    if isinstance(undecided, Mapping):
+        return _undecided(undecided, page, end)
+    status = str(doc.get("status") or "")
+    how = f"the workflow ended at: {end}" if end else f"the run is {status}"
+    if doc.get("waitingAt"):
+        how = f"the run is waiting at: {_name(page, doc.get('waitingAt'))}"
+    return {"kind": "none", "how": how}
+
+
+def _undecided(undecided: Mapping[str, Any], page: RunPage, end: str) -> dict[str, Any]:
+    """A run stopped because incomplete inputs could change its decision: which inputs, why
+    each is not complete and what it could have changed (the card names three at most), and the
+    value the rules held on the rest (not a decision)."""
+    found = [i for i in undecided.get("inputs") or () if isinstance(i, Mapping)]
+    labels = [str(i.get("label") or i.get("input")) for i in found]
+    line = f"Not decided — data it depends on is missing or was not used ({', '.join(labels)})" + (
+        f"; the workflow ended at: {end}" if end else ""
+    )
+    inputs: list[tuple[str, str]] = []
+    for item in found:
+        reasons = [str(r.get("detail") or "") for r in item.get("reasons") or ()]
+        said = "; ".join(r for r in reasons if r) or f"No {item.get('label')} could be used"
+        could = sorted(
+            {
+                str(c["ruleLabel"])
+                + (f" ({c['valueLabel']})" if c.get("valueLabel") is not None else "")
+                for c in item.get("couldChange") or ()
+                if isinstance(c, Mapping) and c.get("ruleLabel")
+            }
+        )
+        inputs.append((said, ", ".join(could)))
+    held = undecided.get("held")
+    shown = None
+    if held is not None:
+        what = str(undecided.get("propertyLabel") or _name(page, undecided.get("property")))
+        shown = (what, str(undecided.get("heldLabel") or _name(page, held)))
+    return {"kind": "undecided", "line": line, "inputs": inputs, "held": shown}
+
+
+def _cards(response: Mapping[str, Any] | None) -> tuple[list[Any], list[Any]]:
+    """The cards the EHR was given (urgency and summary) and the actions they suggest (label,
+    then each action's description and the resource it acts on)."""
+    cards = [c for c in (response or {}).get("cards") or [] if isinstance(c, Mapping)]
+    shown = [(_html(c.get("indicator")), _html(c.get("summary"))) for c in cards]
+    actions = [
+        (
+            _html(suggestion.get("label")),
+            [
+                (_html(a.get("description") or a.get("type")), _html(a.get("resourceId")))
+                for a in suggestion.get("actions") or []
+                if isinstance(a, Mapping)
+            ],
+        )
+        for card in cards
+        for suggestion in card.get("suggestions") or []
+        if isinstance(suggestion, Mapping)
+    ]
+    return shown, actions
+
+
+def _clinician(page: RunPage, trace: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     doc, zone = page.document, page.zone
     proof = doc.get("proof")
     items = proof_items(proof, zone) if isinstance(proof, Mapping) else []
-    parts = ['<section class="clinician" aria-labelledby="for-clinician">']
-    parts.append('<h2 id="for-clinician">For the clinician</h2>')
-    rows = _context_rows(page, zone)
+    context = _context_rows(page, zone)
     ran = _ran_at(page, trace)
-    rows.append(("Decided", _e(format_time(ran, zone)) if ran else "unknown"))
-    parts.append(
-        '<section class="card"><dl>'
-        + "".join(f"<dt>{escape(k)}</dt><dd>{v}</dd>" for k, v in rows)
-        + "</dl></section>"
-    )
-    cards_html, actions_html = _cards_html(page.response)
-    parts.append('<h3>Decision</h3><section class="card">')
-    parts.append(_decision_html(doc, items, page) + cards_html + "</section>")
-    parts.append("<h3>Suggested actions</h3>" + actions_html)
-    for step, narration in _narrations(trace):
-        if narration.get("generated"):
-            parts.append(
-                f"<h3>Narration <span class='muted'>({_e(_name(page, step))})</span></h3>"
-                '<section class="generated"><span class="badge">GENERATED TEXT</span> '
-                '<span class="muted">written by a language model from the proof below; '
-                "the proof is the record of why, not this text</span>"
-                f"<p>{_e(narration.get('text'))}</p></section>"
-            )
-    parts.append("<h3>Why</h3>")
-    if items:
-        parts.append(f'<section class="card why"><ul>{_items_html(items)}</ul></section>')
-    else:
-        parts.append('<p class="muted">No proof: a proof is recorded for completed runs.</p>')
-    data = _data_rows(items, zone)
-    parts.append("<h3>Data used</h3>")
-    if data:
-        parts.append(_table(["What", "Value", "From", "Date", "Record"], data, css="data"))
-    else:
-        parts.append('<p class="muted">The decision rests on no recorded data.</p>')
-    parts.append(inputs_section(doc.get("inputs"), names=page.names))
-    refused = _refused_html(doc)
-    if refused:
-        parts.append("<h3>Refused data</h3>" + refused)
-    if page.effects:
-        parts.append("<h3>Written to the EHR</h3>" + _writes_html(page.effects))
-    parts.append("</section>")
-    return "".join(parts)
+    context.append(("Decided", _e(format_time(ran, zone)) if ran else "unknown"))
+    shown, actions = _cards(page.response)
+    writes = []
+    for e in page.effects:
+        state = str(e.get("state"))
+        detail = e.get("detail") if e.get("detail") and state != "accepted" else None
+        writes.append((_target(e), _WRITES.get(state, state), _html(e.get("newVersion")), detail))
+    return {
+        "context": [(k, Markup(v)) for k, v in context],
+        "decision": _decision(doc, items, page),
+        "cards": shown,
+        "actions": actions,
+        "generated": [
+            (_name(page, step), _html(n.get("text")))
+            for step, n in _narrations(trace)
+            if n.get("generated")
+        ],
+        "why": Markup(_items_html(items)) if items else None,
+        "data": _cells(_data_rows(items, zone)),
+        "inputs": Markup(inputs_section(doc.get("inputs"), names=page.names)),
+        "refused": [
+            (_html(v.get("code")), _html(v.get("message")))
+            for v in doc.get("inputViolations") or []
+            if isinstance(v, Mapping)
+        ],
+        "writes": writes,
+    }
 
 
-# --- the auditor's part ---------------------------------------------------------------------
-
-
-def _auditor_html(page: RunPage, trace: Sequence[Mapping[str, Any]]) -> str:
+def _auditor(page: RunPage, trace: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     doc = page.document
-    run_id = str(doc.get("runId"))
-    parts = ['<section class="audit" aria-labelledby="for-auditor">']
-    parts.append('<h2 id="for-auditor">For the auditor</h2>')
     ran = _ran_at(page, trace)
     facts = [
-        ("Run", f"<code>{_e(run_id)}</code>"),
+        ("Run", f"<code>{_e(doc.get('runId'))}</code>"),
         ("Status", _e(doc.get("status"))),
         ("Terminal step", _e(doc.get("terminal")) or "—"),
         ("Workflow", f"{_e(doc.get('workflow'))} version {_e(doc.get('version'))}"),
@@ -821,113 +692,74 @@ def _auditor_html(page: RunPage, trace: Sequence[Mapping[str, Any]]) -> str:
         facts.append(("Ontology digest", f"<code>{_e(page.ontology_digest)}</code>"))
     if page.request_digest:
         facts.append(("Request digest", f"<code>{_e(page.request_digest)}</code>"))
-    parts.append(
-        '<section class="card"><dl>'
-        + "".join(f"<dt>{escape(k)}</dt><dd>{v}</dd>" for k, v in facts)
-        + "</dl></section>"
-    )
-
-    parts.append("<h3>Trace</h3>")
-    parts.append(
-        _table(
-            ["#", "Step", "Kind", "Edge", "Violations", "Tool / Bridge calls", "Notes", "At"],
-            _trace_rows(trace),
-            css="trace",
-        )
-    )
-
-    parts.append('<h3>Effects <span class="muted">(writes to the EHR)</span></h3>')
-    if page.effects:
-        rows = [
-            [
-                _e(e.get("tool")),
-                _e(e.get("target")),
-                _e(e.get("expectedVersion")),
-                f'<span class="st {"ok" if e.get("state") == "accepted" else "warn"}">'
-                f"{_e(e.get('state'))}</span>",
-                _e(e.get("newVersion")),
-                _e(e.get("attempts")),
-                _e(e.get("detail")),
-            ]
-            for e in page.effects
+    effects = [
+        [
+            *(_e(e.get(k)) for k in ("tool", "target", "expectedVersion")),
+            f'<span class="st {"ok" if e.get("state") == "accepted" else "warn"}">'
+            f"{_e(e.get('state'))}</span>",
+            *(_e(e.get(k)) for k in ("newVersion", "attempts", "detail")),
         ]
-        parts.append(
-            _table(
-                ["Tool", "Target", "Read at version", "State", "New version", "Attempts", "Detail"],
-                rows,
-            )
-        )
-    else:
-        parts.append('<p class="muted">None: the run wrote nothing to the EHR.</p>')
-
+        for e in page.effects
+    ]
+    out: dict[str, Any] = {
+        "facts": [(k, Markup(v)) for k, v in facts],
+        "trace": _cells(_trace_rows(trace)),
+        "effects": _cells(effects),
+        "proof": None,
+        "violations": Markup(
+            _violations_html([*(doc.get("inputViolations") or []), *(doc.get("violations") or [])])
+        ),
+        "quality": _cells(
+            [_e(n.get(k)) for k in ("field", "received", "readAs", "message")]
+            for n in doc.get("dataQuality") or []
+            if isinstance(n, Mapping)
+        ),
+        "sources": _cells(
+            [_e(s.get(k)) for k in ("resourceType", "id", "versionId", "lastUpdated")]
+            for s in doc.get("sources") or []
+            if isinstance(s, Mapping)
+        ),
+        "terminology": _terminology(doc.get("terminology")),
+        "narrations": [
+            (step, n.get("text")) for step, n in _narrations(trace) if not n.get("generated")
+        ],
+    }
     proof = doc.get("proof")
     if isinstance(proof, Mapping):
         lines = _proof_lines(proof)
-        parts.append('<h3>Proof <span class="muted">(engine notation)</span></h3>')
-        parts.append(f'<section class="card engine proof"><ul>{_proof_html(lines)}</ul></section>')
+        out["proof"] = Markup(_proof_html(lines))
         base = base_facts(lines)
-        if base:
-            with_confidence = any(n.get("confidence") is not None for n in base)
-            headers = ["Subject", "Property", "Value", "Provenance", "FHIR source"]
-            rows = []
-            for n in base:
-                source = n.get("source")
-                row = [
-                    _e(n.get("subject")),
-                    _e(n.get("property")),
-                    f"<b>{_e(n.get('value'))}</b>",
-                    _e(n.get("provenance")),
-                    _e(_source_ref(source)) if isinstance(source, Mapping) else "",
-                ]
-                if with_confidence:
-                    row.append(_e(n.get("confidence")))
-                rows.append(row)
-            parts.append('<h3>Base facts <span class="muted">(the proof\'s leaves)</span></h3>')
-            parts.append(_table([*headers, *(["Confidence"] if with_confidence else [])], rows))
-
-    violations = [*(doc.get("inputViolations") or []), *(doc.get("violations") or [])]
-    if violations:
-        parts.append("<h3>Violations</h3>")
-        parts.append(f'<section class="card">{_violations_html(violations)}</section>')
-
-    notes = [n for n in doc.get("dataQuality") or [] if isinstance(n, Mapping)]
-    if notes:
-        parts.append('<h3>Data quality <span class="muted">(input read leniently)</span></h3>')
-        rows = [
-            [_e(n.get("field")), _e(n.get("received")), _e(n.get("readAs")), _e(n.get("message"))]
-            for n in notes
-        ]
-        parts.append(_table(["Where", "Received", "Read as", "Why"], rows))
-
-    parts.append('<h3>Source versions <span class="muted">(what the run read)</span></h3>')
-    sources = [s for s in doc.get("sources") or [] if isinstance(s, Mapping)]
-    if sources:
-        rows = [
+        with_confidence = any(n.get("confidence") is not None for n in base)
+        out["base_headers"] = ["Subject", "Property", "Value", "Provenance", "FHIR source"] + (
+            ["Confidence"] if with_confidence else []
+        )
+        out["base"] = _cells(
             [
-                _e(s.get("resourceType")),
-                _e(s.get("id")),
-                _e(s.get("versionId")),
-                _e(s.get("lastUpdated")),
+                _e(n.get("subject")),
+                _e(n.get("property")),
+                f"<b>{_e(n.get('value'))}</b>",
+                _e(n.get("provenance")),
+                _e(_source_ref(n["source"])) if isinstance(n.get("source"), Mapping) else "",
+                *([_e(n.get("confidence"))] if with_confidence else []),
             ]
-            for s in sources
-        ]
-        parts.append(_table(["Resource type", "Id", "Version", "Last updated"], rows))
-    else:
-        parts.append('<p class="muted">None: the run read no FHIR resources.</p>')
+            for n in base
+        )
+    return out
 
-    used = doc.get("terminology")
-    if isinstance(used, Mapping):
-        parts.append(_terminology_html(used))
 
-    for step, narration in _narrations(trace):
-        if not narration.get("generated"):
-            parts.append(
-                f"<details><summary>Narration of step {_e(step)} "
-                "(not generated: the proof rendered as text)</summary>"
-                f"<pre>{_e(narration.get('text'))}</pre></details>"
-            )
-    parts.append("</section>")
-    return "".join(parts)
+def _terminology(used: Any) -> dict[str, Any] | None:
+    """Which terminology classified the run's codes, and from which versions."""
+    if not isinstance(used, Mapping):
+        return None
+    packages = ", ".join(str(p) for p in used.get("packages") or []) or "no package"
+    return {
+        "server": _html(used.get("url")) if used.get("kind") == "server" else None,
+        "packages": packages,
+        "rows": [
+            *(["Value set", _html(v)] for v in used.get("valueSets") or []),
+            *(["Concept map", _html(v)] for v in used.get("conceptMaps") or []),
+        ],
+    }
 
 
 def render_run_page(page: RunPage) -> str:
@@ -936,51 +768,35 @@ def render_run_page(page: RunPage) -> str:
     doc = page.document
     trace = [t for t in doc.get("trace") or [] if isinstance(t, Mapping)]
     run_id = str(doc.get("runId"))
-    what = f"{_e(page.service_id)} · " if page.service_id else ""
-    header = (
-        "<h1>Decision record</h1>"
-        f'<p class="sub">{what}times in {_e(str(page.zone))} · run <code>{_e(run_id)}</code></p>'
+    return render(
+        "run.html",
+        title=f"Decision record {run_id}",
+        run_id=run_id,
+        service_id=page.service_id,
+        zone=str(page.zone),
+        clinician=_clinician(page, trace),
+        auditor=_auditor(page, trace),
     )
-    footer = (
-        "The same record as JSON: this address with <code>Accept: application/json</code>."
-        f" Replay: <code>POST /runs/{_e(run_id)}/replay</code>."
-    )
-    body = _clinician_html(page, trace) + _auditor_html(page, trace)
-    return _page(f"Decision record {run_id}", body, header=header, footer=footer)
 
 
 def not_found_page(run_id: str) -> str:
-    return _page(
-        "Run not found",
-        f'<p class="sub">No run <code>{_e(run_id)}</code> is recorded by this service.</p>',
-        header="<h1>Run not found</h1>",
+    return render(
+        "notice.html",
+        title="Run not found",
+        heading="Run not found",
+        before="No run ",
+        code=run_id,
+        after=" is recorded by this service.",
     )
 
 
 def link_refused_page(reason: str) -> str:
     """The 401 page for a card link whose signature is wrong or whose time is up."""
-    return _page(
-        "Link not valid",
-        f'<p class="sub">{escape(reason)}.</p>',
-        header="<h1>This link cannot open the decision record</h1>",
+    return render(
+        "notice.html",
+        title="Link not valid",
+        heading="This link cannot open the decision record",
+        before=f"{reason}.",
+        code=None,
+        after="",
     )
-
-
-def _terminology_html(used: Mapping[str, Any]) -> str:
-    """Which terminology classified the run's codes, and from which versions."""
-    if used.get("kind") == "server":
-        who = f"the terminology server {_e(used.get('url'))}"
-    else:
-        packages = ", ".join(str(p) for p in used.get("packages") or []) or "no package"
-        who = f"the embedded terminology ({_e(packages)}) and the deployment's own files"
-    rows = [
-        *(["Value set", _e(v)] for v in used.get("valueSets") or []),
-        *(["Concept map", _e(v)] for v in used.get("conceptMaps") or []),
-    ]
-    out = [
-        '<h3>Terminology <span class="muted">(what classified the codes)</span></h3>',
-        f"<p>Codes were read with {who}.</p>",
-    ]
-    if rows:
-        out.append(_table(["Kind", "Canonical | version"], rows))
-    return "".join(out)
