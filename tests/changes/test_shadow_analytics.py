@@ -6,37 +6,21 @@ no comparison for them."""
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, update
 
 from app.store import Run, session_scope
 from app.store.models import utcnow
-from tests.changes.triage_calls import approve_threshold_change, triage_call
+from tests.changes.triage_calls import AUTHOR, REVIEWER, approve_threshold_change, triage_call
 
 ROOT = Path(__file__).resolve().parents[2]
 OpenClient = Callable[..., AbstractContextManager[TestClient]]
-REVIEWER, AUTHOR = "dr-reviewer", "dr-author"
-
-
-@pytest.fixture
-def triage_file(tmp_path: Path) -> Path:
-    folder = tmp_path / "deployments"
-    folder.mkdir()
-    return Path(shutil.copy(ROOT / "ontologies/triage.ttl", folder / "triage.ttl"))
-
-
-@pytest.fixture
-def client(make_app_client: OpenClient, triage_file: Path) -> Iterator[TestClient]:
-    with make_app_client(ontology_paths=[triage_file], change_approvers=[REVIEWER]) as c:
-        yield c
 
 
 def _triage(report: dict[str, Any]) -> dict[str, Any]:

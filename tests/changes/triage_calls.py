@@ -8,6 +8,9 @@ from fastapi.testclient import TestClient
 
 from tests.cds import clinical as fx
 
+#: the approver the change tests serve with, and an author who is not one
+REVIEWER, AUTHOR = "dr-reviewer", "dr-author"
+
 #: The rule a threshold change edits: a heart rate above 150/min is Immediate …
 THRESHOLD_FROM = "horis:property :heartRate ; horis:greaterThan 150"
 #: … and, in the change, above 140/min.
