@@ -12,8 +12,10 @@ Everything comes from what was stored when the run finished — the outcome docu
 (its CDS response and its FHIR input), the effects the commit adapter recorded and the source
 versions the run read; nothing is recomputed. Only the names of steps and properties the stored
 JSON does not carry come from the deployment, when it is loaded (``names``), else from their
-local names. The page has no script and no external asset (inline CSS only) and every value is
-passed through ``html.escape``: free text, FHIR ids and generated narration may hold markup.
+local names. The page has no script and no external asset (inline CSS only). It is the template
+``app/api/templates/run.html``, autoescaped: every value is escaped (free text, FHIR ids and
+generated narration may hold markup); the few table cells built here with a tag (a value in
+bold, an id as code) escape their values themselves and are passed as ``Markup``.
 
 The engine proof carries the same lines as ``Proof.render()`` (``proof_text`` returns them as
 text, which tests compare).
@@ -21,7 +23,6 @@ text, which tests compare).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
@@ -31,7 +32,7 @@ from typing import Any
 from markupsafe import Markup
 from sqlalchemy.orm import Session
 
-from app.api.pages import render
+from app.api.pages import render, show_text
 from app.api.run_inputs import inputs_section
 from app.cds.hook_input import HookInput, InputUnusable
 from app.clinical_text import (
@@ -204,6 +205,15 @@ class _Line:
     node: Mapping[str, Any] | None = None
     children: list[_Line] = field(default_factory=list)
 
+    @property
+    def label(self) -> Any:
+        """A fact's label, as the page shows it beside its tag."""
+        return self.node.get("label") if self.node is not None else None
+
+    @property
+    def tag(self) -> str:
+        return _tag(self.node) if self.node is not None else ""
+
 
 def _tag(node: Mapping[str, Any]) -> str:
     """The bracketed tag ``Proof.render()`` prints after a fact's label."""
@@ -270,16 +280,8 @@ def proof_text(proof: Mapping[str, Any]) -> str:
 
 
 def _e(value: Any) -> str:
-    """Any value as escaped text: strings as they are, everything else as compact JSON."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return escape(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return escape(str(value))
-    return escape(json.dumps(value, ensure_ascii=False, sort_keys=True, default=str))
+    """Any value as escaped text (``app.api.pages.show_text``, escaped)."""
+    return escape(show_text(value))
 
 
 def _source_ref(source: Mapping[str, Any]) -> str:
@@ -288,34 +290,17 @@ def _source_ref(source: Mapping[str, Any]) -> str:
     return f"{ref} (version {version})" if version is not None else ref
 
 
-def _proof_html(lines: Sequence[_Line]) -> str:
-    items: list[str] = []
-    for line in lines:
-        node = line.node
-        if node is not None:
-            # the tag names the provenance and, for a base fact, the FHIR resource version
-            tag_css = "tag" if line.kind == "derived" else "tag src"
-            body = (
-                f'<span class="fact">{_e(node.get("label"))}</span>  '
-                f'<span class="{tag_css}">{_e(_tag(node))}</span>'
-            )
-        else:
-            body = f"<span>{_e(line.text)}</span>"
-        children = f"<ul>{_proof_html(line.children)}</ul>" if line.children else ""
-        items.append(f'<li class="{line.kind}">{body}{children}</li>')
-    return "".join(items)
-
-
-def _call_html(call: Mapping[str, Any]) -> str:
-    kind = call.get("type")
-    if kind == "tool":
-        what = f"tool {_e(call.get('tool'))}"
+def _call(call: Mapping[str, Any]) -> dict[str, Any]:
+    """One tool or Bridge call of a step as the trace shows it: what, its status, and the error
+    message or the confidence beneath."""
+    if call.get("type") == "tool":
+        what = f"tool {show_text(call.get('tool'))}"
         if call.get("attempt") is not None:
-            what += f" (attempt {_e(call.get('attempt'))})"
+            what += f" (attempt {show_text(call.get('attempt'))})"
     else:
-        what = f"Bridge {_e(call.get('op'))}"
+        what = f"Bridge {show_text(call.get('op'))}"
         if call.get("model"):
-            what += f" ({_e(call.get('model'))})"
+            what += f" ({show_text(call.get('model'))})"
     error = call.get("error")
     if call.get("status"):
         status = str(call.get("status"))
@@ -323,32 +308,17 @@ def _call_html(call: Mapping[str, Any]) -> str:
         status = f"error: {error.get('kind', 'error')}"
     else:
         status = "ok"
-    detail = ""
+    detail = None
     if isinstance(error, Mapping) and error.get("message"):
-        detail = f'<div class="muted">{_e(error.get("message"))}</div>'
+        detail = error.get("message")
     elif call.get("confidence") is not None:
-        detail = f'<div class="muted">confidence {_e(call.get("confidence"))}</div>'
-    css = "ok" if status == "ok" else "warn"
-    return f'<div class="call">{what} <span class="st {css}">{_e(status)}</span>{detail}</div>'
+        detail = f"confidence {show_text(call.get('confidence'))}"
+    return {"what": what, "status": status, "detail": detail}
 
 
-def _violations_html(violations: Iterable[Mapping[str, Any]]) -> str:
-    return "".join(
-        f'<div class="viol"><b>{_e(v.get("code"))}</b> {_e(v.get("message"))}</div>'
-        for v in violations
-        if isinstance(v, Mapping)
-    )
-
-
-def _time(at: Any) -> str:
-    """A trace timestamp as its time of day (the date is in the header); the full value on hover."""
-    text = str(at or "")
-    short = text.split("T", 1)[1][:12] if "T" in text else text
-    return f'<span class="muted" title="{_e(text)}">{_e(short)}</span>'
-
-
-def _trace_rows(trace: Sequence[Mapping[str, Any]], prefix: str = "") -> list[list[str]]:
-    rows: list[list[str]] = []
+def _trace_view(trace: Sequence[Mapping[str, Any]], prefix: str = "") -> list[dict[str, Any]]:
+    """The trace's rows, a subflow's steps numbered beneath its step (``3.1``, ``3.2``…)."""
+    rows: list[dict[str, Any]] = []
     for i, entry in enumerate(trace, 1):
         number = f"{prefix}{i}"
         calls = [c for c in entry.get("calls") or [] if isinstance(c, Mapping)]
@@ -356,33 +326,30 @@ def _trace_rows(trace: Sequence[Mapping[str, Any]], prefix: str = "") -> list[li
         notes: list[str] = []
         for key in ("skipped", "reason", "effect"):
             if entry.get(key) and str(entry[key]) not in said:
-                notes.append(f"{escape(key)}: {_e(entry[key])}")
+                notes.append(f"{key}: {show_text(entry[key])}")
         if isinstance(entry.get("error"), Mapping):
-            notes.append(f"error: {_e(entry['error'].get('message'))}")
+            notes.append(f"error: {show_text(entry['error'].get('message'))}")
         for key in ("goal", "requires"):
             cond = entry.get(key)
             if isinstance(cond, Mapping) and "holds" in cond:
-                notes.append(f"{escape(key)} {'holds' if cond['holds'] else 'does not hold'}")
+                notes.append(f"{key} {'holds' if cond['holds'] else 'does not hold'}")
         if entry.get("selected"):
-            notes.append(f"selected: {_e(entry['selected'])}")
-        edge = _e(entry.get("edge"))
-        if entry.get("to"):
-            edge += f" → {_e(entry.get('to'))}"
+            notes.append(f"selected: {show_text(entry['selected'])}")
+        at = str(entry.get("at") or "")
         rows.append(
-            [
-                escape(number),
-                f"<b>{_e(entry.get('step'))}</b>",
-                _e(entry.get("kind")),
-                edge,
-                _violations_html(entry.get("violations") or []),
-                "".join(_call_html(c) for c in calls),
-                "<br>".join(notes),
-                _time(entry.get("at")),
-            ]
+            {
+                "number": number,
+                "entry": entry,
+                "violations": [v for v in entry.get("violations") or [] if isinstance(v, Mapping)],
+                "calls": [_call(c) for c in calls],
+                "notes": notes,
+                "at": at,
+                "at_short": at.split("T", 1)[1][:12] if "T" in at else at,
+            }
         )
         subflow = entry.get("subflow")
         if isinstance(subflow, Mapping):
-            rows.extend(_trace_rows(subflow.get("trace") or [], prefix=f"{number}."))
+            rows.extend(_trace_view(subflow.get("trace") or [], prefix=f"{number}."))
     return rows
 
 
@@ -493,18 +460,6 @@ def _context_rows(page: RunPage, zone: tzinfo) -> list[tuple[str, str]]:
     if context.get("userId"):
         rows.append(("Asked by", _e(context["userId"])))
     return rows
-
-
-def _items_html(items: Sequence[Item]) -> str:
-    out: list[str] = []
-    for item in items:
-        text = _e(item.text)
-        if item.kind == "decided":
-            text = f"<strong>{text}</strong>"
-        detail = f' <span class="from">— {_e(item.detail)}</span>' if item.detail else ""
-        children = f"<ul>{_items_html(item.children)}</ul>" if item.children else ""
-        out.append(f'<li class="{item.kind}">{text}{detail}{children}</li>')
-    return "".join(out)
 
 
 def _name(page: RunPage, key: Any) -> str:
@@ -660,7 +615,7 @@ def _clinician(page: RunPage, trace: Sequence[Mapping[str, Any]]) -> dict[str, A
             for step, n in _narrations(trace)
             if n.get("generated")
         ],
-        "why": Markup(_items_html(items)) if items else None,
+        "why": items,
         "data": _cells(_data_rows(items, zone)),
         "inputs": Markup(inputs_section(doc.get("inputs"), names=page.names)),
         "refused": [
@@ -703,12 +658,14 @@ def _auditor(page: RunPage, trace: Sequence[Mapping[str, Any]]) -> dict[str, Any
     ]
     out: dict[str, Any] = {
         "facts": [(k, Markup(v)) for k, v in facts],
-        "trace": _cells(_trace_rows(trace)),
+        "trace": _trace_view(trace),
         "effects": _cells(effects),
         "proof": None,
-        "violations": Markup(
-            _violations_html([*(doc.get("inputViolations") or []), *(doc.get("violations") or [])])
-        ),
+        "violations": [
+            v
+            for v in [*(doc.get("inputViolations") or []), *(doc.get("violations") or [])]
+            if isinstance(v, Mapping)
+        ],
         "quality": _cells(
             [_e(n.get(k)) for k in ("field", "received", "readAs", "message")]
             for n in doc.get("dataQuality") or []
@@ -727,7 +684,7 @@ def _auditor(page: RunPage, trace: Sequence[Mapping[str, Any]]) -> dict[str, Any
     proof = doc.get("proof")
     if isinstance(proof, Mapping):
         lines = _proof_lines(proof)
-        out["proof"] = Markup(_proof_html(lines))
+        out["proof"] = lines
         base = base_facts(lines)
         with_confidence = any(n.get("confidence") is not None for n in base)
         out["base_headers"] = ["Subject", "Property", "Value", "Provenance", "FHIR source"] + (
