@@ -33,7 +33,7 @@ from markupsafe import Markup
 from sqlalchemy.orm import Session
 
 from app.api.pages import render, show_text
-from app.api.run_inputs import inputs_section
+from app.api.run_inputs import inputs_view
 from app.cds.hook_input import HookInput, InputUnusable
 from app.clinical_text import (
     Item,
@@ -617,7 +617,7 @@ def _clinician(page: RunPage, trace: Sequence[Mapping[str, Any]]) -> dict[str, A
         ],
         "why": items,
         "data": _cells(_data_rows(items, zone)),
-        "inputs": Markup(inputs_section(doc.get("inputs"), names=page.names)),
+        "inputs": inputs_view(doc.get("inputs"), names=page.names),
         "refused": [
             (_html(v.get("code")), _html(v.get("message")))
             for v in doc.get("inputViolations") or []

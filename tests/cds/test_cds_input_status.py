@@ -5,6 +5,7 @@ ASGI app)."""
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -80,7 +81,7 @@ def test_a_reading_in_a_unit_that_is_not_ucum_is_a_refused_input(client: TestCli
     page = client.get(f"/runs/{inputs['spo2']['runId']}", headers={"accept": "text/html"})
     assert page.status_code == 200
     assert "<h3>Inputs" in page.text
-    assert "unit &#x27;mmHg&#x27; is not a recognized unit" in page.text
+    assert "unit 'mmHg' is not a recognized unit" in html.unescape(page.text)  # as it reads
     assert '<span class="st warn">refused</span>' in page.text
 
 
