@@ -9,11 +9,11 @@ hook calls (shadow mode). Self-contained (inline style, no script), every value 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from html import escape
 from typing import Any
 
+from app.api.pages import show_text
 from app.api.run_page import proof_text
 from app.changes.envelope import ChangeView
 
@@ -45,11 +45,8 @@ td{font-size:.92em}
 
 
 def _e(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return escape(value)
-    return escape(json.dumps(value, ensure_ascii=False, sort_keys=True, default=str))
+    """Any value as escaped text, as every page shows it (``app.api.pages.show_text``)."""
+    return escape(show_text(value))
 
 
 def _decision(side: Mapping[str, Any] | None) -> str:
