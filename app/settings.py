@@ -129,6 +129,10 @@ class Settings(BaseSettings):
     #: The longest one hook call may take, end to end, before it is answered 503 (the run
     #: itself carries on and stores its answer for a retry of the same hookInstance).
     hook_deadline_seconds: float = Field(default=10.0, gt=0)
+    #: How long an order-sign answer computed ahead, at the order-select call for the same
+    #: patient and draft orders, may answer the order-sign call (``app.cds.ahead``), in
+    #: seconds; 0: nothing is computed ahead.
+    answer_ahead_seconds: float = Field(default=300.0, ge=0)
     #: How long a claimed run's lease lasts; its process renews it while the run works, and a
     #: retry may take the run over once it has expired (the process died).
     run_lease_seconds: float = Field(default=15.0, ge=1)

@@ -48,13 +48,13 @@ from adapters.fhir.outcomes import server_errors
 from adapters.fhir.reading import as_codings as _as_codings
 from adapters.fhir.reading import codings as _codings
 from adapters.fhir.reading import evaluate, source_of
-from adapters.fhir.reading import resources_of as resources_of  # re-exported for callers
 from adapters.fhir.systems import canonical_systems
 from adapters.fhir.times import UNDATED, effective, when_key, years_since
 from adapters.fhir.units import UnitError, convert
 from adapters.fhir.unread import Verdict, code_verdict, filter_gap, record_name, system_name
 from adapters.fhir.values import NotANumber, other_value
 from app.digest import canonical_digest
+from app.fhir_json import resources_of
 from app.ontology.model import (
     DEFAULT_CLOCK_SKEW,
     XSD,

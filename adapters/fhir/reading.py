@@ -284,21 +284,6 @@ def source_of(resource: Mapping[str, Any]) -> Source:
     )
 
 
-def resources_of(value: Any) -> list[dict[str, Any]]:
-    """The resources in a prefetch/context value: a Bundle's entries, a list, or one resource."""
-    if isinstance(value, list):
-        return [r for v in value for r in resources_of(v)]
-    if not isinstance(value, dict) or "resourceType" not in value:
-        return []
-    if value["resourceType"] == "Bundle":
-        return [
-            e["resource"]
-            for e in value.get("entry") or []
-            if isinstance(e, dict) and isinstance(e.get("resource"), dict)
-        ]
-    return [value]
-
-
 def as_codings(value: Any, canonical: Callable[[str], str] | None = None) -> list[Any]:
     """A Coding or CodeableConcept read into a string property: each coding as
     ``system|code`` (a coding without a code is no value); any other value unchanged."""

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from app import json_input
@@ -140,6 +141,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             zone=settings.zone,
             terminology=(package := _terminology(settings.terminology_packages)),
             terminologies=_terminologies(settings, package),
+            answer_ahead_seconds=settings.answer_ahead_seconds,
         )
     )
     try:
@@ -226,14 +228,17 @@ async def call_service(service_id: str, request: Request) -> JSONResponse:
     # a thread hand-off per call, and resolving it cost more CPU than what it checks.
     service: HookService = request.app.state.cds
     audience, base = _public_url(request)
+    body = await _json(request)
     response = await service.call(
         service_id,
-        await _json(request),
+        body,
         authorization=request.headers.get("authorization"),
         audience=audience,
         base_url=base,
     )
-    return JSONResponse(response)
+    # after the answer is sent: an order-select call's order-sign answers computed ahead
+    job = service.ahead_job(service_id, body, audience=audience, base_url=base)
+    return JSONResponse(response, background=BackgroundTask(job) if job is not None else None)
 
 
 @router.post(

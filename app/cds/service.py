@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
 from typing import Any
@@ -32,7 +32,7 @@ from anyio import to_thread
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from adapters.fhir.hydrate import resources_of
+from app.cds.ahead import EXTENSION_KEY, input_key, order_sign_services, reuse, sign_request
 from app.cds.assemble import Assembled, CallInput, assemble_input
 from app.cds.auth import ClientAuthenticator
 from app.cds.cards import RunView, build_system_actions, declared_cards, unread_order_cards
@@ -61,11 +61,13 @@ from app.cds.leniency import read_draft_orders
 from app.cds.prefetch import Gathered, gather
 from app.cds.requests import HookRequest, as_service_hook, parse_hook_request
 from app.cds.response_check import check_response
+from app.cds.run_story import by_reference, context_resources, detours, failed_actions, narration
 from app.cds.unsent import unsent_effects, unsent_notices
 from app.deployments import Deployment, Deployments
 from app.deployments.catalog import Catalog, VersionMoved
 from app.digest import canonical_digest
-from app.ontology.model import CdsServiceDef, Ontology, WorkflowDef, humanise
+from app.fhir_json import resources_of
+from app.ontology.model import CdsServiceDef, Ontology, WorkflowDef
 from app.runtime.runner import Runner, RunRecord
 from app.runtime.trace import TraceEntry
 from app.store import changes as change_store
@@ -78,7 +80,6 @@ from app.terminology.choice import TerminologyChoice
 
 log = logging.getLogger("horismos.cds")
 
-EXTENSION_KEY = "dev.horismos.run"
 #: How long a duplicate call waits for the first caller's stored answer, beyond the FHIR deadline.
 DUPLICATE_GRACE_SECONDS = 30.0
 _POLL_SECONDS = 0.02
@@ -125,6 +126,9 @@ class HookDeps:
     terminology: Terminology | None = None
     #: the terminology port a deployment's runs ask (None: codes are read from the lists alone)
     terminologies: TerminologyChoice | None = None
+    #: how long an order-sign answer computed ahead at order-select may answer the order-sign
+    #: call (``app.cds.ahead``), in seconds; 0: nothing is computed ahead
+    answer_ahead_seconds: float = 0.0
 
 
 def _unsent(
@@ -218,99 +222,6 @@ def _check_context_resources(
     )
 
 
-#: How a card says that a step left the workflow's main path, by the edge it took
-#: (docs/cards.md, "Glossary"); ``{why}`` is the trace's reason, in the reader's words.
-_DETOURS = {
-    "fallback": "{step} could not be completed ({why}), so the workflow ended at: {end}.",
-    # a PerceptionStep's fallback: the free text did not count, the structured data did
-    "fallback-text": "{step} could not be completed ({why}), so the free text was not used: "
-    "what follows is from the structured data alone, and the workflow ended at: {end}.",
-    "onUnreachable": "{step}: the data available did not allow a decision, so the workflow "
-    "ended at: {end}.",
-    "onError": "{step} failed ({why}), so the workflow ended at: {end}.",
-    "onUnsatisfied": "{step} could not start: what it needs did not hold, so the workflow "
-    "ended at: {end}.",
-    "onTimeout": "{step} waited too long ({why}), so the workflow ended at: {end}.",
-    "onIncomplete": "{step}: data it needs is missing or could not be used, so no decision was "
-    "made and the workflow ended at: {end}.",
-}
-#: The trace's engine words a card reader does not need to learn.
-_PLAIN_WORDS = (("no Bridge configured", "no language model is configured"), ("Bridge ", ""))
-
-
-def _plain(why: str) -> str:
-    for engine_words, plain in _PLAIN_WORDS:
-        why = why.replace(engine_words, plain)
-    return why
-
-
-def _step_label(workflow: WorkflowDef, name: str | None) -> str:
-    step = next((s for s in workflow.steps.values() if s.name == name), None)
-    if step is not None and step.label:
-        return step.label
-    return humanise(name or "")
-
-
-def _failed_actions(ontology: Ontology, trace: list[TraceEntry]) -> list[str]:
-    """One sentence per tool call that failed. A write with nowhere to go (the request named no
-    FHIR server, so it was only proposed) is no failure, and a write the EHR answered is told
-    by the commit handler's notices."""
-    labels = {t.name: t.label for t in ontology.tools.values() if t.label}
-    out: list[str] = []
-    for entry in trace:
-        for call in entry.calls:
-            error = call.error
-            if error is None or call.type != "tool" or "effects" in (error.model_extra or {}):
-                continue
-            if call.status == "proposed":
-                continue
-            tool = labels.get(call.tool) or humanise(call.tool)
-            out.append(f"{tool} was not completed: {_plain(error.message or 'it failed')}.")
-    return out
-
-
-def _detours(workflow: WorkflowDef, trace: list[TraceEntry], terminal: str | None) -> list[str]:
-    """One sentence per step that took a failure edge: why the run ended where it did."""
-    out: list[str] = []
-    end = _step_label(workflow, terminal)
-    perceives = {s.name for s in workflow.steps.values() if s.kind == "PerceptionStep"}
-    for entry in trace:
-        edge = "onIncomplete" if entry.undecided else entry.edge or ""
-        if edge == "fallback" and entry.step in perceives:
-            edge = "fallback-text"
-        template = _DETOURS.get(edge)
-        if template is None:
-            continue
-        why = _plain(entry.reason or entry.error or "it could not complete")
-        out.append(template.format(step=_step_label(workflow, entry.step), why=why, end=end))
-    return out
-
-
-def _narration(trace: list[TraceEntry]) -> str | None:
-    """The last narration a language model wrote (a narration that fell back to the proof's
-    text is not one: the card shows the proof itself)."""
-    for entry in reversed(trace):
-        if entry.kind != "NarrationStep" or entry.narration is None:
-            continue
-        if entry.narration.generated and entry.narration.text.strip():
-            return entry.narration.text
-    return None
-
-
-def _context_resources(context: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """FHIR resources the hook context carries (e.g. ``draftOrders``)."""
-    return [r for v in context.values() for r in resources_of(v)]
-
-
-def _by_reference(resources: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """``Type/id`` → the resource as read; the first one read wins."""
-    out: dict[str, dict[str, Any]] = {}
-    for r in resources:
-        if isinstance(r.get("resourceType"), str) and isinstance(r.get("id"), str):
-            out.setdefault(f"{r['resourceType']}/{r['id']}", r)
-    return out
-
-
 class HookService:
     """Serves ``POST /cds-services/{id}``."""
 
@@ -369,14 +280,19 @@ class HookService:
         authorization: str | None,
         audience: str,
         base_url: str,
+        *,
+        ahead: bool = False,
     ) -> dict[str, Any]:
+        """The call's answer; with ``ahead``, the service's run computed ahead of an order-sign
+        call (``app.cds.ahead``: sent by this service, not a client), its answer stored only."""
         d = self.deps
         started = time.monotonic()
         dep = served_deployment(d.catalog.current(), service_id)
         ontology = dep.ontology
         assert ontology is not None
         service, workflow = find_service(ontology, service_id)
-        await d.authenticator.verify(authorization, audience)
+        if not ahead:
+            await d.authenticator.verify(authorization, audience)
         req = parse_hook_request(body, allowed_fhir_servers=d.allowed_fhir_servers)
         req = as_service_hook(req, service.hook)
         if workflow.focus is None:
@@ -399,6 +315,39 @@ class HookService:
         if d.deadline is not None:  # terminology calls leave the run time to answer
             port_until = started + d.deadline - min(1.0, d.deadline / 4)
 
+        # one call however the client spells its hookInstance (upper or lower case)
+        digest = request_digest({**body, "hookInstance": req.hook_instance})
+        patient = req.context.get("patientId")
+        send_before = None if d.deadline is None else started + d.deadline
+        row: dict[str, Any] = {
+            "id": new_id(),
+            "service_id": service.id,
+            "hook": req.hook,
+            "hook_instance": req.hook_instance,
+            "patient": patient if isinstance(patient, str) else None,
+            "workflow_iri": workflow.iri,
+            "workflow_version": workflow.version,
+            "ontology_digest": dep.digest,
+            "deployment": dep.iri,
+            "deployment_version": dep.version,
+            "deployment_imports": dep.imports_json(),
+            "request_digest": digest,
+        }
+        if service.answered_ahead and d.answer_ahead_seconds > 0:
+            key = input_key(
+                service=service,
+                deployment=(dep.iri, dep.version, dep.digest),
+                req=req,
+                gathered=gathered,
+            )
+            if ahead:
+                row["ahead_key"] = key
+            reused = await to_thread.run_sync(
+                lambda: self._reused(service, dep, row, key, now, base_url, ahead=ahead)
+            )
+            if reused is not None:  # ahead: already computed, nothing to do
+                return reused
+
         given = CallInput(
             ontology=ontology,
             service=service,
@@ -417,24 +366,6 @@ class HookService:
             assembled = await to_thread.run_sync(lambda: assemble_input(given))
         else:
             assembled = assemble_input(given)
-        # one call however the client spells its hookInstance (upper or lower case)
-        digest = request_digest({**body, "hookInstance": req.hook_instance})
-        patient = req.context.get("patientId")
-        send_before = None if d.deadline is None else started + d.deadline
-        row = {
-            "id": new_id(),
-            "service_id": service.id,
-            "hook": req.hook,
-            "hook_instance": req.hook_instance,
-            "patient": patient if isinstance(patient, str) else None,
-            "workflow_iri": workflow.iri,
-            "workflow_version": workflow.version,
-            "ontology_digest": dep.digest,
-            "deployment": dep.iri,
-            "deployment_version": dep.version,
-            "deployment_imports": dep.imports_json(),
-            "request_digest": digest,
-        }
         claim = RunClaim(d.engine, row, leases=d.leases, guard=lambda c: d.catalog.check(c, dep))
 
         first = [assembled]
@@ -453,6 +384,7 @@ class HookService:
                 base_url,
                 send_before,
                 dep=dep,
+                ahead=ahead,
             )
 
         # abandoned at the deadline, the thread carries on: it stores the run, or records it
@@ -461,6 +393,56 @@ class HookService:
         if answer is None:  # another call holds this hookInstance
             return await self._stored_answer(service, req, digest, row, run)
         return answer
+
+    # --- answered ahead (app.cds.ahead) -------------------------------------------------
+
+    def ahead_job(
+        self, service_id: str, body: Any, *, audience: str, base_url: str
+    ) -> Callable[[], Awaitable[None]] | None:
+        """After an order-select call to ``service_id`` is answered: the work that computes what
+        each ``horis:answeredAhead`` order-sign service would answer the order-sign call for
+        the same patient and draft orders; None when there is none."""
+        if self.deps.answer_ahead_seconds <= 0 or not isinstance(body, dict):
+            return None
+        found = order_sign_services(self.deps.catalog.current(), service_id)
+        if found is None:
+            return None
+        select, signs = found
+
+        async def job() -> None:
+            for sign in signs:
+                request = sign_request(body, select=select, sign=sign)
+                try:
+                    await self._call(sign.id, request, None, audience, base_url, ahead=True)
+                except Exception as exc:  # answers nobody: the order-sign call computes afresh
+                    log.info("%s was not answered ahead: %s", sign.id, exc)
+
+        return job
+
+    def _reused(
+        self,
+        service: CdsServiceDef,
+        dep: Deployment,
+        row: Mapping[str, Any],
+        key: str,
+        now: datetime,
+        base_url: str,
+        *,
+        ahead: bool,
+    ) -> dict[str, Any] | None:
+        d = self.deps
+        return reuse(
+            engine=d.engine,
+            check=lambda connection: d.catalog.check(connection, dep),
+            service=service,
+            row=row,
+            key=key,
+            now=now,
+            seconds=d.answer_ahead_seconds,
+            zone=d.zone,
+            run_url=lambda run_id: d.authenticator.run_url(base_url, run_id),
+            ahead=ahead,
+        )
 
     # --- idempotency ---------------------------------------------------------------------
 
@@ -551,6 +533,7 @@ class HookService:
         send_before: float | None = None,
         *,
         dep: Deployment,
+        ahead: bool = False,
     ) -> dict[str, Any] | None:
         """The run, stored: its response, or None when another call holds the hookInstance."""
         try:
@@ -565,6 +548,7 @@ class HookService:
                 base_url,
                 send_before,
                 dep=dep,
+                ahead=ahead,
             )
         except ClaimLost:
             return None
@@ -605,6 +589,7 @@ class HookService:
         send_before: float | None = None,
         *,
         dep: Deployment,
+        ahead: bool = False,
     ) -> dict[str, Any]:
         from app.runtime import run_workflow
         from app.runtime.replay import RecordedRun
@@ -622,7 +607,8 @@ class HookService:
         tools = d.runner.invoker()
         resources = [r for v in data.values() for r in resources_of(v)]
         handler: Any = None
-        if d.commit_handler is not None and req.fhir_server is not None:
+        # a run computed ahead acts on nothing outside (verified: pure tools only)
+        if d.commit_handler is not None and req.fhir_server is not None and not ahead:
             handler = d.commit_handler(
                 ontology=ontology,
                 fhir_server=req.fhir_server,
@@ -658,13 +644,13 @@ class HookService:
             terminal=outcome.terminal,
             decided=decided,
             undecided=outcome.undecided,
-            narration=_narration(outcome.trace),
+            narration=narration(outcome.trace),
             focus_id=focus_id,
             violations=problems,
-            failed_actions=_failed_actions(ontology, outcome.trace),
-            detours=_detours(workflow, outcome.trace, outcome.terminal),
+            failed_actions=failed_actions(ontology, outcome.trace),
+            detours=detours(workflow, outcome.trace, outcome.terminal),
             notices=[*_notices(handler), *unsent_notices(ontology, outcome.trace)],
-            resources=_by_reference([*resources, *_context_resources(req.context)]),
+            resources=by_reference([*resources, *context_resources(req.context)]),
             zone=d.zone,
         )
         run_url = d.authenticator.run_url(base_url, run_id)
@@ -744,7 +730,8 @@ class HookService:
         record.values["input"] = stored_input.to_bytes()
         rows = [s.to_row() for s in hydration.sources]
         shadow = self._store(service.id, claim, record, response, rows, handler, dep, issued)
-        if shadow is not None and d.shadow is not None:  # beside the answer, never in it
+        # beside the answer, never in it; a run computed ahead answers nobody
+        if shadow is not None and d.shadow is not None and not ahead:
             d.shadow(change_id=shadow, deployment=dep, recorded=recorded, stored=stored_input)
         return response
 

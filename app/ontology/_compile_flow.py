@@ -206,6 +206,7 @@ class FlowCompiler(CompilerBase):
             override_reasons=self.refs(node, H("overrideReason"), ("individual",)),
             documentation=self._documentation(node),
             topic=self._topic(node),
+            answered_ahead=bool(self.boolean(node, H("answeredAhead"))),
         )
 
     def _documentation(self, node: Node) -> str | None:

@@ -10,7 +10,9 @@
 - every ``{{context.X}}`` / ``{{prefetch.K…}}`` of a resource the workflow creates
   (``horis:Create``'s template) is a context field of the hook / a prefetch key of the service;
 - every FHIR mapping of the focus class is fed: its ``horis:fromContext`` key is a context
-  field of the hook, or a template reads its resource type; so is every ``horis:text`` source.
+  field of the hook, or a template reads its resource type; so is every ``horis:text`` source;
+- a ``horis:answeredAhead`` service is on order-sign, and its workflow and subflows call only
+  ``horis:pure`` tools, ask no language model and never wait.
 
 A template whose token the hook cannot fill is skipped at run time as "no such data", and a
 mapping no template feeds reads nothing: both would fail silently, every call.
@@ -40,6 +42,8 @@ class HookChecker(TypeChecker):
                 self._template(s, t, fields)
             self._fed(s, fields)
             self._writes(s, fields)
+            if s.answered_ahead:
+                self._ahead(s)
 
     def _hook(self, s: CdsServiceDef) -> tuple[ContextField, ...] | None:
         """The hook's context fields; None for a custom (or unknown) hook."""
@@ -188,6 +192,44 @@ class HookChecker(TypeChecker):
                         suggestion=f"{head}.{hint}" if hint else None,
                     )
 
+    def _ahead(self, s: CdsServiceDef) -> None:
+        """``horis:answeredAhead``: an order-sign service, computed at order-select for a
+        signature that may never come, so its workflow (and every subflow) acts on nothing
+        outside: only ``horis:pure`` tools, no language model (text would leave the process
+        for nothing), no wait (nobody resumes a run computed ahead)."""
+        if s.hook != "order-sign":
+            self.add(
+                "service",
+                s.iri,
+                f"horis:answeredAhead is for order-sign services (answered ahead at "
+                f"order-select); {local_name(s.iri)} is on {s.hook}",
+                "horis:answeredAhead",
+            )
+            return
+        seen: set[str] = set()
+        pending = [s.workflow]
+        while pending:
+            w = self.o.workflows.get(pending.pop())
+            if w is None or w.iri in seen:
+                continue
+            seen.add(w.iri)
+            for step in w.steps.values():
+                why = _acts_outside(step.kind, step.rank_by)
+                tool = self.o.tools.get(step.tool or "")
+                if tool is not None and not tool.pure:
+                    why = f"calls {local_name(tool.iri)}, which is not horis:pure"
+                if step.kind == "SubflowStep" and step.workflow:
+                    pending.append(step.workflow)
+                if why is not None:
+                    self.add(
+                        "service",
+                        s.iri,
+                        f"{local_name(s.iri)} is horis:answeredAhead, but {step.name} in "
+                        f"{local_name(w.iri)} {why}: a run computed ahead must act on nothing "
+                        "outside",
+                        "horis:answeredAhead",
+                    )
+
     # --- what the templates and the context feed -------------------------------------------
 
     def _fed(self, s: CdsServiceDef, fields: tuple[ContextField, ...] | None) -> None:
@@ -228,6 +270,15 @@ class HookChecker(TypeChecker):
                     f"service reads {t.resource_type}, so the run would have no text",
                     f"horis:text[{i + 1}]",
                 )
+
+
+def _acts_outside(kind: str, rank_by: str | None) -> str | None:
+    """Why a step of this kind may not run ahead, or None."""
+    if kind in ("PerceptionStep", "NarrationStep") or (kind == "ProposalStep" and rank_by):
+        return "asks a language model"
+    if kind == "WaitStep":
+        return "waits for a resume"
+    return None
 
 
 def _type_of(query: str) -> str:

@@ -681,10 +681,10 @@ class CdsServiceDef:
     clock_skew: float = DEFAULT_CLOCK_SKEW
     #: horis:overrideReason: the individuals every card offers as override reasons, in order
     override_reasons: tuple[str, ...] = ()
-    #: horis:documentation: the deployment's documentation page (a card's ``source.url``)
-    documentation: str | None = None
+    documentation: str | None = None  # horis:documentation: the page a card's source.url names
     #: horis:topic: (system, code, display) of the cards' coded topic (``source.topic``)
     topic: tuple[str, str, str] | None = None
+    answered_ahead: bool = False  # horis:answeredAhead: computed at order-select (app.cds.ahead)
 
     def reasons_for(self, card: CardDecl) -> tuple[str, ...]:
         """The override reasons ``card`` offers: its own, else the service's."""

@@ -76,6 +76,10 @@ def stored_outcome(session: Session, run_id: str) -> dict[str, Any]:
     if row.inputs is not None:
         document["inputs"] = row.inputs
     document["deployment"] = _deployment(row)
+    if row.ahead_key is not None:  # computed at order-select, ahead of an order-sign call
+        document["answeredAhead"] = True
+    if row.reused_run_id is not None:  # answered from the run computed ahead
+        document["reusedRun"] = row.reused_run_id
     sources = repo.list_sources(session, run_id)
     if sources:
         document["sources"] = [

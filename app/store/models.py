@@ -104,6 +104,7 @@ class Run(Base):
         Index(None, "updated_at"),
         Index(None, "status", "lease_expires_at"),
         Index(None, "deployment", "created_at"),
+        Index(None, "service_id", "ahead_key"),
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
@@ -146,6 +147,12 @@ class Run(Base):
     #: may take the run over (``app.cds.leases``).
     lease_owner: Mapped[str | None] = mapped_column(String(64))
     lease_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    #: A run computed at order-select for an order-sign service (``app.cds.ahead``): the key of
+    #: its input (service, deployment version, hook context, source-version vector). An
+    #: order-sign call with the same key answers from it.
+    ahead_key: Mapped[str | None] = mapped_column(String(100))
+    #: The run answered ahead that this hook call's answer was taken from.
+    reused_run_id: Mapped[str | None] = mapped_column(String(36))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
 

@@ -136,6 +136,7 @@ def test_fhir_mappings(full: Ontology) -> None:
     assert full.properties[F + "hasCondition"].closed_over == ("http://example.org/cs",)
     assert full.properties[F + "weight"].closed_over == ()
     assert full.services[F + "Service"].clock_skew == 120
+    assert full.services[F + "Service"].answered_ahead is True
     (draft,) = full.properties[F + "hasDraft"].from_fhir
     assert draft.context_key == "draftOrders"
 

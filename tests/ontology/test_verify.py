@@ -183,3 +183,27 @@ def test_named_by_is_a_text_property_of_the_class(
     )
     problems = [(p.code, p.node) for p in verify(load_ontology([path]))]
     assert problems == ([] if sound else [("type-check", "https://example.org/t#Patient")])
+
+
+def _answered_ahead(o: Ontology, **change: object) -> Ontology:
+    service = next(iter(o.services.values()))
+    ahead = dataclasses.replace(service, answered_ahead=True, **change)  # type: ignore[arg-type]
+    return dataclasses.replace(o, services={service.iri: ahead})
+
+
+def _ahead_problems(o: Ontology) -> list[str]:
+    return [p.message for p in verify(o) if p.path == "horis:answeredAhead"]
+
+
+def test_a_service_answered_ahead_is_on_order_sign(triage: Ontology) -> None:
+    assert _ahead_problems(triage) == []
+    (problem,) = _ahead_problems(_answered_ahead(triage))
+    assert "is for order-sign services" in problem and "encounter-start" in problem
+
+
+def test_a_service_answered_ahead_acts_on_nothing_outside(triage: Ontology) -> None:
+    # triage assigns a queue and pages a nurse (tools that act outside) and narrates its proof
+    problems = _ahead_problems(_answered_ahead(triage, hook="order-sign"))
+    assert any("Route" in p and "not horis:pure" in p for p in problems)
+    assert any("EscalateToNurse" in p and "not horis:pure" in p for p in problems)
+    assert any("Explain" in p and "asks a language model" in p for p in problems)

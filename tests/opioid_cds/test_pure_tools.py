@@ -29,7 +29,8 @@ SERVICE = "opioidcds-08"
 
 @contextmanager
 def _service(tmp_path: Path, sqlite_template: Path, *, pure: bool) -> Iterator[TestClient]:
-    """Recommendation 8 as bundled, or with ``horis:pure`` taken off its tools."""
+    """Recommendation 8 as bundled, or with ``horis:pure`` taken off its tools (and so off being
+    answered ahead, which only a service of pure tools may be)."""
     folder = tmp_path / "opioid-cds"
     shutil.copytree(ROOT / "ontologies" / "opioid-cds", folder)
     common = folder / "common.ttl"
@@ -37,6 +38,10 @@ def _service(tmp_path: Path, sqlite_template: Path, *, pure: bool) -> Iterator[T
     assert text.count("horis:pure true") == 3
     if not pure:
         common.write_text(text.replace(" ; horis:pure true .", " ."), encoding="utf-8")
+        rec08 = folder / "rec08.ttl"
+        service = rec08.read_text(encoding="utf-8")
+        assert service.count("    horis:answeredAhead true ;\n") == 1
+        rec08.write_text(service.replace("    horis:answeredAhead true ;\n", ""), encoding="utf-8")
     db = tmp_path / "horismos.db"
     db.write_bytes(sqlite_template.read_bytes())
     settings = Settings(
