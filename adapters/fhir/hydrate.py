@@ -48,6 +48,20 @@ from adapters.fhir.outcomes import server_errors
 from adapters.fhir.reading import as_codings as _as_codings
 from adapters.fhir.reading import codings as _codings
 from adapters.fhir.reading import evaluate, source_of
+from adapters.fhir.records import (
+    _ABSENT,
+    _FOCUS_TYPE,
+    UCUM,
+    _absent_reason,
+    _components,
+    _earliest,
+    _is_bare,
+    _is_record,
+    _not_ucum,
+    _record_problem,
+    about,
+    refers_to,
+)
 from adapters.fhir.systems import canonical_systems
 from adapters.fhir.times import UNDATED, effective, when_key, years_since
 from adapters.fhir.units import UnitError, convert
@@ -69,109 +83,12 @@ from app.terminology.port import TerminologyPort
 from app.ucum import display as unit_display
 from app.world.facts import AddInstance, Assert, Source, Violation, ViolationCode
 
-UCUM = "http://unitsofmeasure.org"
 _DATE = XSD + "date"
 _STRING = XSD + "string"
 
 
 def _digest(resource: Mapping[str, Any]) -> str:
     return canonical_digest(resource)
-
-
-# FHIR R4 statuses under which a resource of that type is a result a decision may read (status
-# is a modifier element); every other type is limited only by "entered-in-error" below.
-_USABLE_STATUS: dict[str, frozenset[str]] = {
-    "Observation": frozenset({"final", "amended", "corrected", "preliminary"}),
-}
-_IN_ERROR = "entered-in-error"
-_ABSENT = "dataAbsentReason"  # on a resource or component: there is no value to read
-
-
-def _record_problem(resource: Mapping[str, Any]) -> str | None:
-    """Why the resource's status keeps it from becoming a fact at all, or None: a status its
-    type does not count as a result (an Observation that is registered, cancelled or of unknown
-    status), or ``entered-in-error`` as ``status`` or ``verificationStatus``."""
-    status = resource.get("status")
-    verification = resource.get("verificationStatus")
-    codings = verification.get("coding") if isinstance(verification, dict) else None
-    if status == _IN_ERROR or any(
-        isinstance(c, dict) and c.get("code") == _IN_ERROR for c in codings or []
-    ):
-        return "it was entered in error"
-    usable = _USABLE_STATUS.get(str(resource.get("resourceType")))
-    if usable is not None and status not in usable:
-        return f"its status is {status!r}, not a result" if status else "it has no status"
-    return None
-
-
-def _is_record(resource: Mapping[str, Any]) -> bool:
-    return _record_problem(resource) is None
-
-
-def _absent_reason(node: Mapping[str, Any]) -> str:
-    """A ``dataAbsentReason`` in words: its text, else its code."""
-    reason = node.get(_ABSENT)
-    if not isinstance(reason, dict):
-        return "it has no value"
-    codes = [c.get("code") for c in reason.get("coding") or [] if isinstance(c, dict)]
-    said = [str(w) for w in (reason.get("text"), *codes) if w]
-    return f"it has no value ({said[0]})" if said else "it has no value"
-
-
-_FOCUS_TYPE = "Patient"  # the resource type of CDS Hooks' context.patientId
-_ABOUT = ("subject", "patient")  # the element that says whom a resource is about
-
-
-def about(resource: Mapping[str, Any]) -> str | None:
-    """The reference to whom ``resource`` is about: its ``subject`` or ``patient`` Reference (a
-    focus-type resource is about itself); None when it names no one."""
-    if resource.get("resourceType") == _FOCUS_TYPE:
-        return f"{_FOCUS_TYPE}/{resource.get('id')}"
-    for name in _ABOUT:
-        node = resource.get(name)
-        if isinstance(node, dict):
-            ref = node.get("reference")
-            return ref if isinstance(ref, str) else None
-    return None
-
-
-def _is_bare(reference: str) -> bool:
-    """A reference that is a plain id: no resource type, no URL, not a contained ``#id``."""
-    return "/" not in reference and ":" not in reference and not reference.startswith("#")
-
-
-def refers_to(reference: str, target: str) -> bool:
-    """``reference`` names ``target`` (``Type/id``): relative, an absolute URL ending in it, or
-    either with a ``/_history/N`` version."""
-    plain = reference.split("/_history/", 1)[0]
-    return plain == target or plain.endswith("/" + target)
-
-
-def _not_ucum(quantity: Mapping[str, Any], wanted: str) -> str:
-    system, display = quantity.get("system"), quantity.get("unit")
-    if system not in (None, UCUM):
-        return (
-            f"the unit system {system!r} is not UCUM and the display {display!r} is not {wanted!r}"
-        )
-    if display is None:
-        return "a quantity without a unit"
-    return f"a quantity without a UCUM code, only the display {display!r} (not {wanted!r})"
-
-
-#: the earliest offset a local time can carry (UTC+14:00): a day starts there first
-_EARLIEST_OFFSET = timedelta(hours=14)
-
-
-def _earliest(r: Mapping[str, Any], when: datetime) -> datetime:
-    """The earliest instant ``r``'s effective time can mean: itself for a time, the start of its
-    day where days start first (UTC+14:00) for a date alone — so a reading dated today in a
-    time zone east of UTC is not taken for one from the future."""
-    written = effective(r)
-    return when - _EARLIEST_OFFSET if len(written) <= 10 else when
-
-
-def _components(r: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [c for c in r.get("component") or [] if isinstance(c, dict)]
 
 
 class _Hydrator(InstanceReading):
@@ -237,6 +154,20 @@ class _Hydrator(InstanceReading):
         self.instances: dict[str, Instance] = {}
         self._about_focus_of: dict[tuple[str, str], bool] = {}
         self._from_context = {id(r) for v in context.values() for r in resources_of(v)}
+        #: the EHR's records by type, for the prefetch mappings (the pool only grows by what the
+        #: hook context carries, which they never read): one pass over the data, not one per
+        #: mapping
+        self._records_of: dict[str, list[dict[str, Any]]] = {}
+        for r in self.pool:
+            if id(r) not in self._from_context:
+                self._records_of.setdefault(str(r.get("resourceType")), []).append(r)
+        #: per call, memoised: a concept's codings (by the concept's identity: every concept
+        #: read lives in the data for the whole call) and the systems a mapping recognises
+        self._codings_of: dict[int, list[str]] = {}
+        self._systems_of: dict[int, set[str]] = {}
+        #: per resource read, memoised for every property that looks at it: whether it is a
+        #: record (its status), whether it is about the focus, and when it was taken
+        self._record_of: dict[int, tuple[bool, bool, datetime]] = {}
 
     def _remember(self, resource: dict[str, Any]) -> None:
         key = (str(resource.get("resourceType")), str(resource.get("id")))
@@ -257,13 +188,13 @@ class _Hydrator(InstanceReading):
         else:
             # a prefetch mapping reads the EHR's records, never what the hook context carries
             # (the orders being signed are not yet stored orders)
-            found = [r for r in self.pool if id(r) not in self._from_context]
+            return list(self._records_of.get(m.resource_type, ()))
         return [r for r in found if r.get("resourceType") == m.resource_type]
 
     def _coded(self, m: FhirMapping, concept: Any, ref: str | None = None) -> bool:
         """Whether a code matches the mapping: one of its ``horis:coding`` values, or a member
         of one of its ``horis:inValueSet`` value sets."""
-        codes = _codings(concept, self.canonical)
+        codes = self._concept_codings(concept)
         if set(m.codings).intersection(codes):
             return True
         for c in codes:
@@ -276,8 +207,38 @@ class _Hydrator(InstanceReading):
                     return True
         return False
 
+    def _record_facts(self, r: Mapping[str, Any]) -> tuple[bool, bool, datetime]:
+        """(is a record, is about the focus, when it was taken), once per resource."""
+        found = self._record_of.get(id(r))
+        if found is None:
+            found = (_is_record(r), self._is_about_focus_quietly(r), when_key(effective(r)))
+            self._record_of[id(r)] = found
+        return found
+
+    def _concept_codings(self, concept: Any) -> list[str]:
+        """``_codings(concept)``, once per concept of the call's data."""
+        if not isinstance(concept, dict):
+            return _codings(concept, self.canonical)
+        found = self._codings_of.get(id(concept))
+        if found is None:
+            found = self._codings_of[id(concept)] = _codings(concept, self.canonical)
+        return found
+
+    def _systems(self, m: FhirMapping) -> set[str]:
+        """The code systems a mapping's codings and value sets are written in, once per call."""
+        found = self._systems_of.get(id(m))
+        if found is None:
+            found = {c.split("|", 1)[0] for c in m.codings} | {
+                c.split("|", 1)[0]
+                for vs in m.value_sets
+                if (d := self.o.value_sets.get(vs)) is not None
+                for c in d.codes
+            }
+            self._systems_of[id(m)] = found
+        return found
+
     def _targets(self, m: FhirMapping, r: dict[str, Any]) -> list[Mapping[str, Any]]:
-        if not _is_record(r) or (m.where is not None and evaluate(r, m.where) != [True]):
+        if not self._record_facts(r)[0] or (m.where is not None and evaluate(r, m.where) != [True]):
             return []
         ref = source_of(r).reference
         if not (m.codings or m.value_sets) or self._coded(m, r.get("code"), ref):
@@ -510,20 +471,16 @@ class _Hydrator(InstanceReading):
         """A record of the mapping's type that was not selected: unread when it might be this
         reading — coded in no system the mapping names, text only, or kept out only by an
         element its filter needs that it does not have."""
-        if not _is_record(r) or not self._is_about_focus_quietly(r):
+        record, about_focus, when = self._record_facts(r)
+        if not record or not about_focus:
             return
-        if is_stale(when_key(effective(r)), self._at, m.max_age):
+        if is_stale(when, self._at, m.max_age):
             return  # too old to be read whatever it is: it cannot change the decision
         if m.codings or m.value_sets:
             nodes = [r.get("code"), *(c.get("code") for c in _components(r))]
             concepts = [c for c in nodes if c is not None]
-            systems = {c.split("|", 1)[0] for c in m.codings} | {
-                c.split("|", 1)[0]
-                for vs in m.value_sets
-                if (d := self.o.value_sets.get(vs)) is not None
-                for c in d.codes
-            }
-            coded = [c for concept in concepts for c in _codings(concept, self.canonical)]
+            systems = self._systems(m)
+            coded = [c for concept in concepts for c in self._concept_codings(concept)]
             if not any(c.split("|", 1)[0] in systems for c in coded):
                 why = (
                     "it has no code" + (", only its text" if record_name(concepts) else "")
