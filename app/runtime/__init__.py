@@ -7,13 +7,14 @@ are pure (no I/O, no clock, no randomness): time, tool results and Bridge answer
 
 from app.runtime.context import Recording, RunContext, ToolPort
 from app.runtime.interpreter import resume_workflow, run_workflow
-from app.runtime.outcome import Outcome, RunStatus, SuspendedRun
+from app.runtime.outcome import Outcome, SuspendedRun
+from app.statuses import OutcomeStatus
 
 __all__ = [
     "Outcome",
+    "OutcomeStatus",
     "Recording",
     "RunContext",
-    "RunStatus",
     "SuspendedRun",
     "ToolPort",
     "resume_workflow",

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from app.ontology.model import local_name
 from app.runtime.trace import TRACE_VERSION, TraceEntry, parse_trace, trace_json
-
-RunStatus = Literal["completed", "suspended", "failed"]
+from app.statuses import OutcomeStatus
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,7 +88,7 @@ class Outcome:
     proof: dict[str, Any] | None
     trace: list[TraceEntry]
     violations: list[dict[str, Any]]
-    status: RunStatus = "completed"
+    status: OutcomeStatus = "completed"
     suspended: SuspendedRun | None = None
     facts: list[list[Any]] = field(default_factory=list)
     #: a ReasoningStep's goal was not decided: the incomplete inputs that could change it (no

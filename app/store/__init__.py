@@ -1,5 +1,6 @@
 """Persistence: SQLAlchemy models, engines and sessions, repository functions, migrations."""
 
+from app.statuses import RunStatus
 from app.store.db import make_engine, make_sessionmaker, normalize_url, session_scope
 from app.store.models import (
     Base,
@@ -8,7 +9,6 @@ from app.store.models import (
     Feedback,
     IssuedCard,
     Run,
-    RunStatus,
     SeenJti,
     SourceVersion,
     TraceEvent,

@@ -29,12 +29,12 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-RunStatus = Literal["running", "completed", "suspended", "failed"]
+from app.statuses import RUN_STATUSES
+
 EffectState = Literal[
     "proposed", "attempted", "accepted", "conflicted", "failed", "unknown", "refused"
 ]
 ChangeStatus = Literal["proposed", "refused", "replayed", "approved", "active", "superseded"]
-RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 CHANGE_STATUSES: tuple[str, ...] = get_args(ChangeStatus)
 EFFECT_STATES: tuple[str, ...] = get_args(EffectState)
 

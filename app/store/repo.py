@@ -24,15 +24,14 @@ from sqlalchemy.orm import Session, make_transient_to_detached
 from sqlalchemy.sql.expression import Executable
 
 from app.errors import NotFound
+from app.statuses import RUN_STATUSES, RunStatus
 from app.store.models import (
     EFFECT_STATES,
-    RUN_STATUSES,
     Effect,
     EffectState,
     Feedback,
     IssuedCard,
     Run,
-    RunStatus,
     SeenJti,
     SourceVersion,
     TraceEvent,
