@@ -84,8 +84,9 @@ class Assembled:
 
     def again(self) -> Assembled:
         """A fresh World from the same reading, for a run that starts over (a claim taken
-        over): nothing is read or asked again."""
-        return _on_world(self.given, self.hydration)
+        over): nothing is read or asked again, and the gate's refusals, the same as the first
+        time, are not noted a second time in the input status."""
+        return _on_world(self.given, self.hydration, note=False)
 
 
 def apply_api_facts(
@@ -154,10 +155,11 @@ def assemble_input(given: CallInput) -> Assembled:
     return _on_world(given, hydration)
 
 
-def _on_world(given: CallInput, hydration: Hydration) -> Assembled:
+def _on_world(given: CallInput, hydration: Hydration, *, note: bool = True) -> Assembled:
     world = World(given.ontology, now=given.now)
     problems: list[Violation] = list(hydration.violations)
-    apply_api_facts(world, hydration.changes, problems, inputs=hydration.inputs)
+    inputs = hydration.inputs if note else None
+    apply_api_facts(world, hydration.changes, problems, inputs=inputs)
     return Assembled(given=given, world=world, hydration=hydration, violations=problems)
 
 
