@@ -69,16 +69,20 @@ def _order_select(client: TestClient, fhir: FhirServer, context: dict[str, Any])
 
 
 def _order_sign(
-    client: TestClient, fhir: FhirServer, context: dict[str, Any], hook_instance: str | None = None
+    client: TestClient,
+    fhir: FhirServer,
+    context: dict[str, Any],
+    hook_instance: str | None = None,
+    service: str = SIGN,
 ) -> Any:
     response = client.post(
-        f"/cds-services/{SIGN}",
+        f"/cds-services/{service}",
         json={
             "hook": "order-sign",
             "hookInstance": hook_instance or str(uuid.uuid4()),
             "fhirServer": fhir.base_url,
             "context": context,
-            "prefetch": ehr_prefetch(_templates(client, SIGN), context, fhir),
+            "prefetch": ehr_prefetch(_templates(client, service), context, fhir),
         },
     )
     assert response.status_code == 200, response.text
@@ -117,6 +121,11 @@ def test_order_sign_answers_from_the_run_computed_at_order_select(
     assert record["reusedRun"] == reused
     assert record["trace"] == ahead["trace"] and record["sources"] == ahead["sources"]
     assert ahead["answeredAhead"] is True and "reusedRun" not in ahead
+
+    # recommendation 7 reads procedures too, which order-select did not prefetch: computed ahead
+    # with them read from the FHIR server, and reused by its order-sign call all the same
+    other = _order_sign(client, fhir_server, chart, service="opioidcds-07").json()
+    assert "reusedRun" in other["extension"][EXT]
 
     # a retry of the order-sign hookInstance gets that answer again, byte for byte
     hook_instance = str(uuid.uuid4())
