@@ -43,7 +43,6 @@ from adapters.fhir.hydration import Hydration, SourceVersion
 from adapters.fhir.inputs import InputRecorder, is_stale, label_of, unit_refusal
 from adapters.fhir.instances import Instance, InstanceReading
 from adapters.fhir.links import calendar_date, period_days, resolve
-from adapters.fhir.notes import DataNote, Unreadable
 from adapters.fhir.outcomes import server_errors
 from adapters.fhir.reading import as_codings as _as_codings
 from adapters.fhir.reading import codings as _codings
@@ -67,6 +66,7 @@ from adapters.fhir.times import UNDATED, effective, when_key, years_since
 from adapters.fhir.units import UnitError, convert
 from adapters.fhir.unread import Verdict, code_verdict, filter_gap, record_name, system_name
 from adapters.fhir.values import NotANumber, other_value
+from app.data_notes import DataNote, Unreadable
 from app.digest import canonical_digest
 from app.fhir_json import resources_of
 from app.ontology.model import (

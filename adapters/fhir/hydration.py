@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.fhir.notes import DataNote
+from app.data_notes import DataNote
 from app.world.facts import Change, Source, Violation
 from app.world.inputs import InputStatus
 

@@ -38,7 +38,7 @@ from app.world.facts import Violation
 from app.world.inputs import InputReason, InputState, InputStatus
 
 if TYPE_CHECKING:
-    from adapters.fhir.notes import Unreadable
+    from app.data_notes import Unreadable
 
 UCUM = "http://unitsofmeasure.org"
 

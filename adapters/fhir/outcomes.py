@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from adapters.fhir.notes import DataNote
+from app.data_notes import DataNote
 
 _FAILED = frozenset({"error", "fatal"})
 

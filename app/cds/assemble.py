@@ -25,7 +25,7 @@ from typing import Any
 from adapters.fhir.hydrate import hydrate
 from adapters.fhir.hydration import Hydration
 from adapters.fhir.inputs import note_gate_refusals, note_unread_text
-from adapters.fhir.notes import DataNote, Unreadable
+from app.data_notes import DataNote, Unreadable
 from app.ontology.model import CdsServiceDef, Ontology, WorkflowDef
 from app.terminology import Terminology
 from app.terminology.choice import used_by_run

@@ -22,8 +22,8 @@ from typing import Any
 from fhir.resources.R4B import get_fhir_model_class
 from pydantic import ValidationError
 
-from adapters.fhir.notes import Unreadable
 from app.cds.errors import Issue
+from app.data_notes import Unreadable
 from app.fhir_validate import problems
 from app.ontology.model import humanise
 

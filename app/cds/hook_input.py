@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from adapters.fhir.notes import Unreadable
 from app.cds.assemble import CallInput, apply_api_facts, assemble_input
+from app.data_notes import Unreadable
 from app.ontology.model import Ontology
 from app.runtime.replay import RecordedRun
 from app.world.facts import Violation

@@ -28,9 +28,9 @@ from typing import Any
 from fhir.resources.R4B import get_fhir_model_class
 from pydantic import BaseModel, ValidationError
 
-from adapters.fhir.notes import DataNote
 from app.cds.errors import Issue
 from app.cds.fhir_data import resource_issues
+from app.data_notes import DataNote
 from app.fhir_validate import problems
 
 _REF = re.compile(r"^([A-Z][A-Za-z]+)/([A-Za-z0-9\-.]{1,64})$")

@@ -32,10 +32,10 @@ from adapters.fhir.client import (
     FhirRead,
     short_of_total,
 )
-from adapters.fhir.notes import Unreadable
 from app.cds.errors import Issue, PrefetchUnavailable
 from app.cds.fhir_data import readable
 from app.cds.requests import HookRequest
+from app.data_notes import Unreadable
 from app.ontology.hooks import USER_TOKENS
 from app.ontology.model import PrefetchTemplate
 

@@ -16,9 +16,9 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from adapters.fhir.client import path_escapes
-from adapters.fhir.notes import DataNote
 from app.cds.errors import Issue, RequestInvalid
 from app.cds.leniency import OLDER_HOOKS, UnreadOrder, lenient_context, shared_id_issues
+from app.data_notes import DataNote
 from app.ontology.hooks import HOOKS, ContextField
 
 
