@@ -43,6 +43,7 @@ from app.clinical_text import (
     source_text,
     statement,
 )
+from app.fhir_json import resources_of
 from app.ontology.model import Ontology, humanise
 from app.runtime.host import stored_input, stored_outcome
 from app.store import repo
@@ -381,21 +382,6 @@ def _find(resources: Iterable[Mapping[str, Any]], kind: str, rid: Any) -> Mappin
     return None
 
 
-def _resources(value: Any) -> list[Mapping[str, Any]]:
-    """The resources in a prefetch or context value: a Bundle's entries, a list, one resource."""
-    if isinstance(value, list):
-        return [r for v in value for r in _resources(v)]
-    if not isinstance(value, Mapping) or "resourceType" not in value:
-        return []
-    if value["resourceType"] == "Bundle":
-        return [
-            e["resource"]
-            for e in value.get("entry") or []
-            if isinstance(e, Mapping) and isinstance(e.get("resource"), Mapping)
-        ]
-    return [value]
-
-
 def _person_name(patient: Mapping[str, Any]) -> str:
     for name in patient.get("name") or []:
         if not isinstance(name, Mapping):
@@ -425,7 +411,7 @@ def _concept(value: Any) -> str:
 def _context_rows(page: RunPage, zone: tzinfo) -> list[tuple[str, str]]:
     """Who and where the decision is about: the patient and encounter the hook named."""
     context = page.context
-    found = [r for v in (*page.prefetch.values(), *context.values()) for r in _resources(v)]
+    found = [r for v in (*page.prefetch.values(), *context.values()) for r in resources_of(v)]
     rows: list[tuple[str, str]] = []
     patient_id = context.get("patientId") or page.patient
     if patient_id:

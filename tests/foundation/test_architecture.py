@@ -43,7 +43,7 @@ KNOWN_APP_TO_ADAPTERS: set[tuple[str, str]] = {
 #: Source files over the limit that predate this check, at their size when it was written.
 KNOWN_LONG_FILES: dict[str, int] = {
     "app/ontology/model.py": 1037,
-    "app/api/run_page.py": 759,
+    "app/api/run_page.py": 745,
     "adapters/fhir/hydrate.py": 871,
     "app/store/repo.py": 857,
     "app/cds/service.py": 800,

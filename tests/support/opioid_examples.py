@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from app.fhir_json import resources_of
 from tests.support.date_roller import roll
 
 if TYPE_CHECKING:
@@ -105,26 +106,13 @@ def bare(value: str) -> str:
     return match.group(2) if match else value
 
 
-def _resources_in(value: Any) -> list[dict[str, Any]]:
-    """The resources of a prefetch or context value: a Bundle's entries, or the resource."""
-    if not isinstance(value, dict) or "resourceType" not in value:
-        return []
-    if value["resourceType"] == "Bundle":
-        return [
-            e["resource"]
-            for e in value.get("entry") or []
-            if isinstance(e, dict) and isinstance(e.get("resource"), dict)
-        ]
-    return [value]
-
-
 def _top_level(request: dict[str, Any]) -> list[dict[str, Any]]:
     """Context resources first (the draft orders keep their ids), then prefetch resources."""
     found: list[dict[str, Any]] = []
     for value in (request.get("context") or {}).values():
-        found.extend(_resources_in(value))
+        found.extend(resources_of(value))
     for value in (request.get("prefetch") or {}).values():
-        found.extend(_resources_in(value))
+        found.extend(resources_of(value))
     return found
 
 
@@ -193,7 +181,7 @@ def prepare(example: Example, today: date, tag: str) -> Prepared:
     request["prefetch"] = _retag(request.get("prefetch") or {}, ids, tag)
     stored: dict[tuple[str, str], dict[str, Any]] = {}
     for value in request["prefetch"].values():
-        for resource in _resources_in(value):
+        for resource in resources_of(value):
             stored.setdefault(
                 (resource["resourceType"], resource["id"]), as_stored(resource, today)
             )
