@@ -17,8 +17,7 @@ local names. The page has no script and no external asset (inline CSS only). It 
 generated narration may hold markup); the few table cells built here with a tag (a value in
 bold, an id as code) escape their values themselves and are passed as ``Markup``.
 
-The engine proof carries the same lines as ``Proof.render()`` (``proof_text`` returns them as
-text, which tests compare).
+The engine proof carries ``Proof.render()``'s lines (``proof_text`` returns them for tests).
 """
 
 from __future__ import annotations
@@ -610,6 +609,7 @@ def _clinician(page: RunPage, trace: Sequence[Mapping[str, Any]]) -> dict[str, A
             if isinstance(v, Mapping)
         ],
         "writes": writes,
+        "ahead": {"reused": doc.get("reusedRun"), "computed": doc.get("answeredAhead")},
     }
 
 

@@ -121,6 +121,12 @@ def test_order_sign_answers_from_the_run_computed_at_order_select(
     assert record["reusedRun"] == reused
     assert record["trace"] == ahead["trace"] and record["sources"] == ahead["sources"]
     assert ahead["answeredAhead"] is True and "reusedRun" not in ahead
+    # the decision record a clinician opens from the card says where the answer came from
+    page = client.get(f"/runs/{ext['runId']}", headers={"accept": "text/html"}).text
+    assert "Answered ahead: from the decision computed at order-select" in page
+    assert f'href="{reused}"' in page
+    ahead_page = client.get(f"/runs/{reused}", headers={"accept": "text/html"}).text
+    assert "Computed ahead, at order-select" in ahead_page and "Answered ahead" not in ahead_page
 
     # recommendation 7 reads procedures too, which order-select did not prefetch: computed ahead
     # with them read from the FHIR server, and reused by its order-sign call all the same
