@@ -215,16 +215,3 @@ def unknown_types(resource: Any, where: str) -> list[Issue]:
         elif isinstance(item, list):
             stack.extend((v, f"{path}[{i}]") for i, v in reversed(list(enumerate(item))))
     return issues
-
-
-def bundle_resources(value: Any) -> list[dict[str, Any]]:
-    """The resources of a Bundle, or the single resource itself."""
-    if not isinstance(value, dict):
-        return []
-    if value.get("resourceType") == "Bundle":
-        return [
-            e["resource"]
-            for e in value.get("entry") or []
-            if isinstance(e, dict) and isinstance(e.get("resource"), dict)
-        ]
-    return [value]

@@ -43,15 +43,12 @@ from typing import Any, Literal, cast
 
 from app.ontology.model import Value
 
-Scope = Literal["focus", "instance"]
-
 TOKEN = re.compile(r"\{\{\s*([^{}#^/]*?)\s*\}\}")
 #: ``{{#X}}…{{/X}}`` or ``{{^X}}…{{/X}}``: kept when ``X`` holds (``#``) or does not (``^``)
 SECTION = re.compile(r"\{\{\s*([#^])\s*([^{}]*?)\s*\}\}(.*?)\{\{\s*/\s*\2\s*\}\}", re.DOTALL)
 _ANY_TAG = re.compile(r"\{\{[^{}]*\}\}")
 _IDENT = r"[A-Za-z_][A-Za-z0-9_-]*"
 _STEP = re.compile(rf"^({_IDENT})(?:\[({_IDENT})\])?$")
-_NAME = re.compile(rf"^(focus|instance)\.({_IDENT})$")
 _RULE = re.compile(rf"^rule\.({_IDENT})$")
 _BECAUSE = re.compile(rf"^because\.({_IDENT})$")
 
@@ -115,15 +112,6 @@ def parse(name: str) -> Name | None:
             return None
         steps.append((step.group(1), step.group(2)))
     return Name(cast(Any, head), tuple(steps))
-
-
-def parse_name(name: str) -> tuple[Scope, str] | None:
-    """``("instance", "drugName")`` for ``instance.drugName``; None when it is not a name."""
-    found = _NAME.match(name)
-    if found is None:
-        return None
-    scope: Scope = "focus" if found.group(1) == "focus" else "instance"
-    return scope, found.group(2)
 
 
 def static_length(text: str) -> int:
@@ -232,11 +220,9 @@ __all__ = [
     "TOKEN",
     "UNKNOWN",
     "Name",
-    "Scope",
     "fill",
     "markdown_escape",
     "parse",
-    "parse_name",
     "placeholders",
     "plain",
     "shorten",

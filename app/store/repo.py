@@ -50,7 +50,6 @@ __all__ = [
     "add_trace",
     "claim_run",
     "could_be_run_id",
-    "find_cards",
     "finish_run",
     "get_effect",
     "get_run",
@@ -797,22 +796,6 @@ def issued_cards(
             found[uuid] = IssuedCardInfo(
                 run_id=run_id, card_key=key, rules=tuple(rules or ()), deployment_version=version
             )
-    return found
-
-
-def find_cards(session: Session, service_id: str, card_uuids: Iterable[str]) -> dict[str, str]:
-    """``{card uuid: run id}`` for those of ``card_uuids`` the service issued (by key, in
-    batches; an id longer than any stored one is not looked up)."""
-    wanted = [u for u in dict.fromkeys(card_uuids) if 0 < len(u) <= CARD_UUID_LENGTH]
-    found: dict[str, str] = {}
-    for start in range(0, len(wanted), _IN_BATCH):
-        chunk = wanted[start : start + _IN_BATCH]
-        rows = session.execute(
-            select(IssuedCard.card_uuid, IssuedCard.run_id).where(
-                IssuedCard.service_id == service_id, IssuedCard.card_uuid.in_(chunk)
-            )
-        )
-        found.update({uuid: run_id for uuid, run_id in rows})
     return found
 
 
