@@ -18,8 +18,11 @@ change recomputes: a resource's content or version, a draft order, the context, 
 truncation or unread records, the deployment's version or digest, the FHIR server. The answer
 is the one computed at order-select time, so it is only reused within
 ``HORISMOS_ANSWER_AHEAD_SECONDS`` (default 300) of it and on the same day in the service's time
-zone; after that the call computes afresh. A run answered ahead acts on nothing outside
-(verification: only ``horis:pure`` tools, no language model, no wait).
+zone; after that the call computes afresh. Only a run that decided is reused (one left
+undecided, by its deadline or anything else, is computed afresh at order-sign). A run answered
+ahead acts on nothing outside, and its verdicts on time change only from one UTC day to the
+next (verification: only ``horis:pure`` tools, no language model, no wait, no ``horis:maxAge``
+and no window of a part of a day).
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from sqlalchemy import Connection, Engine
@@ -49,8 +53,17 @@ log = logging.getLogger("horismos.cds")
 #: The response extension that names the run (``runId``) and the run it reused (``reusedRun``).
 EXTENSION_KEY = "dev.horismos.run"
 
+#: ``runs.ahead_key`` of a run computed ahead that did not decide: still a run computed ahead
+#: (shown to nobody, not counted), never reused.
+NOT_REUSED = "undecided"
+
 #: Changes when what the key covers changes: keys of an older version never match.
 KEY_VERSION = 1
+
+try:  # the release that computed a run: another one may read the same data otherwise
+    _BUILD = version("horismos")
+except PackageNotFoundError:  # a source tree never installed
+    _BUILD = "0.0.0"
 
 #: The context field order-select has and order-sign does not.
 _SELECT_ONLY = ("selections",)
@@ -75,6 +88,7 @@ def input_key(
     return canonical_digest(
         {
             "v": KEY_VERSION,
+            "build": _BUILD,
             "service": service.id,
             "deployment": list(deployment),
             "hook": req.hook,
@@ -130,10 +144,14 @@ def sign_request(
 
 def still_current(computed: datetime, now: datetime, *, seconds: float, zone: tzinfo) -> bool:
     """Whether an answer computed at ``computed`` may stand for a call at ``now``: within
-    ``seconds`` after it, on the same day in ``zone``."""
+    ``seconds`` after it, on the same UTC day and the same day in ``zone``."""
     age = (now - computed).total_seconds()
+    # a rule's dates (an age, a window of whole days) are judged on the UTC day of the run's
+    # time: the same UTC day, the same verdicts (verification refuses finer time checks); and
+    # the same day where the service's cards show their dates
+    utc_day = computed.astimezone(UTC).date() == now.astimezone(UTC).date()
     same_day = computed.astimezone(zone).date() == now.astimezone(zone).date()
-    return 0 <= age <= seconds and same_day
+    return 0 <= age <= seconds and utc_day and same_day
 
 
 def answer_of(
@@ -247,6 +265,7 @@ def reuse(
 __all__ = [
     "EXTENSION_KEY",
     "KEY_VERSION",
+    "NOT_REUSED",
     "answer_of",
     "input_key",
     "order_sign_services",

@@ -33,6 +33,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.cds.ahead import EXTENSION_KEY, input_key, order_sign_services, reuse, sign_request
+from app.cds.ahead import NOT_REUSED as AHEAD_UNDECIDED
 from app.cds.assemble import Assembled, CallInput, assemble_input
 from app.cds.auth import ClientAuthenticator
 from app.cds.cards import RunView, build_system_actions, declared_cards, unread_order_cards
@@ -404,8 +405,7 @@ class HookService:
         the same patient and draft orders; None when there is none."""
         if self.deps.answer_ahead_seconds <= 0 or not isinstance(body, dict):
             return None
-        found = order_sign_services(self.deps.catalog.current(), service_id)
-        if found is None:
+        if (found := order_sign_services(self.deps.catalog.current(), service_id)) is None:
             return None
         select, signs = found
 
@@ -419,17 +419,10 @@ class HookService:
 
         return job
 
-    def _reused(
-        self,
-        service: CdsServiceDef,
-        dep: Deployment,
-        row: Mapping[str, Any],
-        key: str,
-        now: datetime,
-        base_url: str,
-        *,
-        ahead: bool,
-    ) -> dict[str, Any] | None:
+    def _reused(  # app.cds.ahead.reuse with this service's parts
+        self, service: CdsServiceDef, dep: Deployment, row: Mapping[str, Any], key: str,
+        now: datetime, base_url: str, *, ahead: bool,
+    ) -> dict[str, Any] | None:  # fmt: skip
         d = self.deps
         return reuse(
             engine=d.engine,
@@ -717,6 +710,8 @@ class HookService:
             **({} if handler is not None else _unsent(ontology, outcome.trace, req.context)),
         )
         record.values["inputs"] = hydration.inputs.to_json()
+        if ahead and not decided:  # only a decision is reused: order-sign computes the rest
+            record.values["ahead_key"] = AHEAD_UNDECIDED
         # what hydration read, so replay can hydrate it again under another version
         stored_input = HookInput(
             service=service.id,

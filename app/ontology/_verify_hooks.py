@@ -11,8 +11,9 @@
   (``horis:Create``'s template) is a context field of the hook / a prefetch key of the service;
 - every FHIR mapping of the focus class is fed: its ``horis:fromContext`` key is a context
   field of the hook, or a template reads its resource type; so is every ``horis:text`` source;
-- a ``horis:answeredAhead`` service is on order-sign, and its workflow and subflows call only
-  ``horis:pure`` tools, ask no language model and never wait.
+- a ``horis:answeredAhead`` service is on order-sign, its workflow and subflows call only
+  ``horis:pure`` tools, ask no language model and never wait, and its deployment has no time
+  check finer than a day (``horis:maxAge``, a window such as ``PT36H``).
 
 A template whose token the hook cannot fill is skipped at run time as "no such data", and a
 mapping no template feeds reads nothing: both would fail silently, every call.
@@ -24,8 +25,9 @@ import re
 
 from app.ontology._fhir_model import closest, closest_resource_type, is_resource_type
 from app.ontology._typecheck import TypeChecker
+from app.ontology.durations import parse_window
 from app.ontology.hooks import HOOKS, USER_TOKENS, ContextField
-from app.ontology.model import CdsServiceDef, PrefetchTemplate, local_name
+from app.ontology.model import CdsServiceDef, Ontology, PrefetchTemplate, local_name
 
 _TOKEN = re.compile(r"\{\{(.*?)\}\}")
 _NAME = re.compile(r"^\s*([A-Za-z0-9_.]+)\s*$")
@@ -206,6 +208,15 @@ class HookChecker(TypeChecker):
                 "horis:answeredAhead",
             )
             return
+        for check in _finer_than_a_day(self.o):
+            self.add(
+                "service",
+                s.iri,
+                f"{local_name(s.iri)} is horis:answeredAhead, but {check}: an answer computed "
+                "ahead is reused for the rest of its UTC day, so its verdicts on time may "
+                "change only from one day to the next",
+                "horis:answeredAhead",
+            )
         seen: set[str] = set()
         pending = [s.workflow]
         while pending:
@@ -270,6 +281,31 @@ class HookChecker(TypeChecker):
                     f"service reads {t.resource_type}, so the run would have no text",
                     f"horis:text[{i + 1}]",
                 )
+
+
+def _finer_than_a_day(o: Ontology) -> list[str]:
+    """The time checks of ``o`` whose verdict can change within a UTC day: a reading's
+    ``horis:maxAge``, a window of a part of a day (``PT36H``)."""
+    found = [
+        f"{local_name(p.iri)} reads with horis:maxAge"
+        for p in o.properties.values()
+        if any(m.max_age is not None for m in p.from_fhir)
+    ]
+    conditions = [(r.name, c) for r in o.rules for c in r.when]
+    for w in o.workflows.values():
+        for step in w.steps.values():
+            conds = (*step.requires, *step.goal, *(c for b in step.branches for c in b.when))
+            conditions.extend((step.name or w.name, c) for c in conds)
+    for where, c in conditions:
+        if c.op not in _WINDOWS or not isinstance(c.value, str):
+            continue
+        duration = parse_window(c.value)
+        if duration is not None and duration.seconds % 86400:
+            found.append(f"{where} has the window {c.op} {c.value!r}, a part of a day")
+    return found
+
+
+_WINDOWS = ("withinPast", "atMostAgo", "atLeastAgo")
 
 
 def _acts_outside(kind: str, rank_by: str | None) -> str | None:

@@ -5,9 +5,11 @@ different for any change that could change the answer."""
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
-from app.cds.ahead import input_key
+from app.cds.ahead import input_key, still_current
 from app.cds.prefetch import Gathered
 from app.cds.requests import HookRequest
 from app.ontology.model import CdsServiceDef
@@ -80,3 +82,15 @@ def test_a_changed_draft_version_context_truncation_or_deployment_changes_the_ke
         _key(deployment=(DEPLOYMENT[0], DEPLOYMENT[1], "sha256:def")),
     ]
     assert len({_key(), *changed}) == len(changed) + 1
+
+
+def test_an_answer_computed_ahead_stands_within_its_window_on_the_same_utc_day() -> None:
+    computed = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)
+    new_york = ZoneInfo("America/New_York")
+    assert still_current(computed, computed + timedelta(seconds=120), seconds=300, zone=UTC)
+    assert not still_current(computed, computed + timedelta(seconds=301), seconds=300, zone=UTC)
+    assert not still_current(computed, computed - timedelta(seconds=1), seconds=300, zone=UTC)
+    # 23:58 to 00:02 UTC is one evening in New York, but an age or a window of days is judged
+    # on the UTC day: a birthday or a 90-day boundary may lie between
+    late = datetime(2026, 12, 2, 23, 58, tzinfo=UTC)
+    assert not still_current(late, late + timedelta(minutes=4), seconds=300, zone=new_york)

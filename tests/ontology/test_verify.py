@@ -207,3 +207,6 @@ def test_a_service_answered_ahead_acts_on_nothing_outside(triage: Ontology) -> N
     assert any("Route" in p and "not horis:pure" in p for p in problems)
     assert any("EscalateToNurse" in p and "not horis:pure" in p for p in problems)
     assert any("Explain" in p and "asks a language model" in p for p in problems)
+    # its vital signs are read with horis:maxAge: a reading may go stale within the day an
+    # answer computed ahead stands for
+    assert any("reads with horis:maxAge" in p for p in problems)

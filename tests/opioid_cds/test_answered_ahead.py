@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import text
 
 from app.main import create_app
 from app.settings import Settings
@@ -213,3 +214,28 @@ def test_runs_computed_ahead_are_not_counted_as_cards_shown(
     assert _fired(client) == before
     _order_sign(client, fhir_server, chart)  # shows it
     assert _fired(client) == before + 1
+
+
+def test_a_run_computed_ahead_that_did_not_decide_is_computed_afresh(
+    client: TestClient, fhir_server: FhirServer, chart: dict[str, Any]
+) -> None:
+    # the draft's supply duration has no unit code: its days of supply are unknown, so
+    # recommendation 6 does not decide; order-sign computes afresh rather than reuse that
+    unknown = copy.deepcopy(chart)
+    draft = unknown["draftOrders"]["entry"][0]["resource"]
+    del draft["dispenseRequest"]["expectedSupplyDuration"]["code"]
+    _order_select(client, fhir_server, unknown)
+    engine = client.app.state.engine  # type: ignore[attr-defined]
+    with engine.connect() as connection:
+        kept = connection.execute(
+            text("SELECT count(*) FROM runs WHERE service_id = :s AND ahead_key = 'undecided'"),
+            {"s": SIGN},
+        ).scalar_one()
+    assert kept >= 1  # computed ahead, stored, not reusable
+
+    answer = _order_sign(client, fhir_server, unknown).json()
+
+    assert "reusedRun" not in answer["extension"][EXT]
+    assert [c["summary"] for c in answer["cards"]] == [
+        "Opioid guideline 6 check not completed: data missing"
+    ]
