@@ -12,7 +12,6 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,7 +24,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
-from app import metrics
+from app import __version__, metrics
 from app.api_docs import DOCS_ASSETS_PATH, DocsPolicyMiddleware
 from app.cors import CorsRefusalLog, log_cors_origins
 from app.deployments import Deployment, Deployments, load_deployments
@@ -40,11 +39,6 @@ from app.store.db import describe_error
 from app.tools.host import ToolHost
 
 log = logging.getLogger("horismos")
-
-try:
-    __version__ = version("horismos")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0"
 
 
 def configured_deployments(settings: Settings, tools: ToolHost) -> Deployments:

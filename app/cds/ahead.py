@@ -31,12 +31,12 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta, tzinfo
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from app import __version__
 from app.cds.prefetch import Gathered, Unrenderable, render
 from app.cds.requests import HookRequest
 from app.deployments import Deployments
@@ -59,11 +59,6 @@ NOT_REUSED = "undecided"
 
 #: Changes when what the key covers changes: keys of an older version never match.
 KEY_VERSION = 1
-
-try:  # the release that computed a run: another one may read the same data otherwise
-    _BUILD = version("horismos")
-except PackageNotFoundError:  # a source tree never installed
-    _BUILD = "0.0.0"
 
 #: The context field order-select has and order-sign does not.
 _SELECT_ONLY = ("selections",)
@@ -88,7 +83,7 @@ def input_key(
     return canonical_digest(
         {
             "v": KEY_VERSION,
-            "build": _BUILD,
+            "build": __version__,  # the release that computed it
             "service": service.id,
             "deployment": list(deployment),
             "hook": req.hook,
@@ -194,6 +189,8 @@ def order_sign_services(
         select = dep.ontology.service(service_id)
     except KeyError:
         return None
+    if select.hook != "order-select":  # every other call: nothing to list
+        return None
     signs = [
         s
         for other in deployments
@@ -201,7 +198,7 @@ def order_sign_services(
         for s in other.ontology.services.values()
         if s.answered_ahead
     ]
-    return (select, signs) if select.hook == "order-select" and signs else None
+    return (select, signs) if signs else None
 
 
 def reuse(
