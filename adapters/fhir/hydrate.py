@@ -48,17 +48,17 @@ from adapters.fhir.reading import as_codings as _as_codings
 from adapters.fhir.reading import codings as _codings
 from adapters.fhir.reading import evaluate, source_of
 from adapters.fhir.records import (
-    _ABSENT,
-    _FOCUS_TYPE,
+    ABSENT,
+    FOCUS_TYPE,
     UCUM,
-    _absent_reason,
-    _components,
-    _earliest,
-    _is_bare,
-    _is_record,
-    _not_ucum,
-    _record_problem,
     about,
+    absent_reason,
+    components,
+    earliest,
+    is_bare,
+    is_record,
+    not_ucum,
+    record_problem,
     refers_to,
 )
 from adapters.fhir.systems import canonical_systems
@@ -211,7 +211,7 @@ class _Hydrator(InstanceReading):
         """(is a record, is about the focus, when it was taken), once per resource."""
         found = self._record_of.get(id(r))
         if found is None:
-            found = (_is_record(r), self._is_about_focus_quietly(r), when_key(effective(r)))
+            found = (is_record(r), self._is_about_focus_quietly(r), when_key(effective(r)))
             self._record_of[id(r)] = found
         return found
 
@@ -242,12 +242,12 @@ class _Hydrator(InstanceReading):
             return []
         ref = source_of(r).reference
         if not (m.codings or m.value_sets) or self._coded(m, r.get("code"), ref):
-            return [] if _ABSENT in r else [r]
+            return [] if ABSENT in r else [r]
         return [
             comp
             for comp in r.get("component") or []
             if isinstance(comp, dict)
-            and _ABSENT not in comp
+            and ABSENT not in comp
             and self._coded(m, comp.get("code"), ref)
         ]
 
@@ -277,7 +277,7 @@ class _Hydrator(InstanceReading):
         return about(r) is not None
 
     def _is_focus_resource(self, r: Mapping[str, Any]) -> bool:
-        return (r.get("resourceType"), r.get("id")) == (_FOCUS_TYPE, self.focus_id)
+        return (r.get("resourceType"), r.get("id")) == (FOCUS_TYPE, self.focus_id)
 
     def _about_focus(self, r: Mapping[str, Any], prop: str | None) -> bool:
         """Whether ``r`` is about the focus. One that is not (or names no one) would have become
@@ -294,10 +294,10 @@ class _Hydrator(InstanceReading):
         return known
 
     def _check_subject(self, r: Mapping[str, Any], prop: str | None) -> bool:
-        focus = f"{_FOCUS_TYPE}/{self.focus_id}"
+        focus = f"{FOCUS_TYPE}/{self.focus_id}"
         whom = about(r)
         ok = whom is not None and refers_to(whom, focus)
-        if not ok and whom is not None and _is_bare(whom):
+        if not ok and whom is not None and is_bare(whom):
             ok = self._bare_subject(r, whom)
         if not ok:
             said = f"is about {whom}" if whom is not None else "names no subject"
@@ -310,7 +310,7 @@ class _Hydrator(InstanceReading):
         focus when it is the focus's id, or when ``r`` is a resource of the hook context (a
         draft order of this call is, by the hook's definition, the call's patient's); noted."""
         ref = source_of(r).reference
-        focus = f"{_FOCUS_TYPE}/{self.focus_id}"
+        focus = f"{FOCUS_TYPE}/{self.focus_id}"
         if whom == self.focus_id:
             rule, why = "bare-subject", "names the patient without its resource type"
         elif id(r) in self._from_context:
@@ -363,7 +363,7 @@ class _Hydrator(InstanceReading):
         pieces: list[str] = []
         for t in texts:
             for r in self.pool:
-                if r.get("resourceType") != t.resource_type or not _is_record(r):
+                if r.get("resourceType") != t.resource_type or not is_record(r):
                     continue
                 said = [
                     str(v) for v in evaluate(r, t.fhir_path) if isinstance(v, str) and v.strip()
@@ -427,7 +427,7 @@ class _Hydrator(InstanceReading):
         later one is a refused input, never the "latest"."""
         kept = []
         for f in found:
-            if f[0] != UNDATED and _earliest(f[1], f[0]) > self._latest:
+            if f[0] != UNDATED and earliest(f[1], f[0]) > self._latest:
                 when = f[0].isoformat(timespec="minutes")
                 why = f"it is dated {when}, after the time of this call"
                 self.inputs.refused(prop, source_of(f[1]).reference, why)
@@ -477,7 +477,7 @@ class _Hydrator(InstanceReading):
         if is_stale(when, self._at, m.max_age):
             return  # too old to be read whatever it is: it cannot change the decision
         if m.codings or m.value_sets:
-            nodes = [r.get("code"), *(c.get("code") for c in _components(r))]
+            nodes = [r.get("code"), *(c.get("code") for c in components(r))]
             concepts = [c for c in nodes if c is not None]
             systems = self._systems(m)
             coded = [c for concept in concepts for c in self._concept_codings(concept)]
@@ -490,7 +490,7 @@ class _Hydrator(InstanceReading):
                 self.inputs.unread(prop, source_of(r).reference, record_name(concepts), why)
                 return
             if not self._coded(m, r.get("code")) and not any(
-                self._coded(m, c.get("code")) for c in _components(r)
+                self._coded(m, c.get("code")) for c in components(r)
             ):
                 named = [c for c in coded if c.split("|", 1)[0] in systems]
                 if any(c.split("|", 1)[0] in prop.closed_over for c in named):
@@ -505,7 +505,7 @@ class _Hydrator(InstanceReading):
 
     def _is_about_focus_quietly(self, r: Mapping[str, Any]) -> bool:
         whom = about(r)
-        focus = f"{_FOCUS_TYPE}/{self.focus_id}"
+        focus = f"{FOCUS_TYPE}/{self.focus_id}"
         return whom is not None and (refers_to(whom, focus) or whom == self.focus_id)
 
     def _literal_value(
@@ -553,7 +553,7 @@ class _Hydrator(InstanceReading):
             if prop.unit is not None:
                 if code is None:
                     if display != prop.unit:
-                        why = _not_ucum(raw, prop.unit)
+                        why = not_ucum(raw, prop.unit)
                         said = unit_refusal(raw, prop.unit)
                         self._problem("unit", prop, raw.get("value"), src, why, said)
                         return None
@@ -646,7 +646,7 @@ class _Hydrator(InstanceReading):
             for r in self._candidates(m):
                 targets = self._targets(m, r)
                 if not targets:
-                    if _is_record(r) and self._is_about_focus_quietly(r):
+                    if is_record(r) and self._is_about_focus_quietly(r):
                         gap = filter_gap(m, r) if m.where is not None else None
                         if gap is not None:
                             gaps.setdefault(id(r), (r, gap))
@@ -822,11 +822,11 @@ class _Hydrator(InstanceReading):
             ]
         if not nodes or (m.where is not None and evaluate(r, m.where) != [True]):
             return None
-        problem = _record_problem(r)
+        problem = record_problem(r)
         if problem is not None:
             return problem
-        absent = [n for n in nodes if _ABSENT in n]
-        return _absent_reason(absent[0]) if len(absent) == len(nodes) else None
+        absent = [n for n in nodes if ABSENT in n]
+        return absent_reason(absent[0]) if len(absent) == len(nodes) else None
 
 
 def hydrate(

@@ -18,10 +18,10 @@ _USABLE_STATUS: dict[str, frozenset[str]] = {
     "Observation": frozenset({"final", "amended", "corrected", "preliminary"}),
 }
 _IN_ERROR = "entered-in-error"
-_ABSENT = "dataAbsentReason"  # on a resource or component: there is no value to read
+ABSENT = "dataAbsentReason"  # on a resource or component: there is no value to read
 
 
-def _record_problem(resource: Mapping[str, Any]) -> str | None:
+def record_problem(resource: Mapping[str, Any]) -> str | None:
     """Why the resource's status keeps it from becoming a fact at all, or None: a status its
     type does not count as a result (an Observation that is registered, cancelled or of unknown
     status), or ``entered-in-error`` as ``status`` or ``verificationStatus``."""
@@ -38,13 +38,13 @@ def _record_problem(resource: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _is_record(resource: Mapping[str, Any]) -> bool:
-    return _record_problem(resource) is None
+def is_record(resource: Mapping[str, Any]) -> bool:
+    return record_problem(resource) is None
 
 
-def _absent_reason(node: Mapping[str, Any]) -> str:
+def absent_reason(node: Mapping[str, Any]) -> str:
     """A ``dataAbsentReason`` in words: its text, else its code."""
-    reason = node.get(_ABSENT)
+    reason = node.get(ABSENT)
     if not isinstance(reason, dict):
         return "it has no value"
     codes = [c.get("code") for c in reason.get("coding") or [] if isinstance(c, dict)]
@@ -52,15 +52,15 @@ def _absent_reason(node: Mapping[str, Any]) -> str:
     return f"it has no value ({said[0]})" if said else "it has no value"
 
 
-_FOCUS_TYPE = "Patient"  # the resource type of CDS Hooks' context.patientId
+FOCUS_TYPE = "Patient"  # the resource type of CDS Hooks' context.patientId
 _ABOUT = ("subject", "patient")  # the element that says whom a resource is about
 
 
 def about(resource: Mapping[str, Any]) -> str | None:
     """The reference to whom ``resource`` is about: its ``subject`` or ``patient`` Reference (a
     focus-type resource is about itself); None when it names no one."""
-    if resource.get("resourceType") == _FOCUS_TYPE:
-        return f"{_FOCUS_TYPE}/{resource.get('id')}"
+    if resource.get("resourceType") == FOCUS_TYPE:
+        return f"{FOCUS_TYPE}/{resource.get('id')}"
     for name in _ABOUT:
         node = resource.get(name)
         if isinstance(node, dict):
@@ -69,7 +69,7 @@ def about(resource: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _is_bare(reference: str) -> bool:
+def is_bare(reference: str) -> bool:
     """A reference that is a plain id: no resource type, no URL, not a contained ``#id``."""
     return "/" not in reference and ":" not in reference and not reference.startswith("#")
 
@@ -81,7 +81,7 @@ def refers_to(reference: str, target: str) -> bool:
     return plain == target or plain.endswith("/" + target)
 
 
-def _not_ucum(quantity: Mapping[str, Any], wanted: str) -> str:
+def not_ucum(quantity: Mapping[str, Any], wanted: str) -> str:
     system, display = quantity.get("system"), quantity.get("unit")
     if system not in (None, UCUM):
         return (
@@ -96,7 +96,7 @@ def _not_ucum(quantity: Mapping[str, Any], wanted: str) -> str:
 _EARLIEST_OFFSET = timedelta(hours=14)
 
 
-def _earliest(r: Mapping[str, Any], when: datetime) -> datetime:
+def earliest(r: Mapping[str, Any], when: datetime) -> datetime:
     """The earliest instant ``r``'s effective time can mean: itself for a time, the start of its
     day where days start first (UTC+14:00) for a date alone — so a reading dated today in a
     time zone east of UTC is not taken for one from the future."""
@@ -104,5 +104,5 @@ def _earliest(r: Mapping[str, Any], when: datetime) -> datetime:
     return when - _EARLIEST_OFFSET if len(written) <= 10 else when
 
 
-def _components(r: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def components(r: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [c for c in r.get("component") or [] if isinstance(c, dict)]
