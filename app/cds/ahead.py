@@ -42,6 +42,7 @@ from app.cds.requests import HookRequest
 from app.deployments import Deployments
 from app.digest import canonical_digest
 from app.fhir_json import resources_of
+from app.ontology.hooks import HOOKS
 from app.ontology.model import CdsServiceDef
 from app.store import ahead as ahead_store
 from app.store.db import describe_error
@@ -60,8 +61,11 @@ NOT_REUSED = "undecided"
 #: Changes when what the key covers changes: keys of an older version never match.
 KEY_VERSION = 1
 
-#: The context field order-select has and order-sign does not.
-_SELECT_ONLY = ("selections",)
+#: The context fields of order-select that order-sign does not have (``selections``), from
+#: the CDS Hooks registry.
+_SELECT_ONLY = frozenset(f.name for f in HOOKS["order-select"]) - {
+    f.name for f in HOOKS["order-sign"]
+}
 
 
 def input_key(

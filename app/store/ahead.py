@@ -150,7 +150,7 @@ def record_reuse(
     """Store run ``row`` (``id``, ``hook_instance``, ``request_digest``, ``response``) as a copy of
     the run ``reused`` that names it, with its trace and source versions and the cards it
     answers with; False (nothing stored) when its ``(service, hookInstance)`` is taken."""
-    params = {**row, "reused_run_id": reused, "old": reused, "created_at": utcnow()}
+    params = {**row, "old": reused, "created_at": utcnow()}  # reused_run_id: "old"
     statement = _copy_run(connection.dialect.name)
     if connection.execute(statement, params).scalar_one_or_none() is None:
         return False
