@@ -238,7 +238,6 @@ def read_draft_orders(
                 kept.append(entry)
                 continue
             where = f"context.{key}.entry[{i}].resource"
-            reference = f"{res['resourceType']}/{res.get('id')}"
             if not problems(res) and _missing_choice(res) is None:
                 # valid R4 as sent: nothing to repair (what the compiled shapes accept, the
                 # models accept: the differential test), so no model is run on it
@@ -247,6 +246,7 @@ def read_draft_orders(
             repaired, repairs = _wrap_singletons(
                 res, get_fhir_model_class(res["resourceType"]), where
             )
+            reference = f"{res['resourceType']}/{res.get('id')}"
             name = _order_name(res, reference)
             missing = _missing_choice(repaired)
             issues = resource_issues(repaired, where)
