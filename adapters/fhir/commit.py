@@ -222,11 +222,6 @@ def _individual(ontology: Ontology, value: str) -> Individual | None:
     return named[0] if len(named) == 1 else None
 
 
-#: The share of the tool's ``horis:timeout`` each HTTP request may use: the adapter must decide
-#: (and record ``unknown``) before the invoker's own deadline abandons the call.
-_REQUEST_SHARE = 0.4
-
-
 class FhirCommitAdapter:
     """The ``fhir`` scheme handler of one hook call.
 

@@ -20,7 +20,7 @@ from sqlalchemy import Engine, text
 from tests.cds import clinical as fx
 from tests.support.fhir_server import FhirServer
 from tests.support.holding_proxy import holding_proxy
-from tests.support.live_server import launch
+from tests.support.live_server import ROOT, launch
 
 pytestmark = [pytest.mark.postgres, pytest.mark.fhirserver]
 
@@ -93,9 +93,26 @@ def _call(fhir: FhirServer, server: str, scope: str) -> tuple[dict[str, Any], st
     return body, str(encounter["id"])
 
 
-def _env(pg_url: str) -> dict[str, str]:
+#: Longer than the test can take: a held write must end with the kill, never with a timer. With
+#: the bundled 5 s a write gets 2 s per request, and less when the run reached it late in the
+#: call's 10 s deadline (a slow machine): the run then answered "write not confirmed" before
+#: the kill, and the test saw answers where it meant to see none.
+UNHURRIED_SECONDS = 300
+
+
+def _env(pg_url: str, tmp_path: Path) -> dict[str, str]:
+    """The triage deployment with its writes' timeout and the call's deadlines out of reach."""
+    triage = (ROOT / "ontologies" / "triage.ttl").read_text(encoding="utf-8")
+    bundled = 'horis:timeout "5s"'
+    assert bundled in triage  # the bundled timeout this test lengthens
+    unhurried = tmp_path / "deployment" / "triage.ttl"
+    unhurried.parent.mkdir(exist_ok=True)
+    unhurried.write_text(triage.replace(bundled, f'horis:timeout "{UNHURRIED_SECONDS}s"'))
     return {
         "HORISMOS_DATABASE_URL": pg_url,
+        "HORISMOS_ONTOLOGY_PATHS": str(unhurried),
+        "HORISMOS_HOOK_DEADLINE_SECONDS": str(UNHURRIED_SECONDS),
+        "HORISMOS_FHIR_TIMEOUT_SECONDS": str(UNHURRIED_SECONDS),
         "HORISMOS_RUN_LEASE_SECONDS": "2",
         "HORISMOS_RECONCILE_INTERVAL_SECONDS": "0",
     }
@@ -138,7 +155,7 @@ def test_sigkill_mid_load_then_restart_answers_every_hook_call_once(
         reads = [_call(fhir_server, server_url, READ_ONLY)[0] for _ in range(6)]
         bodies = [b for b, _ in writes] + reads
 
-        first = launch(_env(pg_url), tmp_path / "first.log")
+        first = launch(_env(pg_url, tmp_path), tmp_path / "first.log")
         try:
             results: list[list[httpx.Response | None]] = []
             load = threading.Thread(target=lambda: results.append(_send_all(first.base, bodies)))
@@ -157,7 +174,7 @@ def test_sigkill_mid_load_then_restart_answers_every_hook_call_once(
         assert running == 6  # the dead process left them running
 
         proxy.holding.clear()  # the network is back: new writes pass with their answers
-        second = launch(_env(pg_url), tmp_path / "second.log")
+        second = launch(_env(pg_url, tmp_path), tmp_path / "second.log")
         try:
             after = _send_all(second.base, bodies)  # the EHR sends every call again
         finally:
