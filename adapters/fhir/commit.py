@@ -65,22 +65,18 @@ from sqlalchemy import Connection, Engine
 
 from adapters.fhir.commit_context import CommitContext, SourceRef
 from adapters.fhir.create import identifier_for, invalid, render_resource, search_token
-from adapters.fhir.effect_log import (
+from adapters.fhir.reconcile import earlier_effects
+from adapters.fhir.scopes import permits
+from adapters.fhir.writes import FHIR_JSON, JSON_PATCH, Answer, outcome, patch_document, send
+from app.cds.write_notices import effect_notice, unsuccessful
+from app.ontology.model import XSD, AdapterCommit, Individual, Ontology, ToolDef, local_name
+from app.store.effects import (
     SENT_STATES,
     SETTLED,
     EffectLog,
     EffectRow,
     EffectState,
-    effect_json,
-    effect_notice,
-    effect_notices,
-    effect_reports,
-    unsuccessful,
 )
-from adapters.fhir.reconcile import earlier_effects
-from adapters.fhir.scopes import permits
-from adapters.fhir.writes import FHIR_JSON, JSON_PATCH, Answer, outcome, patch_document, send
-from app.ontology.model import XSD, AdapterCommit, Individual, Ontology, ToolDef, local_name
 from app.tools.call import ToolCall
 from app.tools.errors import EffectNotExecuted, ToolError
 
@@ -90,16 +86,9 @@ __all__ = [
     "CommitContext",
     "CommitFailed",
     "CommitRefused",
-    "EffectLog",
     "EffectReport",
-    "EffectRow",
-    "EffectState",
     "FhirCommitAdapter",
     "SourceRef",
-    "effect_json",
-    "effect_notice",
-    "effect_notices",
-    "effect_reports",
     "element_value",
 ]
 

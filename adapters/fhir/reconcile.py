@@ -33,9 +33,9 @@ from typing import Any
 import httpx
 from sqlalchemy import Engine
 
-from adapters.fhir.effect_log import EffectLog, EffectState, effect_json, effect_reports
 from adapters.fhir.writes import FHIR_JSON
-from app.store import repo, session_scope
+from app.store import session_scope
+from app.store.effects import EffectLog, EffectState, effect_json, effect_reports, list_effects
 
 log = logging.getLogger("horismos.reconcile")
 
@@ -242,7 +242,7 @@ def reconcile_pending(
     with session_scope(engine) as session:
         rows = [
             (row.run_id, effect_json(row))
-            for row in repo.list_effects(session, state=("unknown", "attempted"))
+            for row in list_effects(session, state=("unknown", "attempted"))
             if row.state == "unknown" or row.updated_at <= cutoff
         ]
     return _settle(engine, rows, http=http, token=token)
@@ -260,7 +260,7 @@ def reconcile_run(
     with session_scope(engine) as session:
         rows = [
             (row.run_id, effect)
-            for row in repo.list_effects(session, run_id=run_id)
+            for row in list_effects(session, run_id=run_id)
             if (effect := effect_json(row))["state"] in states and _may_have_happened(effect)
         ]
     return _settle(engine, rows, http=http, token=token)

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from adapters.fhir.effect_log import EffectState
+from app.store.models import EffectState
 
 FHIR_JSON = "application/fhir+json"
 JSON_PATCH = "application/json-patch+json"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from adapters.fhir.effect_log import effect_notice
+from app.cds.write_notices import effect_notice
 from app.ontology.model import Ontology
 from app.runtime.trace import TraceEntry
 

@@ -15,6 +15,7 @@ from app.errors import BadRequest, NotFound
 from app.ontology.model import Ontology, WorkflowDef
 from app.runtime.replay import RecordedRun
 from app.store import repo
+from app.store.effects import effect_json, list_effects
 
 
 class InputRejected(BadRequest):
@@ -98,11 +99,9 @@ def stored_effects(session: Session, run_id: str) -> list[dict[str, Any]]:
     """The writes the run proposed, in order, each with how far it got (``state``: proposed,
     attempted, accepted, conflicted, failed, unknown, refused), what the server answered and
     when the state last changed."""
-    from adapters.fhir.effect_log import effect_json
-
     return [
         effect_json(e) | {"updatedAt": e.updated_at.isoformat()}
-        for e in repo.list_effects(session, run_id=run_id)
+        for e in list_effects(session, run_id=run_id)
     ]
 
 

@@ -26,9 +26,6 @@ from sqlalchemy.sql.expression import Executable
 from app.errors import NotFound
 from app.statuses import RUN_STATUSES, RunStatus
 from app.store.models import (
-    EFFECT_STATES,
-    Effect,
-    EffectState,
     Feedback,
     IssuedCard,
     Run,
@@ -51,12 +48,10 @@ __all__ = [
     "claim_run",
     "could_be_run_id",
     "finish_run",
-    "get_effect",
     "get_run",
     "hook_run",
     "insert_run",
     "issued_cards",
-    "list_effects",
     "list_feedback",
     "list_runs",
     "list_sources",
@@ -64,13 +59,11 @@ __all__ = [
     "lock_run",
     "purge_expired_jtis",
     "record_cards",
-    "record_effect",
     "remember_jti",
     "replace_trace",
     "run_input",
     "run_responses",
     "save_outcome",
-    "set_effect_state",
     "trace_payloads",
 ]
 
@@ -513,98 +506,6 @@ def list_trace(session: Session, run_id: str) -> list[TraceEvent]:
 
 def list_sources(session: Session, run_id: str) -> list[SourceVersion]:
     stmt = select(SourceVersion).where(SourceVersion.run_id == run_id).order_by(SourceVersion.id)
-    return list(session.execute(stmt).scalars())
-
-
-# --- effects ------------------------------------------------------------------------------
-
-
-def record_effect(
-    session: Session,
-    *,
-    run_id: str,
-    effect_id: str,
-    tool: str,
-    target_reference: str | None = None,
-    expected_version: str | None = None,
-    state: EffectState = "proposed",
-) -> Effect:
-    """Record a proposed write; recording the same ``(run_id, effect_id)`` again is a no-op."""
-    if state not in EFFECT_STATES:
-        raise ValueError(f"unknown effect state {state!r}")
-    now = utcnow()
-    stmt = (
-        _insert(session, Effect)
-        .values(
-            run_id=run_id,
-            effect_id=effect_id,
-            tool=tool,
-            target_reference=target_reference,
-            expected_version=expected_version,
-            state=state,
-            attempts=0,
-            created_at=now,
-            updated_at=now,
-        )
-        .on_conflict_do_nothing(index_elements=["run_id", "effect_id"])
-    )
-    session.execute(stmt)
-    return get_effect(session, run_id, effect_id)
-
-
-def get_effect(session: Session, run_id: str, effect_id: str) -> Effect:
-    effect = session.execute(
-        select(Effect).where(Effect.run_id == run_id, Effect.effect_id == effect_id)
-    ).scalar_one_or_none()
-    if effect is None:
-        raise NotFound(where="effect", message=f"no effect {effect_id} in run {run_id}")
-    return effect
-
-
-def set_effect_state(
-    session: Session,
-    run_id: str,
-    effect_id: str,
-    state: EffectState,
-    *,
-    remote_response: dict[str, Any] | None = None,
-    attempted: bool = False,
-) -> Effect:
-    """Move an effect to ``state``; ``attempted=True`` counts one more call to the server."""
-    if state not in EFFECT_STATES:
-        raise ValueError(f"unknown effect state {state!r}")
-    values: dict[str, Any] = {"state": state, "updated_at": utcnow()}
-    if remote_response is not None:
-        values["remote_response"] = remote_response
-    if attempted:
-        values["attempts"] = Effect.attempts + 1
-    result = session.execute(
-        update(Effect)
-        .where(Effect.run_id == run_id, Effect.effect_id == effect_id)
-        .values(**values)
-        .execution_options(synchronize_session=False)
-    )
-    if getattr(result, "rowcount", 0) != 1:
-        raise NotFound(where="effect", message=f"no effect {effect_id} in run {run_id}")
-    effect = get_effect(session, run_id, effect_id)
-    session.refresh(effect)
-    return effect
-
-
-def list_effects(
-    session: Session,
-    *,
-    state: EffectState | Sequence[EffectState] | None = None,
-    run_id: str | None = None,
-) -> list[Effect]:
-    """Effects in creation order, optionally only those in the given state(s) or run."""
-    stmt = select(Effect).order_by(Effect.id)
-    if isinstance(state, str):
-        stmt = stmt.where(Effect.state == state)
-    elif state is not None:
-        stmt = stmt.where(Effect.state.in_(list(state)))
-    if run_id is not None:
-        stmt = stmt.where(Effect.run_id == run_id)
     return list(session.execute(stmt).scalars())
 
 

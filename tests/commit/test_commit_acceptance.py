@@ -21,11 +21,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from adapters.fhir.commit import effect_reports
 from app.main import create_app
 from app.runtime.host import stored_recording
 from app.runtime.replay import replay_run
 from app.settings import Settings
+from app.store.effects import effect_reports
 from tests.cds import clinical as fx
 from tests.commit.dropping_proxy import dropping_proxy
 from tests.support.fhir_server import FhirServer

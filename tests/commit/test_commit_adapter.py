@@ -15,11 +15,9 @@ from adapters.fhir.commit import (
     CommitRefused,
     FhirCommitAdapter,
     SourceRef,
-    effect_notice,
-    effect_notices,
-    effect_reports,
 )
 from adapters.fhir.reconcile import reconcile_pending, reconcile_run
+from app.cds.write_notices import effect_notice
 from app.ontology.model import (
     XSD,
     AdapterCommit,
@@ -30,8 +28,10 @@ from app.ontology.model import (
     ToolDef,
 )
 from app.store import repo, session_scope
+from app.store.effects import effect_reports
 from app.tools.call import ToolCall
 from tests.commit.dropping_proxy import dropping_proxy
+from tests.support.effects import log_effect
 from tests.support.fhir_server import FhirServer
 
 pytestmark = pytest.mark.fhirserver
@@ -198,11 +198,10 @@ def test_a_record_changed_since_it_was_read_is_a_conflict_and_is_not_overwritten
     assert effect["state"] == "conflicted"
     assert effect["status"] == 412
     assert failure.value.to_json()["effects"][0]["state"] == "conflicted"  # type: ignore[index]
-    [notice] = effect_notices(pg_engine, run_id)
+    [notice] = adapter.notices()
     assert f"Encounter/{encounter['id']} changed since the decision was computed" in notice
     # the card's notices come from what the adapter committed: the same as reading them back
     assert adapter.effects() == effect_reports(pg_engine, run_id)
-    assert adapter.notices() == [notice]
 
 
 def test_missing_write_scope_sends_nothing_and_records_a_refusal(
@@ -229,7 +228,8 @@ def test_missing_write_scope_sends_nothing_and_records_a_refusal(
     assert effect["state"] == "refused"
     assert effect["attempts"] == 0
     assert "user/Encounter.write" in effect["detail"]
-    [notice] = effect_notices(pg_engine, run_id)
+    [notice] = adapter.notices()
+    assert adapter.effects() == effect_reports(pg_engine, run_id)
     assert notice == (
         f"The decision was not written to the EHR. Encounter.priority (Encounter/{encounter['id']})"
         " was not written: fhirAuthorization.scope does not grant user/Encounter.write."
@@ -313,27 +313,21 @@ def test_reconcile_fails_an_unknown_effect_whose_write_never_landed(
     http: httpx.Client,
 ) -> None:
     url = f"{fhir_server.base_url}/Encounter/{encounter['id']}"
-    with session_scope(pg_engine) as session:
-        repo.record_effect(
-            session,
-            run_id=run_id,
-            effect_id="e1",
-            tool=TOOL.iri,
-            target_reference=url,
-            expected_version=encounter["meta"]["versionId"],
-        )
-        repo.set_effect_state(
-            session,
-            run_id,
-            "e1",
-            "unknown",
-            remote_response={
-                "change": {
-                    "element": "priority",
-                    "value": {"coding": [{"system": PRIORITY, "code": "UR"}]},
-                }
-            },
-        )
+    log_effect(
+        pg_engine,
+        run_id=run_id,
+        effect_id="e1",
+        tool=TOOL.iri,
+        target=url,
+        expected=encounter["meta"]["versionId"],
+        state="unknown",
+        response={
+            "change": {
+                "element": "priority",
+                "value": {"coding": [{"system": PRIORITY, "code": "UR"}]},
+            }
+        },
+    )
 
     settled = reconcile_pending(pg_engine, http=http)
 
@@ -344,22 +338,16 @@ def test_reconcile_fails_an_unknown_effect_whose_write_never_landed(
 def test_an_unreachable_server_leaves_unknown_effects_unknown(
     pg_engine: Engine, run_id: str, http: httpx.Client
 ) -> None:
-    with session_scope(pg_engine) as session:
-        repo.record_effect(
-            session,
-            run_id=run_id,
-            effect_id="e1",
-            tool=TOOL.iri,
-            target_reference="http://127.0.0.1:9/fhir/Encounter/x",
-            expected_version="v1",
-        )
-        repo.set_effect_state(
-            session,
-            run_id,
-            "e1",
-            "unknown",
-            remote_response={"change": {"element": "priority", "value": "x"}},
-        )
+    log_effect(
+        pg_engine,
+        run_id=run_id,
+        effect_id="e1",
+        tool=TOOL.iri,
+        target="http://127.0.0.1:9/fhir/Encounter/x",
+        expected="v1",
+        state="unknown",
+        response={"change": {"element": "priority", "value": "x"}},
+    )
 
     settled = reconcile_pending(pg_engine, http=http)
 

@@ -18,7 +18,6 @@ from adapters.fhir.commit import (
     CommitRefused,
     FhirCommitAdapter,
     SourceRef,
-    effect_reports,
 )
 from adapters.fhir.reconcile import reconcile_pending
 from app.ontology.model import (
@@ -31,8 +30,10 @@ from app.ontology.model import (
     ToolDef,
 )
 from app.store import repo, session_scope
+from app.store.effects import effect_reports
 from app.tools.call import ToolCall
 from tests.commit.dropping_proxy import dropping_proxy
+from tests.support.effects import log_effect
 from tests.support.fhir_server import FhirServer
 
 pytestmark = pytest.mark.fhirserver
@@ -387,28 +388,21 @@ def test_a_lost_answer_to_a_create_is_settled_by_searching_its_identifier(
 def test_a_create_that_never_landed_is_settled_as_failed(
     fhir_server: FhirServer, pg_engine: Engine, run_id: str, http: httpx.Client
 ) -> None:
-    with session_scope(pg_engine) as session:
-        repo.record_effect(
-            session,
-            run_id=run_id,
-            effect_id="notify:Communication.create",
-            tool=CREATE_TOOL.iri,
-            target_reference=f"{fhir_server.base_url}/Communication",
-            expected_version=None,
-        )
-        repo.set_effect_state(
-            session,
-            run_id,
-            "notify:Communication.create",
-            "unknown",
-            remote_response={
-                "change": {
-                    "resourceType": "Communication",
-                    "operation": "create",
-                    "identifier": "urn:ietf:rfc:3986|urn:uuid:00000000-0000-5000-8000-000000000000",
-                }
-            },
-        )
+    log_effect(
+        pg_engine,
+        run_id=run_id,
+        effect_id="notify:Communication.create",
+        tool=CREATE_TOOL.iri,
+        target=f"{fhir_server.base_url}/Communication",
+        state="unknown",
+        response={
+            "change": {
+                "resourceType": "Communication",
+                "operation": "create",
+                "identifier": "urn:ietf:rfc:3986|urn:uuid:00000000-0000-5000-8000-000000000000",
+            }
+        },
+    )
 
     settled = reconcile_pending(pg_engine, http=http)
 

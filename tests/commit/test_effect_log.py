@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import Engine, event
 
-from adapters.fhir.commit import EffectLog, EffectRow, effect_reports
 from app.store import repo, session_scope
+from app.store.effects import EffectLog, EffectRow, effect_reports
 
 CHANGE = {"resourceType": "Encounter", "element": "priority", "value": "x"}
 

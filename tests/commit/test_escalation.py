@@ -21,10 +21,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
-from adapters.fhir.commit import effect_reports
 from adapters.fhir.reconcile import reconcile_pending
 from app.main import create_app
 from app.settings import Settings
+from app.store.effects import effect_reports
 from tests.cds import clinical
 from tests.commit.dropping_proxy import dropping_proxy
 from tests.support.fhir_server import FhirServer

@@ -11,14 +11,9 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from adapters.fhir.commit import (
-    CommitContext,
-    CommitFailed,
-    FhirCommitAdapter,
-    SourceRef,
-    effect_reports,
-)
+from adapters.fhir.commit import CommitContext, CommitFailed, FhirCommitAdapter, SourceRef
 from app.store import repo, session_scope
+from app.store.effects import effect_reports
 from app.tools.call import ToolCall
 from tests.commit.dropping_proxy import dropping_proxy
 from tests.commit.test_commit_adapter import GRANTED, NS, ONTOLOGY, PRIORITY, TOOL, URGENT

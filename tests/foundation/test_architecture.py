@@ -34,10 +34,8 @@ KNOWN_APP_TO_ADAPTERS: set[tuple[str, str]] = {
     ("app.cds.routes", "adapters.fhir.commit"),
     ("app.cds.routes", "adapters.fhir.units"),
     ("app.cds.routes", "adapters.terminology.http"),
-    ("app.cds.unsent", "adapters.fhir.effect_log"),
     ("app.cli", "adapters.fhir.reconcile"),
     ("app.cli", "adapters.terminology.server"),
-    ("app.runtime.host", "adapters.fhir.effect_log"),
 }
 
 #: Source files over the limit that predate this check, at their size when it was written.
@@ -55,6 +53,11 @@ KNOWN_LONG_FILES: dict[str, int] = {
 
 #: Where routes live: an adapter imports none of them.
 ROUTES = ("app.api", "app.cds.routes")
+
+#: Where SQL is written: the store. Elsewhere a module may name a connection or a session it
+#: passes on, and catch the database's errors, nothing more.
+STORE = "app.store"
+SQLALCHEMY_TYPES = {"sqlalchemy": {"Connection", "Engine"}, "sqlalchemy.orm": {"Session"}}
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -204,6 +207,55 @@ def test_no_source_file_over_the_limit() -> None:
     assert not too_long, f"over {MAX_LINES} lines (or longer than listed): {too_long}"
     fixed = sorted(n for n, ceiling in KNOWN_LONG_FILES.items() if sizes.get(n, 0) <= MAX_LINES)
     assert not fixed, f"now within {MAX_LINES} lines, take it off KNOWN_LONG_FILES: {fixed}"
+
+
+def sql_outside_the_store(root: Path) -> list[str]:
+    """``module: import`` for each SQLAlchemy import outside the store that could build SQL."""
+    found: list[str] = []
+    for name, path in modules(root).items():
+        if name == STORE or name.startswith(STORE + "."):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                found += [
+                    f"{name}: import {a.name}"
+                    for a in node.names
+                    if a.name.split(".")[0] == "sqlalchemy"
+                ]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                if node.module.split(".")[0] != "sqlalchemy" or node.module == "sqlalchemy.exc":
+                    continue
+                allowed = SQLALCHEMY_TYPES.get(node.module, set())
+                found += [
+                    f"{name}: from {node.module} import {a.name}"
+                    for a in node.names
+                    if a.name not in allowed
+                ]
+    return sorted(found)
+
+
+def test_no_sql_outside_the_store() -> None:
+    found = sql_outside_the_store(ROOT)
+    assert not found, f"SQL is written in app/store only: {found}"
+
+
+def test_sql_outside_the_store_is_found(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "app/store/__init__.py": "from sqlalchemy import select\n",
+            "app/cds.py": (
+                "from sqlalchemy import Engine, text\nfrom sqlalchemy.exc import DBAPIError\n"
+            ),
+            "app/page.py": "def f():\n    from sqlalchemy.orm import Session, aliased\n",
+            "adapters/log.py": "import sqlalchemy.dialects.postgresql\n",
+        },
+    )
+    assert sql_outside_the_store(root) == [
+        "adapters.log: import sqlalchemy.dialects.postgresql",
+        "app.cds: from sqlalchemy import text",
+        "app.page: from sqlalchemy.orm import aliased",
+    ]
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:

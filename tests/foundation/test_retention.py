@@ -31,6 +31,7 @@ from app.store import (
 )
 from app.store.retention import parse_retention
 from tests.cds import clinical as fx
+from tests.support.effects import log_effect
 
 OpenClient = Callable[..., AbstractContextManager[TestClient]]
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,14 +108,15 @@ def _old_runs(client: TestClient, engine: Engine) -> dict[str, str]:
         "waiting": _run_id(med_safety(client, "p-waiting")),
         "recent": _run_id(med_safety(client, "p-recent")),
     }
+    log_effect(
+        engine,
+        run_id=runs["pending"],
+        effect_id="write:Encounter/e1.priority",
+        tool="t",
+        target="Encounter/e1",
+        state="unknown",
+    )
     with session_scope(engine) as session:
-        repo.record_effect(
-            session,
-            run_id=runs["pending"],
-            effect_id="write:Encounter/e1.priority",
-            tool="t",
-            state="unknown",
-        )
         session.execute(update(Run).where(Run.id == runs["waiting"]).values(status="suspended"))
     for name in ("old", "pending", "waiting"):
         _age(engine, runs[name], days=100)

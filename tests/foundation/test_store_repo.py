@@ -14,6 +14,7 @@ from sqlalchemy.exc import IntegrityError
 
 from app.errors import NotFound
 from app.store import make_engine, repo, session_scope
+from app.store.effects import EffectLog, EffectRow, list_effects
 
 WF = "https://example.org/ns#Triage"
 
@@ -187,33 +188,22 @@ def test_save_outcome_for_unknown_run_is_not_found(engine: Engine) -> None:
 
 def test_effects_move_through_their_states(engine: Engine) -> None:
     run_id, _ = _claim(engine)
+    log = EffectLog(engine)
+    row = EffectRow(
+        run_id=run_id,
+        effect_id="e1",
+        tool="https://example.org/ns#Order",
+        target="ServiceRequest/7",
+        expected="2",
+    )
+    log.attempt(row, {})
+    log.set(run_id, "e1", "conflicted", {"status": 412})
     with session_scope(engine) as session:
-        e = repo.record_effect(
-            session,
-            run_id=run_id,
-            effect_id="e1",
-            tool="https://example.org/ns#Order",
-            target_reference="ServiceRequest/7",
-            expected_version="2",
-        )
-        assert e.state == "proposed"
-        again = repo.record_effect(session, run_id=run_id, effect_id="e1", tool="other")
-        assert again.id == e.id and again.tool == "https://example.org/ns#Order"
-    with session_scope(engine) as session:
-        repo.set_effect_state(session, run_id, "e1", "attempted", attempted=True)
-        done = repo.set_effect_state(
-            session, run_id, "e1", "conflicted", remote_response={"status": 412}
-        )
-        assert (done.state, done.attempts, done.remote_response) == (
-            "conflicted",
-            1,
-            {"status": 412},
-        )
-    with session_scope(engine) as session:
-        assert [x.effect_id for x in repo.list_effects(session, state="conflicted")] == ["e1"]
-        assert repo.list_effects(session, state=["proposed", "attempted"]) == []
-        with pytest.raises(NotFound):
-            repo.set_effect_state(session, run_id, "missing", "failed")
+        [done] = list_effects(session, state="conflicted")
+        assert (done.effect_id, done.attempts, done.remote_response) == ("e1", 1, {"status": 412})
+        assert list_effects(session, state=["proposed", "attempted"]) == []
+    with pytest.raises(LookupError):
+        log.set(run_id, "missing", "failed", {})
 
 
 def test_identical_feedback_repost_is_harmless(engine: Engine) -> None:

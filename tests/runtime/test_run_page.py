@@ -16,10 +16,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.api.run_page import RunPage, prefers_html, proof_text, render_run_page
-from app.store import repo
 from app.store.db import session_scope
 from app.store.models import SourceVersion
 from tests.runtime.conftest import CHEST_PAIN, TRIAGE
+from tests.support.effects import log_effect
 
 BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,*/*;q=0.8"
 
@@ -126,18 +126,18 @@ def test_an_undecided_run_says_so(client: TestClient) -> None:
 def test_the_page_reads_the_stored_effects_and_source_versions(client: TestClient) -> None:
     # What a hook run stores beside its outcome: the writes it proposed and the versions it read.
     run_id = _run(client, CHEST_PAIN)["runId"]
-    with session_scope(client.app.state.engine) as session:  # type: ignore[attr-defined]
-        repo.record_effect(
-            session,
-            run_id=run_id,
-            effect_id="e1",
-            tool="ehr.assign_queue",
-            target_reference="http://fhir.test/Encounter/enc-<1>",
-            expected_version="4",
-        )
-        repo.set_effect_state(
-            session, run_id, "e1", "accepted", remote_response={"newVersion": "5"}, attempted=True
-        )
+    engine = client.app.state.engine  # type: ignore[attr-defined]
+    log_effect(
+        engine,
+        run_id=run_id,
+        effect_id="e1",
+        tool="ehr.assign_queue",
+        target="http://fhir.test/Encounter/enc-<1>",
+        expected="4",
+        state="accepted",
+        response={"newVersion": "5"},
+    )
+    with session_scope(engine) as session:
         session.add(
             SourceVersion(
                 run_id=run_id, resource_type="Observation", resource_id="hr-9", version_id="2"

@@ -1,29 +1,38 @@
-"""The effect log: every adapter-mediated write's fate, persisted and reported on its own.
+"""The effect log: every adapter-mediated write's fate, persisted and read back on its own.
 
 Each state write is one statement in one short transaction (:class:`EffectLog`), committed at
 once and holding no lock across a network call; :func:`effect_reports` reads a run's effects
-back for ``GET /runs/{id}`` and the CLI, and :func:`effect_notice` says in one sentence what
-happened to a write, for a card.
+back for ``GET /runs/{id}``, the cards and the CLI. This module is the only code that writes the
+``effects`` table (:mod:`app.cds.write_notices` says in a sentence what became of a write).
 """
 
 from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, cast
 
-from sqlalchemy import Connection, Engine, Table, literal_column, update
+from sqlalchemy import Connection, Engine, Table, literal_column, select, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
 from sqlalchemy.sql.expression import Executable
 
-from app.store import repo, session_scope
-from app.store.models import Effect, utcnow
+from app.store.db import session_scope
+from app.store.models import Effect, EffectState, utcnow
 
-EffectState = Literal[
-    "proposed", "attempted", "accepted", "conflicted", "failed", "unknown", "refused"
+__all__ = [
+    "SENT_STATES",
+    "SETTLED",
+    "EffectLog",
+    "EffectRow",
+    "EffectState",
+    "effect_json",
+    "effect_reports",
+    "list_effects",
 ]
+
 #: States after which nothing more happens to an effect.
 SETTLED: frozenset[str] = frozenset({"accepted", "conflicted", "failed", "refused"})
 
@@ -240,7 +249,7 @@ class EffectLog:
 def effect_reports(engine: Engine, run_id: str) -> list[dict[str, Any]]:
     """Every effect of a run as persisted (for cards, ``GET /runs/{id}`` and the CLI)."""
     with session_scope(engine) as session:
-        rows = repo.list_effects(session, run_id=run_id)
+        rows = list_effects(session, run_id=run_id)
         return [effect_json(row) for row in rows]
 
 
@@ -290,79 +299,18 @@ def _effect_entry(
     }
 
 
-def _reference(effect: Mapping[str, Any]) -> str | None:
-    """``Type/id`` of the effect's target, or None when the write had no target resource."""
-    target = str(effect.get("target") or "")
-    kind = effect.get("resourceType")
-    if kind:
-        marker = f"/{kind}/"
-        return target[target.rindex(marker) + 1 :] if marker in target else None
-    parts = target.rsplit("/", 2)
-    return "/".join(parts[-2:]) if len(parts) >= 2 else target or None
-
-
-def effect_notice(effect: Mapping[str, Any]) -> str:
-    """One plain sentence for a card about what happened to a write (``effect_reports`` item)."""
-    if effect.get("operation") == "create":
-        return _create_notice(effect)
-    ref = _reference(effect)
-    what = f"{effect.get('element')} of {ref}"
-    state = effect.get("state")
-    if state == "accepted":
-        return f"Recorded in the EHR: {what} was updated (version {effect.get('newVersion')})."
-    if state == "conflicted":
-        return (
-            f"Not recorded in the EHR: {ref} changed since the decision was computed "
-            f"(it was read at version {effect.get('expectedVersion')}); {what} was left as it is. "
-            "Review the current record before acting on this decision."
-        )
-    if state == "refused":
-        kind = effect.get("resourceType") or (ref or "").split("/")[0] or "the record"
-        element = f"{kind}.{effect.get('element')}"
-        where = f" ({ref})" if ref else ""
-        return (
-            f"The decision was not written to the EHR. {element}{where} was not written: "
-            f"{effect.get('detail')}."
-        )
-    if state == "unknown":
-        return (
-            f"Not confirmed: the EHR did not answer the update of {what}; it will be checked again."
-        )
-    if state == "failed":
-        return f"Not recorded in the EHR: the update of {what} failed ({effect.get('detail')})."
-    return f"The update of {what} is {state}."
-
-
-def _create_notice(effect: Mapping[str, Any]) -> str:
-    """What became of a resource the run created (a message, a task) — above all, whether
-    anyone was told through the EHR."""
-    kind = effect.get("resourceType") or "resource"
-    state = effect.get("state")
-    if state == "accepted":
-        recipients = effect.get("recipients") or []
-        to = f", addressed to {', '.join(recipients)}" if recipients else ", addressed to no one"
-        return f"Sent through the EHR: {effect.get('created') or kind} was created{to}."
-    if state == "refused":
-        return (
-            f"Nobody was notified through the EHR: no {kind} was created ({effect.get('detail')})."
-        )
-    if state in ("unknown", "attempted"):
-        return (
-            f"Not confirmed: the EHR did not answer the creation of the {kind}; whether anyone "
-            "was notified through it will be checked again."
-        )
-    return (
-        f"Nobody was notified through the EHR: creating the {kind} failed ({effect.get('detail')})."
-    )
-
-
-def unsuccessful(effect: Mapping[str, Any]) -> bool:
-    """Whether a card must tell its reader about a write: it was not confirmed as made, or it
-    was a message (a create): whether someone was told, and whom, is the clinician's to know.
-    An update the EHR accepted needs no sentence (the decision page lists it)."""
-    return effect.get("state") != "accepted" or effect.get("operation") == "create"
-
-
-def effect_notices(engine: Engine, run_id: str) -> list[str]:
-    """A card sentence per write the run attempted that did not succeed (``unsuccessful``)."""
-    return [effect_notice(e) for e in effect_reports(engine, run_id) if unsuccessful(e)]
+def list_effects(
+    session: Session,
+    *,
+    state: EffectState | Sequence[EffectState] | None = None,
+    run_id: str | None = None,
+) -> list[Effect]:
+    """Effects in creation order, optionally only those in the given state(s) or run."""
+    stmt = select(Effect).order_by(Effect.id)
+    if isinstance(state, str):
+        stmt = stmt.where(Effect.state == state)
+    elif state is not None:
+        stmt = stmt.where(Effect.state.in_(list(state)))
+    if run_id is not None:
+        stmt = stmt.where(Effect.run_id == run_id)
+    return list(session.execute(stmt).scalars())
