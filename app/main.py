@@ -24,13 +24,14 @@ from pydantic import BaseModel, Field
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
-from app import __version__, metrics
+from app import __version__, compose, metrics
 from app.api_docs import DOCS_ASSETS_PATH, DocsPolicyMiddleware
 from app.cors import CorsRefusalLog, log_cors_origins
 from app.deployments import Deployment, Deployments, load_deployments
 from app.deployments.catalog import Catalog
 from app.errors import install_error_handlers
 from app.ontology import Problem
+from app.ports import Adapters
 from app.readiness import DatabaseProbe
 from app.runtime.runner import Runner
 from app.settings import Settings, get_settings
@@ -251,8 +252,9 @@ def _ops_router() -> APIRouter:
     return router
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the service; resources are created when its lifespan starts."""
+def create_app(settings: Settings | None = None, *, adapters: Adapters | None = None) -> FastAPI:
+    """Build the service; resources are created when its lifespan starts. ``adapters`` are
+    the implementations of the core's ports (:func:`app.compose.adapters` unless given)."""
     settings = settings or get_settings()
     # /docs and /redoc load their scripts and styles from the service, never from a CDN
     app = FastAPIOffline(
@@ -265,6 +267,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         swagger_ui_parameters={"validatorUrl": None},
     )
     app.state.settings = settings
+    app.state.adapters = adapters or compose.adapters()
     app.state.metrics = metrics.make_metrics()
     if settings.cors_origins:
         app.add_middleware(

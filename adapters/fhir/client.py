@@ -23,64 +23,26 @@ elsewhere are not followed, and redirects are not followed at all (the shared cl
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote
 
 import httpx
 
 from app import json_input
+from app.fhir_reads import (
+    MAX_PAGES,
+    MAX_RESPONSE_BYTES,
+    NO_ANSWER,
+    FhirRead,
+    FhirRefused,
+    FhirTooLarge,
+    FhirUnavailable,
+    short_of_total,
+)
+from app.fhir_urls import path_escapes
 
 log = logging.getLogger("horismos.fhir")
 
 FHIR_JSON = "application/fhir+json"
-#: What the caller learns when no FHIR answer came back, whatever the reason.
-NO_ANSWER = "the FHIR server could not be reached or did not answer in time"
-#: The most pages one ``read`` follows, unless the caller says otherwise.
-MAX_PAGES = 10
-#: The most one ``read`` (all its pages) takes in, in bytes, unless the caller says otherwise.
-MAX_RESPONSE_BYTES = 20_000_000
-
-
-@dataclass(kw_only=True)
-class FhirError(Exception):
-    """A FHIR read that did not produce data."""
-
-    message: str
-    url: str
-    status: int | None = None
-    retryable: bool = False
-    outcome: dict[str, Any] | None = None
-
-    def __post_init__(self) -> None:
-        Exception.__init__(self, self.message)
-
-
-@dataclass(kw_only=True)
-class FhirUnavailable(FhirError):
-    """Raised on network errors, timeouts, 429 and 5xx: the server may answer later."""
-
-    retryable: bool = True
-
-
-@dataclass(kw_only=True)
-class FhirRefused(FhirError):
-    """Raised on 4xx answers: the same request will fail again."""
-
-
-@dataclass(kw_only=True)
-class FhirTooLarge(FhirRefused):
-    """Raised by a page read past the read's byte budget; ``read`` makes it a truncation."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class FhirRead:
-    """What one ``read`` got: the resource, or the searchset with every page read merged (None
-    when not even the first answer fitted the byte budget), and why it is not the whole answer
-    (``truncated``; None when it is)."""
-
-    body: dict[str, Any] | None
-    truncated: str | None = None
 
 
 def _diagnostics(body: Any) -> str:
@@ -94,48 +56,12 @@ def _diagnostics(body: Any) -> str:
     return ""
 
 
-def path_escapes(path: str) -> bool:
-    """Whether a URL path holds a segment a server may resolve to another place: ``.`` or
-    ``..`` (also percent-encoded, ``%2e%2e``), or an encoded ``/`` or ``\\`` inside a segment.
-    Such a path can pass a prefix check and still reach outside the prefix."""
-    for segment in path.split("/"):
-        decoded = unquote(segment)
-        if decoded in (".", "..") or "/" in decoded or "\\" in decoded:
-            return True
-    return False
-
-
 def _next_link(bundle: dict[str, Any]) -> str | None:
     links = bundle.get("link")
     for link in links if isinstance(links, list) else []:
         if isinstance(link, dict) and link.get("relation") == "next" and link.get("url"):
             return str(link["url"])
     return None
-
-
-def _mode(entry: dict[str, Any]) -> Any:
-    search = entry.get("search")
-    return search.get("mode", "match") if isinstance(search, dict) else "match"
-
-
-def short_of_total(bundle: Any) -> str | None:
-    """Why a searchset holds fewer matches than its own ``total`` counts (a server that cut the
-    answer without a ``next`` link), or None. Entries of ``search.mode`` ``include`` or
-    ``outcome`` are not matches."""
-    if not isinstance(bundle, dict) or bundle.get("type") != "searchset":
-        return None
-    total = bundle.get("total")
-    if not isinstance(total, int) or isinstance(total, bool):
-        return None
-    entries = bundle.get("entry")
-    matches = sum(
-        1
-        for e in (entries if isinstance(entries, list) else [])
-        if isinstance(e, dict) and _mode(e) == "match"
-    )
-    if total <= matches:
-        return None
-    return f"the search counted {total} matches and sent {matches}"
 
 
 def _origin(url: httpx.URL) -> tuple[str, str, int | None]:

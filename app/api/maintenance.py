@@ -3,7 +3,7 @@ purge runs past the retention period.
 
 Every ``settings.reconcile_interval_seconds`` (0 turns it off) one tick runs in a worker thread:
 :func:`app.store.repo.purge_expired_jtis` (client JWT ids whose tokens can no longer be accepted),
-:func:`adapters.fhir.reconcile.reconcile_pending`, then
+the reconciler's ``pending`` (:class:`app.ports.Reconciler`, the FHIR one in this service), then
 :func:`app.api.waits.expire_overdue_waits`, :func:`app.cds.leases.end_abandoned_runs` (runs
 whose process died and that no retry took over), then, when ``settings.retention_period`` is set,
 :func:`app.store.retention.purge`. With several workers each runs its own loop; the
@@ -27,6 +27,7 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
+from app.ports import Adapters
 from app.store import repo, session_scope
 
 log = logging.getLogger("horismos.maintenance")
@@ -48,7 +49,6 @@ class TickReport:
 
 def tick(app: FastAPI, *, now: datetime | None = None) -> TickReport:
     """One round of periodic work (also callable directly, e.g. from tests or an admin task)."""
-    from adapters.fhir.reconcile import reconcile_pending
     from app.api.waits import expire_overdue_waits
     from app.deps import app_runner
 
@@ -56,7 +56,8 @@ def tick(app: FastAPI, *, now: datetime | None = None) -> TickReport:
     moment = now or datetime.now(UTC)
     with session_scope(engine) as session:
         forgotten = repo.purge_expired_jtis(session, moment)
-    settled = [s.to_json() for s in reconcile_pending(engine, now=moment)]
+    adapters: Adapters = app.state.adapters
+    settled = [s.to_json() for s in adapters.reconciler.pending(engine, now=moment)]
     expired: list[str] = []
     catalog = getattr(app.state, "catalog", None)
     if catalog is not None:
@@ -102,12 +103,12 @@ async def _loop(app: FastAPI, interval: float) -> None:
 
 
 def _feedback_listener(app: FastAPI) -> Any:
+    adapters: Adapters = app.state.adapters
+
     def on_feedback(entry: Any) -> None:
         if entry.outcome != "accepted" or not entry.run_id:
             return
-        from adapters.fhir.reconcile import reconcile_run
-
-        for s in reconcile_run(app.state.engine, entry.run_id):
+        for s in adapters.reconciler.run(app.state.engine, entry.run_id):
             log.info("feedback on run %s: %s %s -> %s", s.run_id, s.effect_id, s.before, s.after)
 
     return on_feedback

@@ -23,19 +23,19 @@ from urllib.parse import quote
 import anyio
 import httpx
 
-from adapters.fhir.client import (
-    MAX_PAGES,
-    MAX_RESPONSE_BYTES,
-    NO_ANSWER,
-    FhirClient,
-    FhirError,
-    FhirRead,
-    short_of_total,
-)
 from app.cds.errors import Issue, PrefetchUnavailable
 from app.cds.fhir_data import readable
 from app.cds.requests import HookRequest
 from app.data_notes import Unreadable
+from app.fhir_reads import (
+    MAX_PAGES,
+    MAX_RESPONSE_BYTES,
+    NO_ANSWER,
+    FhirError,
+    FhirRead,
+    FhirReaders,
+    short_of_total,
+)
 from app.ontology.hooks import USER_TOKENS
 from app.ontology.model import PrefetchTemplate
 
@@ -102,6 +102,7 @@ async def gather(
     request: HookRequest,
     http: httpx.AsyncClient,
     *,
+    readers: FhirReaders,
     deadline: float,
     max_bytes: int = MAX_RESPONSE_BYTES,
     max_pages: int = MAX_PAGES,
@@ -149,7 +150,7 @@ async def gather(
             ]
         )
     token = request.authorization.access_token if request.authorization else None
-    client = FhirClient(http, request.fhir_server, token, max_bytes=max_bytes, max_pages=max_pages)
+    client = readers(http, request.fhir_server, token, max_bytes=max_bytes, max_pages=max_pages)
     results: dict[str, FhirRead] = {}
     failures: dict[str, FhirError] = {}
 

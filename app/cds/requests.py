@@ -15,10 +15,10 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from adapters.fhir.client import path_escapes
 from app.cds.errors import Issue, RequestInvalid
 from app.cds.leniency import OLDER_HOOKS, UnreadOrder, lenient_context, shared_id_issues
 from app.data_notes import DataNote
+from app.fhir_urls import path_escapes
 from app.ontology.hooks import HOOKS, ContextField
 
 

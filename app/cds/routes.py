@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -31,10 +31,12 @@ from app.cds.schemas import (
 from app.cds.service import HookDeps, HookService
 from app.changes.shadow import ShadowRunner
 from app.deps import DeploymentsDep, app_runner, is_json_media_type
-from app.ontology.model import Ontology
+from app.ports import Adapters
 from app.settings import Settings
 from app.terminology import Terminology, TerminologyNotInstalled, load_terminology
 from app.terminology.choice import TerminologyChoice
+from app.terminology.port import TerminologyPort
+from app.ucum import warm
 
 log = logging.getLogger("horismos.cds")
 
@@ -50,55 +52,19 @@ def _terminology(folder: Path | None) -> Terminology | None:
         return None
 
 
-def _terminologies(settings: Settings, package: Terminology | None) -> TerminologyChoice:
+def _terminologies(
+    package: Terminology | None, server: TerminologyPort | None
+) -> TerminologyChoice:
     """The terminology port of the service's runs: the server ``HORISMOS_TERMINOLOGY_URL``
     names, else the embedded one (the package and each deployment's own files)."""
-    if not settings.terminology_url:
-        return TerminologyChoice(package)
-    from adapters.terminology.http import HttpTerminology
-
-    token = settings.terminology_token
-    server = HttpTerminology(
-        settings.terminology_url,
-        token=token.get_secret_value() if token is not None else None,
-        timeout=settings.terminology_timeout_seconds,
-    )
-    return TerminologyChoice(package, server)
-
-
-def _commit_factory(app: FastAPI, http: httpx.Client) -> Any:
-    try:
-        from adapters.fhir.commit import CommitContext, FhirCommitAdapter
-    except ImportError:  # a source tree without the commit adapter: tools take onError
-        return None
-
-    def build(
-        *,
-        ontology: Ontology,
-        ensure_run: Callable[[], None] | None = None,
-        send_before: float | None = None,
-        resumed: bool = False,
-        **hook: Any,
-    ) -> Any:
-        return FhirCommitAdapter(
-            ontology=ontology,
-            engine=app.state.engine,
-            context=CommitContext.from_hook(**hook),
-            http=http,
-            ensure_run=ensure_run,
-            send_before=send_before,
-            resumed=resumed,
-        )
-
-    return build
+    return TerminologyChoice(package) if server is None else TerminologyChoice(package, server)
 
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     """Build the hook service once the app's engine, HTTP client and ontology exist."""
-    from adapters.fhir.units import warm
-
     settings: Settings = app.state.settings
+    adapters: Adapters = app.state.adapters
     auth = client_authenticator(app)  # shared with the run routes (app.cds.auth.require_client)
     auth.warn_if_open()
     if not settings.allowed_fhir_servers:
@@ -128,19 +94,20 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             catalog=app.state.catalog,
             engine=app.state.engine,
             http=app.state.http,
+            fhir_readers=adapters.fhir_readers,
             authenticator=auth,
             runner=app_runner(app.state),
             fhir_timeout=settings.fhir_timeout_seconds,
             allowed_fhir_servers=tuple(settings.allowed_fhir_servers),
             max_fhir_response_bytes=settings.max_fhir_response_bytes,
             max_fhir_pages=settings.max_fhir_pages,
-            commit_handler=_commit_factory(app, commits_http),
+            commit_handlers=adapters.commits(app.state.engine, commits_http),
             leases=leases,
             deadline=settings.hook_deadline_seconds,
             shadow=shadow,
             zone=settings.zone,
             terminology=(package := _terminology(settings.terminology_packages)),
-            terminologies=_terminologies(settings, package),
+            terminologies=_terminologies(package, adapters.terminology_server(settings)),
             answer_ahead_seconds=settings.answer_ahead_seconds,
         )
     )

@@ -63,14 +63,15 @@ from app.cds.prefetch import Gathered, gather
 from app.cds.requests import HookRequest, as_service_hook, parse_hook_request
 from app.cds.response_check import check_response
 from app.cds.run_story import by_reference, context_resources, detours, failed_actions, narration
-from app.cds.unsent import unsent_effects, unsent_notices
+from app.cds.unsent import unsent_notices, unsent_record
 from app.deployments import Deployment, Deployments
 from app.deployments.catalog import Catalog, VersionMoved
 from app.digest import canonical_digest
 from app.fhir_json import resources_of
+from app.fhir_reads import FhirReaders
 from app.ontology.model import CdsServiceDef, Ontology, WorkflowDef
+from app.ports import CommitHandler, CommitHandlers
 from app.runtime.runner import Runner, RunRecord
-from app.runtime.trace import TraceEntry
 from app.store import changes as change_store
 from app.store import repo
 from app.store.db import describe_error
@@ -85,9 +86,6 @@ log = logging.getLogger("horismos.cds")
 DUPLICATE_GRACE_SECONDS = 30.0
 _POLL_SECONDS = 0.02
 
-#: Builds the ``fhir`` scheme handler for tool commits of one call, or None when not possible.
-CommitHandlerFactory = Callable[..., Any]
-
 
 @dataclass(kw_only=True)
 class HookDeps:
@@ -97,6 +95,8 @@ class HookDeps:
     catalog: Catalog
     engine: Engine
     http: httpx.AsyncClient
+    #: builds the reader of one call's FHIR server (``app.fhir_reads.FhirReaders``)
+    fhir_readers: FhirReaders
     authenticator: ClientAuthenticator
     #: builds the run's context (clock, timer, Bridges, tools) and its record
     runner: Runner
@@ -107,12 +107,11 @@ class HookDeps:
     #: most pages it follows; a search reaching either is truncated
     max_fhir_response_bytes: int = 20_000_000
     max_fhir_pages: int = 10
-    #: Called with the hook's ``fhir_server``, ``fhir_authorization``, ``sources``, ``resources``,
-    #: ``context`` and ``ensure_run`` (the run's claim: call it before a request leaves). The
-    #: handler it builds may offer ``notices() -> [sentence]`` (what happened to each write the
-    #: run attempted, from what it committed to the effect log) and ``write_pending(connection)``
-    #: (store the effects of writes that sent nothing in the run's own transaction)
-    commit_handler: CommitHandlerFactory | None = None
+    #: builds the ``fhir`` scheme handler of one call's writes (``app.ports.CommitHandlers``):
+    #: it claims the run through ``ensure_run`` before a request leaves, says in ``notices()``
+    #: what became of each write and stores the writes that sent nothing in the run's own
+    #: transaction (``write_pending``); None: writes are not sent, and the cards say so
+    commit_handlers: CommitHandlers | None = None
     #: runs an approved change beside the active version after the answer is stored, called
     #: with ``change_id``, ``deployment``, ``recorded`` and ``stored`` (never on the answer's
     #: path: it queues the work); None: no shadow mode
@@ -130,27 +129,6 @@ class HookDeps:
     #: how long an order-sign answer computed ahead at order-select may answer the order-sign
     #: call (``app.cds.ahead``), in seconds; 0: nothing is computed ahead
     answer_ahead_seconds: float = 0.0
-
-
-def _unsent(
-    ontology: Ontology, trace: list[TraceEntry], context: Mapping[str, Any]
-) -> dict[str, Any]:
-    """``{"effects": [...]}`` of a run with no FHIR server, when it proposed writes."""
-    effects = unsent_effects(ontology, trace, context)
-    return {"effects": effects} if effects else {}
-
-
-def _notices(handler: Any) -> list[str]:
-    """The card sentences about the run's writes, as the commit handler recorded them."""
-    notices = getattr(handler, "notices", None)
-    return list(notices()) if callable(notices) else []
-
-
-def _write_pending(handler: Any, connection: Connection) -> None:
-    """The effects of the run's writes that sent nothing, in the run's own transaction."""
-    write = getattr(handler, "write_pending", None)
-    if callable(write):
-        write(connection)
 
 
 #: How many times a call runs again when the deployment's active version moves under it.
@@ -306,6 +284,7 @@ class HookService:
             service.prefetch,
             req,
             d.http,
+            readers=d.fhir_readers,
             deadline=fhir_deadline,
             max_bytes=d.max_fhir_response_bytes,
             max_pages=d.max_fhir_pages,
@@ -599,10 +578,10 @@ class HookService:
         data = gathered.data
         tools = d.runner.invoker()
         resources = [r for v in data.values() for r in resources_of(v)]
-        handler: Any = None
+        handler: CommitHandler | None = None
         # a run computed ahead acts on nothing outside (verified: pure tools only)
-        if d.commit_handler is not None and req.fhir_server is not None and not ahead:
-            handler = d.commit_handler(
+        if d.commit_handlers is not None and req.fhir_server is not None and not ahead:
+            handler = d.commit_handlers(
                 ontology=ontology,
                 fhir_server=req.fhir_server,
                 fhir_authorization=req.authorization.model_dump() if req.authorization else None,
@@ -615,8 +594,7 @@ class HookService:
                 send_before=send_before,
                 resumed=claim.resumed,
             )
-            if handler is not None:
-                tools.register_scheme("fhir", handler)
+            tools.register_scheme("fhir", handler)
         ctx = d.runner.context(
             run_id=run_id,
             now=now,
@@ -642,7 +620,10 @@ class HookService:
             violations=problems,
             failed_actions=failed_actions(ontology, outcome.trace),
             detours=detours(workflow, outcome.trace, outcome.terminal),
-            notices=[*_notices(handler), *unsent_notices(ontology, outcome.trace)],
+            notices=[
+                *(handler.notices() if handler is not None else []),
+                *unsent_notices(ontology, outcome.trace),
+            ],
             resources=by_reference([*resources, *context_resources(req.context)]),
             zone=d.zone,
         )
@@ -707,7 +688,7 @@ class HookService:
             dataQuality=[n.to_json() for n in (*req.notes, *hydration.notes)],
             terminology=hydration.terminology,
             # the writes that had nowhere to go (the effect log holds the ones that went)
-            **({} if handler is not None else _unsent(ontology, outcome.trace, req.context)),
+            **({} if handler is not None else unsent_record(ontology, outcome.trace, req.context)),
         )
         record.values["inputs"] = hydration.inputs.to_json()
         if ahead and not decided:  # only a decision is reused: order-sign computes the rest
@@ -737,7 +718,7 @@ class HookService:
         record: RunRecord,
         response: dict[str, Any],
         sources: list[dict[str, Any]],
-        handler: Any,
+        handler: CommitHandler | None,
         dep: Deployment,
         cards: list[CardIssue],
     ) -> str | None:
@@ -767,7 +748,8 @@ class HookService:
                     service_id=service_id,
                     cards=cards,
                 )
-                _write_pending(handler, connection)
+                if handler is not None:
+                    handler.write_pending(connection)
             return shadow
         except SQLAlchemyError as exc:
             log.error(

@@ -82,3 +82,11 @@ def unsent_effects(
                 }
             )
     return out
+
+
+def unsent_record(
+    ontology: Ontology, trace: list[TraceEntry], context: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``{"effects": [...]}`` for the run's record, when it proposed writes it could not send."""
+    effects = unsent_effects(ontology, trace, context)
+    return {"effects": effects} if effects else {}

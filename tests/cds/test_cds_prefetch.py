@@ -8,6 +8,7 @@ import anyio
 import httpx
 import pytest
 
+from adapters.fhir.client import FhirClient
 from app.cds.errors import PrefetchUnavailable
 from app.cds.prefetch import Gathered, Unrenderable, gather, render
 from app.cds.requests import parse_hook_request
@@ -56,7 +57,7 @@ def _request(prefetch: dict[str, Any] | None = None, server: bool = True) -> Any
 def _gather(request: Any, handler: Any, deadline: float = 5.0) -> Gathered:
     async def go() -> Gathered:
         async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
-            return await gather(TEMPLATES, request, http, deadline=deadline)
+            return await gather(TEMPLATES, request, http, readers=FhirClient, deadline=deadline)
 
     return anyio.run(go)
 
@@ -133,7 +134,7 @@ def test_the_whole_hook_shares_one_deadline() -> None:
 
     async def go() -> None:
         async with httpx.AsyncClient(transport=httpx.MockTransport(slow)) as http:
-            await gather(TEMPLATES, _request(), http, deadline=0.05)
+            await gather(TEMPLATES, _request(), http, readers=FhirClient, deadline=0.05)
 
     with pytest.raises(PrefetchUnavailable) as info:
         anyio.run(go)
