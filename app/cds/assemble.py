@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from adapters.fhir.hydrate import hydrate
-from adapters.fhir.hydration import Hydration
-from adapters.fhir.inputs import note_gate_refusals, note_unread_text
 from app.data_notes import DataNote, Unreadable
+from app.fhir.hydrate import hydrate
+from app.fhir.hydration import Hydration
+from app.fhir.inputs import note_gate_refusals, note_unread_text
 from app.ontology.model import CdsServiceDef, Ontology, WorkflowDef
 from app.terminology import Terminology
 from app.terminology.choice import used_by_run

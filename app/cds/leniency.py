@@ -14,7 +14,7 @@ Each rule here returns what it read and a ``DataNote`` the run records (``dataQu
   client sent (a FHIR server holds one resource per id, so which is the record cannot be known):
   400 naming the second one. The same resource twice (e.g. from two prefetch keys) is fine.
 
-Hydration adds its own notes (a bare ``subject.reference``; adapters/fhir/hydrate.py).
+Hydration adds its own notes (a bare ``subject.reference``; app/fhir/hydrate.py).
 """
 
 from __future__ import annotations

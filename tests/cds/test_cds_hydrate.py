@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from adapters.fhir.hydrate import hydrate
-from adapters.fhir.hydration import Hydration
+from app.fhir.hydrate import hydrate
+from app.fhir.hydration import Hydration
 from app.ontology import default_ontology_paths, load_ontology
 from app.ontology.model import Ontology
 from app.world.facts import AddInstance, Assert

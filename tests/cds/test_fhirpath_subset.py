@@ -1,4 +1,4 @@
-"""The direct evaluator of FHIRPath filters (adapters.fhir.reading) answers as fhirpathpy does.
+"""The direct evaluator of FHIRPath filters (app.fhir.reading) answers as fhirpathpy does.
 
 Every ``horis:where`` expression of the bundled ontologies, and a few more in the same subset,
 is evaluated on many generated resources both ways: through ``evaluate`` (the direct walk,
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fhirpathpy import compile as fhirpath_compile
 
-from adapters.fhir import reading
+from app.fhir import reading
 
 ROOT = Path(__file__).resolve().parents[2]
 _WHERE = re.compile(r'horis:where\s+"([^"]+)"')

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from adapters.fhir.hydrate import hydrate
-from adapters.fhir.hydration import Hydration
+from app.fhir.hydrate import hydrate
+from app.fhir.hydration import Hydration
 from app.ontology import verify
 from app.ontology.model import Ontology
 from app.world import World

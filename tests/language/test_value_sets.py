@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from adapters.fhir.hydrate import hydrate
+from app.fhir.hydrate import hydrate
 from app.ontology import OntologyError, verify
 from app.ontology.model import Ontology
 from app.world import AddInstance, Assert, World

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.fhir.hydrate import hydrate
 from app.cds.hook_input import apply_api_facts
+from app.fhir.hydrate import hydrate
 from app.ontology import load_ontology
 from app.ontology.loader import default_ontology_paths
 from app.ontology.model import Ontology

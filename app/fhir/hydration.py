@@ -1,7 +1,7 @@
 """What hydration hands the service: the changes for one transaction and what came with them.
 
-:func:`adapters.fhir.hydrate.hydrate` fills a :class:`Hydration`; the instance readers
-(``adapters.fhir.instances``) add to the same one.
+:func:`app.fhir.hydrate.hydrate` fills a :class:`Hydration`; the instance readers
+(``app.fhir.instances``) add to the same one.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Records that are there but cannot be read: why, in a clinician's words.
 
 A record a mapping selects is either read into facts or *unread*, never taken for a record that
-is not there. Two questions decide it here (hydration asks them, ``adapters.fhir.hydrate``):
+is not there. Two questions decide it here (hydration asks them, ``app.fhir.hydrate``):
 
 - **Its code** (:func:`code_verdict`). A record is read when one of its codings is one the
   deployment lists for the property (a class of the range tree, or any code it names for a
@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 from fhirpathpy.parser import parse as fhirpath_parse
 
-from adapters.fhir.reading import as_codings, evaluate
 from app.clinical_text import system_name as named_system
+from app.fhir.reading import as_codings, evaluate
 from app.ontology.model import FhirMapping, Ontology, PropertyDef, humanise
 
 Verdict = Literal["read", "not-ours", "unread"]

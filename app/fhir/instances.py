@@ -22,17 +22,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from adapters.fhir.inputs import label_of
-from adapters.fhir.links import resolve
-from adapters.fhir.reading import as_codings, codings, evaluate, source_of
-from adapters.fhir.unread import code_verdict, record_name
+from app.fhir.inputs import label_of
+from app.fhir.links import resolve
+from app.fhir.reading import as_codings, codings, evaluate, source_of
+from app.fhir.unread import code_verdict, record_name
 from app.ontology.model import XSD, FhirMapping, PropertyDef
 from app.world.facts import Assert, Change
 
 if TYPE_CHECKING:
-    from adapters.fhir.codes import CodeClassifier
-    from adapters.fhir.hydration import Hydration
-    from adapters.fhir.inputs import InputRecorder
+    from app.fhir.codes import CodeClassifier
+    from app.fhir.hydration import Hydration
+    from app.fhir.inputs import InputRecorder
 
 _STRING = XSD + "string"
 
@@ -55,7 +55,7 @@ class Instance:
 
 class InstanceReading:
     """The part of the hydrator that reads instances' own properties (a mixin of
-    ``adapters.fhir.hydrate._Hydrator``, whose attributes and helpers it uses)."""
+    ``app.fhir.hydrate._Hydrator``, whose attributes and helpers it uses)."""
 
     if TYPE_CHECKING:
         from app.ontology.model import Ontology

@@ -1,6 +1,6 @@
 """What a FHIR resource says of itself before any property reads it: whether its status lets it
 count as a record at all, whom it is about, its components, and the earliest instant its time
-could mean (the hydration of ``adapters.fhir.hydrate`` asks these of every resource)."""
+could mean (the hydration of ``app.fhir.hydrate`` asks these of every resource)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from adapters.fhir.times import effective
+from app.fhir.times import effective
 
 UCUM = "http://unitsofmeasure.org"
 

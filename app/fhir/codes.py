@@ -31,8 +31,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from adapters.fhir.unread import system_name
 from app.data_notes import DataNote
+from app.fhir.unread import system_name
 from app.ontology.model import Ontology
 from app.terminology.port import (
     COUNTING_EQUIVALENCES,

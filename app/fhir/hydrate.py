@@ -24,7 +24,7 @@ is evaluated, and ``Latest`` (by effective time) or ``All`` values are kept:
 
 Instances then read their own properties from their own resources, follow references
 (``horis:via``, links between instances) and get their ``horis:inverseOf`` links
-(``adapters.fhir.instances``).
+(``app.fhir.instances``).
 
 Every change carries its ``Source`` (type, id, ``meta.versionId``, ``meta.lastUpdated``); the
 source-version vector lists every resource the call read.
@@ -37,17 +37,19 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from adapters.fhir.bounds import COMPARATORS, representative, same_answers
-from adapters.fhir.codes import CodeClassifier
-from adapters.fhir.hydration import Hydration, SourceVersion
-from adapters.fhir.inputs import InputRecorder, is_stale, label_of, unit_refusal
-from adapters.fhir.instances import Instance, InstanceReading
-from adapters.fhir.links import calendar_date, period_days, resolve
-from adapters.fhir.outcomes import server_errors
-from adapters.fhir.reading import as_codings as _as_codings
-from adapters.fhir.reading import codings as _codings
-from adapters.fhir.reading import evaluate, source_of
-from adapters.fhir.records import (
+from app.data_notes import DataNote, Unreadable
+from app.digest import canonical_digest
+from app.fhir.bounds import COMPARATORS, representative, same_answers
+from app.fhir.codes import CodeClassifier
+from app.fhir.hydration import Hydration, SourceVersion
+from app.fhir.inputs import InputRecorder, is_stale, label_of, unit_refusal
+from app.fhir.instances import Instance, InstanceReading
+from app.fhir.links import calendar_date, period_days, resolve
+from app.fhir.outcomes import server_errors
+from app.fhir.reading import as_codings as _as_codings
+from app.fhir.reading import codings as _codings
+from app.fhir.reading import evaluate, source_of
+from app.fhir.records import (
     ABSENT,
     FOCUS_TYPE,
     UCUM,
@@ -61,13 +63,10 @@ from adapters.fhir.records import (
     record_problem,
     refers_to,
 )
-from adapters.fhir.systems import canonical_systems
-from adapters.fhir.times import UNDATED, effective, when_key, years_since
-from adapters.fhir.units import UnitError, convert
-from adapters.fhir.unread import Verdict, code_verdict, filter_gap, record_name, system_name
-from adapters.fhir.values import NotANumber, other_value
-from app.data_notes import DataNote, Unreadable
-from app.digest import canonical_digest
+from app.fhir.systems import canonical_systems
+from app.fhir.times import UNDATED, effective, when_key, years_since
+from app.fhir.unread import Verdict, code_verdict, filter_gap, record_name, system_name
+from app.fhir.values import NotANumber, other_value
 from app.fhir_json import resources_of
 from app.ontology.model import (
     DEFAULT_CLOCK_SKEW,
@@ -80,6 +79,7 @@ from app.ontology.model import (
 )
 from app.terminology import Terminology
 from app.terminology.port import TerminologyPort
+from app.ucum import UnitError, convert
 from app.ucum import display as unit_display
 from app.world.facts import AddInstance, Assert, Source, Violation, ViolationCode
 
@@ -634,7 +634,7 @@ class _Hydrator(InstanceReading):
         """Every record the property's mappings select, read through all of them: a coded
         record becomes an instance of the most specific class its codes map to; one none of its
         codes classifies is unread, or none of ours where the property is closed over a system
-        it is coded in (``adapters.fhir.unread``)."""
+        it is coded in (``app.fhir.unread``)."""
         tree = set(self.o.subclasses(prop.range))
         coded = self._coded_tree(prop.range)
         listed = self._listed(tree) if coded else frozenset()
@@ -849,11 +849,11 @@ def hydrate(
     """Read ``data`` (prefetch keys → resources) and ``context`` into changes for the focus,
     with the input status of every mapped property. ``prefetch`` (the service's templates)
     says which key feeds which resource type, so a key without data is an *absent* input;
-    ``truncated`` names the keys whose search was cut off, and why (``adapters.fhir.inputs``);
+    ``truncated`` names the keys whose search was cut off, and why (``app.fhir.inputs``);
     ``invalid`` the resources of each key that were not valid FHIR and were left out;
     ``terminology`` resolves code-system aliases (the installed one when not given); ``port``
     answers value-set membership the deployment's lists do not settle, asked only before
-    ``port_until`` (``time.monotonic()``, the hook's deadline; ``adapters.fhir.codes``)."""
+    ``port_until`` (``time.monotonic()``, the hook's deadline; ``app.fhir.codes``)."""
     return _Hydrator(
         ontology,
         focus_id=focus_id,

@@ -1,7 +1,7 @@
 """Reading FHIR JSON: FHIRPath evaluation, resources in prefetch values, codings, sources.
 
-Pure functions shared by hydration (``adapters.fhir.hydrate``) and the instances it builds
-(``adapters.fhir.instances``).
+Pure functions shared by hydration (``app.fhir.hydrate``) and the instances it builds
+(``app.fhir.instances``).
 """
 
 from __future__ import annotations
