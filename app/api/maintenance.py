@@ -2,7 +2,7 @@
 purge runs past the retention period.
 
 Every ``settings.reconcile_interval_seconds`` (0 turns it off) one tick runs in a worker thread:
-:func:`app.store.repo.purge_expired_jtis` (client JWT ids whose tokens can no longer be accepted),
+:func:`app.store.jtis.purge_expired_jtis` (client JWT ids whose tokens can no longer be accepted),
 the reconciler's ``pending`` (:class:`app.ports.Reconciler`, the FHIR one in this service), then
 :func:`app.api.waits.expire_overdue_waits`, :func:`app.cds.leases.end_abandoned_runs` (runs
 whose process died and that no retry took over), then, when ``settings.retention_period`` is set,
@@ -28,7 +28,7 @@ from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
 from app.ports import Adapters
-from app.store import repo, session_scope
+from app.store import jtis, session_scope
 
 log = logging.getLogger("horismos.maintenance")
 
@@ -55,7 +55,7 @@ def tick(app: FastAPI, *, now: datetime | None = None) -> TickReport:
     engine = app.state.engine
     moment = now or datetime.now(UTC)
     with session_scope(engine) as session:
-        forgotten = repo.purge_expired_jtis(session, moment)
+        forgotten = jtis.purge_expired_jtis(session, moment)
     adapters: Adapters = app.state.adapters
     settled = [s.to_json() for s in adapters.reconciler.pending(engine, now=moment)]
     expired: list[str] = []

@@ -27,6 +27,7 @@ from joserfc.jwk import KeySet
 from app import json_input
 from app.cds.errors import Issue, Unauthorized
 from app.cds.links import INVALID, NOT_CONFIGURED, UNSIGNED, RunLinks, run_link
+from app.store import jtis
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -270,17 +271,18 @@ class MemoryJtiLedger:
 
 
 def store_jti_ledger(engine: Engine) -> JtiLedger:
-    """A jti ledger in the database (``store.repo.remember_jti``): refusals hold across workers."""
+    """A jti ledger in the database (``app.store.jtis.remember_jti``): refusals hold across
+    workers."""
     from datetime import UTC, datetime
 
     from starlette.concurrency import run_in_threadpool
 
-    from app.store import repo, session_scope
+    from app.store import session_scope
 
     async def remember(iss: str, jti: str, until: int) -> bool:
         def write() -> bool:
             with session_scope(engine) as session:
-                return repo.remember_jti(session, iss, jti, datetime.fromtimestamp(until, UTC))
+                return jtis.remember_jti(session, iss, jti, datetime.fromtimestamp(until, UTC))
 
         return await run_in_threadpool(write)
 

@@ -1,10 +1,10 @@
 """``POST /cds-services/{id}/feedback``: what the clinician did with each card.
 
-Each item is stored (``store.repo.add_feedback``) and linked to the run whose response carried
-the card, found by key in ``issued_cards``; feedback naming a card the service never returned is
-refused (400, nothing of the request stored). An identical re-POST is harmless. Listeners
-registered with ``add_listener`` are told about every newly stored item, after it is committed;
-the commit adapter uses this to reconcile the effect of an accepted suggestion.
+Each item is stored (``app.store.feedback.add_feedbacks``) and linked to the run whose response
+carried the card, found by key in ``issued_cards``; feedback naming a card the service never
+returned is refused (400, nothing of the request stored). An identical re-POST is harmless.
+Listeners registered with ``add_listener`` are told about every newly stored item, after it is
+committed; the commit adapter uses this to reconcile the effect of an accepted suggestion.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from app.cds.errors import Issue, RequestInvalid, ServiceNotFound, StoreUnavailable
 from app.cds.requests import FeedbackItem, parse_feedback
-from app.store import repo, session_scope
+from app.store import feedback as feedback_store
+from app.store import session_scope
 from app.store.db import describe_error
 
 log = logging.getLogger("horismos.cds.feedback")
@@ -104,11 +105,11 @@ def _shown(card_uuid: str) -> str:
 
 def _issued(
     session: Any, service_id: str, items: list[FeedbackItem]
-) -> dict[str, tuple[repo.IssuedCardInfo, dict[str, Any] | None]]:
+) -> dict[str, tuple[feedback_store.IssuedCardInfo, dict[str, Any] | None]]:
     """``{card uuid: (what it was issued against, card)}`` for every item, looked up by key;
     refuses the request (400 naming each item, nothing stored) when it names a card the
     service never issued."""
-    runs = repo.issued_cards(session, service_id, [item.card for item in items])
+    runs = feedback_store.issued_cards(session, service_id, [item.card for item in items])
     unknown = [
         Issue(
             code="not-found",
@@ -121,7 +122,7 @@ def _issued(
     ]
     if unknown:
         raise RequestInvalid(issues=unknown[:_MAX_ISSUES])
-    responses = repo.run_responses(session, [i.run_id for i in runs.values()])
+    responses = feedback_store.run_responses(session, [i.run_id for i in runs.values()])
     return {uuid: (i, _card_of(responses.get(i.run_id), uuid)) for uuid, i in runs.items()}
 
 
@@ -154,7 +155,7 @@ def store_feedback(
         with session_scope(engine) as session:
             issued = _issued(session, service_id, items)
             rows = [
-                repo.FeedbackRow(
+                feedback_store.FeedbackRow(
                     card_uuid=item.card,
                     outcome=item.outcome,
                     outcome_timestamp=stamp,
@@ -168,7 +169,7 @@ def store_feedback(
                 )
                 for item, stamp in zip(items, stamps, strict=True)
             ]
-            created = repo.add_feedbacks(session, service_id, rows)
+            created = feedback_store.add_feedbacks(session, service_id, rows)
         fresh = [
             StoredFeedback(
                 service_id=service_id,

@@ -24,9 +24,9 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy import cast as sql_cast
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.expression import Executable
 
+from app.store.db import insert_for
 from app.store.models import IssuedCard, Run, utcnow
 from app.store.repo import CardIssue, record_cards
 
@@ -115,10 +115,8 @@ def _copy_run(dialect: str) -> Executable:
             literal_column("'{replay,runId}'"),
             as_json,
         )
-        insert_of: Any = postgresql.insert
     else:
         outcome = func.json_set(_RUNS.c.outcome, "$.runId", new, "$.replay.runId", new)
-        insert_of = sqlite.insert
     own = [
         new,
         bindparam("hook_instance", type_=String),
@@ -131,7 +129,7 @@ def _copy_run(dialect: str) -> Executable:
         _RUNS.c.id == bindparam("old", type_=String)
     )
     statement: Executable = (
-        insert_of(_RUNS)
+        insert_for(dialect, _RUNS)
         .from_select([*_OWN, *_COPIED, "outcome"], source)
         .on_conflict_do_nothing(index_elements=["service_id", "hook_instance"])
         .returning(_RUNS.c.id)

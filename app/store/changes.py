@@ -15,6 +15,7 @@ from typing import Any, cast
 from sqlalchemy import Connection, Table, bindparam, select
 from sqlalchemy.orm import Session
 
+from app.store.db import dialect_insert
 from app.store.models import (
     Change,
     ChangeEvent,
@@ -24,7 +25,6 @@ from app.store.models import (
     ShadowResult,
     utcnow,
 )
-from app.store.repo import _insert
 
 _STATE = cast(Table, DeploymentState.__table__)
 _SHADOW = cast(Table, ShadowResult.__table__)
@@ -68,7 +68,7 @@ def lock_state(session: Session, deployment: str) -> DeploymentState:
     """A deployment's row, created when missing, locked until the transaction ends: activations
     and rollbacks of one deployment happen one at a time."""
     session.execute(
-        _insert(session, _STATE)
+        dialect_insert(session, _STATE)
         .values(deployment=deployment, generation=0, updated_at=utcnow())
         .on_conflict_do_nothing(index_elements=["deployment"])
     )
@@ -178,7 +178,7 @@ def override_reasons(session: Session, service_id: str, *, limit: int = 200) -> 
 def add_shadow_result(connection: Connection, values: Mapping[str, Any]) -> None:
     """Record what a change decided on one run (once per change and run)."""
     connection.execute(
-        _insert(connection, _SHADOW)
+        dialect_insert(connection, _SHADOW)
         .values(created_at=utcnow(), **values)
         .on_conflict_do_nothing(index_elements=["change_id", "run_id"])
     )

@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -184,3 +185,19 @@ def describe_error(exc: BaseException) -> str:
     return (
         f"{type(exc).__name__}" + (f" [{state}]" if state else "") + (f": {first}" if first else "")
     )
+
+
+def insert_for(dialect: str, table: Any) -> postgresql.Insert | sqlite.Insert:
+    """An INSERT into ``table`` that supports ``on_conflict_do_*`` on the backend ``dialect``
+    names (``postgresql`` or ``sqlite``)."""
+    if dialect == "postgresql":
+        return postgresql.insert(table)
+    if dialect == "sqlite":
+        return sqlite.insert(table)
+    raise NotImplementedError(f"unsupported database backend {dialect!r}")
+
+
+def dialect_insert(session: Session | Connection, table: Any) -> Any:
+    """An INSERT that supports ``on_conflict_do_*`` on the session's backend."""
+    bind = session.get_bind() if isinstance(session, Session) else session
+    return insert_for(bind.dialect.name, table)

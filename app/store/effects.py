@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from sqlalchemy import Connection, Engine, Table, literal_column, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.expression import Executable
 
-from app.store.db import session_scope
+from app.store.db import insert_for, session_scope
 from app.store.models import Effect, EffectState, utcnow
 
 __all__ = [
@@ -61,10 +60,8 @@ def _effect_upsert(dialect: str, sent: bool) -> Executable:
 
     A write that was sent counts one more attempt; one that sent nothing never hides an earlier
     sent attempt (the row keeps its state and the statement returns no row)."""
-    if dialect not in ("postgresql", "sqlite"):
-        raise NotImplementedError(f"no effect log for {dialect}")
     table = _EFFECTS
-    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
+    insert = insert_for(dialect, table)
     changes: dict[str, Any] = {
         name: insert.excluded[name]
         for name in ("state", "remote_response", "target_reference", "expected_version")

@@ -1,4 +1,6 @@
-"""Repository functions: the only code that reads and writes the tables.
+"""Repository functions of runs: their rows, traces, source versions and issued cards. With the
+other modules of ``app/store`` (effects, feedback, jtis, ahead, leases, changes, analytics,
+retention) the only code that reads and writes the tables.
 
 Every function takes a ``Session`` and leaves committing to the caller (``session_scope``), so a
 route decides what one transaction covers. Rows come back as ORM objects whose attributes stay
@@ -15,21 +17,20 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Connection, Table, bindparam, delete, func, insert, select, text, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session, make_transient_to_detached
 from sqlalchemy.sql.expression import Executable
 
 from app.errors import NotFound
 from app.statuses import RUN_STATUSES, RunStatus
+from app.store.db import dialect_insert, insert_for
 from app.store.models import (
-    Feedback,
     IssuedCard,
     Run,
-    SeenJti,
     SourceVersion,
     TraceEvent,
     new_id,
@@ -38,10 +39,6 @@ from app.store.models import (
 
 __all__ = [
     "CardIssue",
-    "FeedbackRow",
-    "IssuedCardInfo",
-    "add_feedback",
-    "add_feedbacks",
     "add_run_rows",
     "add_sources",
     "add_trace",
@@ -51,18 +48,13 @@ __all__ = [
     "get_run",
     "hook_run",
     "insert_run",
-    "issued_cards",
-    "list_feedback",
     "list_runs",
     "list_sources",
     "list_trace",
     "lock_run",
-    "purge_expired_jtis",
     "record_cards",
-    "remember_jti",
     "replace_trace",
     "run_input",
-    "run_responses",
     "save_outcome",
     "trace_payloads",
 ]
@@ -73,17 +65,6 @@ _TRACE = cast(Table, TraceEvent.__table__)
 _SOURCES = cast(Table, SourceVersion.__table__)
 _ISSUED_CARDS = cast(Table, IssuedCard.__table__)
 _TABLES = {t.name: t for t in (_TRACE, _SOURCES, _ISSUED_CARDS)}
-
-
-def _insert(session: Session | Connection, table: Any) -> Any:
-    """An INSERT that supports ``on_conflict_do_*`` on the session's backend."""
-    bind = session.get_bind() if isinstance(session, Session) else session
-    dialect = bind.dialect.name
-    if dialect == "postgresql":
-        return postgresql.insert(table)
-    if dialect == "sqlite":
-        return sqlite.insert(table)
-    raise NotImplementedError(f"unsupported database backend {dialect!r}")
 
 
 # --- runs ---------------------------------------------------------------------------------
@@ -133,7 +114,7 @@ def claim_run(
     # One round trip for the winner: the row it inserted is exactly ``values``, so it is
     # attached to the session as persistent without reading it back.
     stmt = (
-        _insert(session, Run.__table__)
+        dialect_insert(session, Run.__table__)
         .values(**values)
         .on_conflict_do_nothing(index_elements=["service_id", "hook_instance"])
         .returning(Run.__table__.c.id)
@@ -220,9 +201,8 @@ def _run_insert(dialect: str) -> Executable:
     """INSERT … ON CONFLICT (service_id, hook_instance) DO NOTHING RETURNING id, built once: the
     columns come with the parameters (a statement built per call costs more than its round
     trip)."""
-    insert_of = postgresql.insert if dialect == "postgresql" else sqlite.insert
     return (
-        insert_of(_RUNS)
+        insert_for(dialect, _RUNS)
         .on_conflict_do_nothing(index_elements=["service_id", "hook_instance"])
         .returning(_RUNS.c.id)
     )
@@ -509,124 +489,7 @@ def list_sources(session: Session, run_id: str) -> list[SourceVersion]:
     return list(session.execute(stmt).scalars())
 
 
-# --- feedback -----------------------------------------------------------------------------
-
-
-def add_feedback(
-    session: Session,
-    *,
-    service_id: str,
-    card_uuid: str,
-    outcome: str,
-    outcome_timestamp: datetime,
-    accepted_suggestions: list[Any] | None = None,
-    override_reason: dict[str, Any] | None = None,
-    run_id: str | None = None,
-) -> tuple[Feedback, bool]:
-    """Store feedback on a card; an identical re-POST returns the stored row and ``False``."""
-    stmt = (
-        _insert(session, Feedback)
-        .values(
-            service_id=service_id,
-            card_uuid=card_uuid,
-            run_id=run_id,
-            outcome=outcome,
-            accepted_suggestions=accepted_suggestions,
-            override_reason=override_reason,
-            outcome_timestamp=outcome_timestamp,
-            received_at=utcnow(),
-        )
-        .on_conflict_do_nothing(
-            index_elements=["service_id", "card_uuid", "outcome", "outcome_timestamp"]
-        )
-        .returning(Feedback.id)
-    )
-    inserted = session.execute(stmt).scalar_one_or_none()
-    if inserted is not None:
-        return session.get_one(Feedback, inserted), True
-    existing = session.execute(
-        select(Feedback).where(
-            Feedback.service_id == service_id,
-            Feedback.card_uuid == card_uuid,
-            Feedback.outcome == outcome,
-            Feedback.outcome_timestamp == outcome_timestamp,
-        )
-    ).scalar_one()
-    return existing, False
-
-
-@dataclass(frozen=True, kw_only=True)
-class FeedbackRow:
-    """One feedback item to store (``add_feedbacks``)."""
-
-    card_uuid: str
-    outcome: str
-    outcome_timestamp: datetime
-    run_id: str | None = None
-    accepted_suggestions: list[Any] | None = None
-    override_reason: dict[str, Any] | None = None
-    card_key: str | None = None
-    rules: tuple[str, ...] = ()
-    deployment_version: str | None = None
-    reason_code: str | None = None  # the override reason as "system|code"
-
-
-def add_feedbacks(session: Session, service_id: str, items: Sequence[FeedbackRow]) -> list[bool]:
-    """Store many feedback items in a few statements; per item, whether it was new (an item
-    identical to one stored, or to an earlier one of ``items``, is not)."""
-    now = utcnow()
-    created: list[bool] = []
-    taken: set[tuple[str, str, datetime]] = set()
-    for start in range(0, len(items), _IN_BATCH):
-        chunk = items[start : start + _IN_BATCH]
-        stmt = (
-            _insert(session, Feedback)
-            .values(
-                [
-                    {
-                        "service_id": service_id,
-                        "card_uuid": item.card_uuid,
-                        "run_id": item.run_id,
-                        "outcome": item.outcome,
-                        "accepted_suggestions": item.accepted_suggestions,
-                        "override_reason": item.override_reason,
-                        "card_key": item.card_key,
-                        "rules": list(item.rules),
-                        "deployment_version": item.deployment_version,
-                        "reason_code": item.reason_code[:500] if item.reason_code else None,
-                        "outcome_timestamp": item.outcome_timestamp,
-                        "received_at": now,
-                    }
-                    for item in chunk
-                ]
-            )
-            .on_conflict_do_nothing(
-                index_elements=["service_id", "card_uuid", "outcome", "outcome_timestamp"]
-            )
-            .returning(Feedback.card_uuid, Feedback.outcome, Feedback.outcome_timestamp)
-        )
-        inserted = {
-            (uuid, outcome, stamp.astimezone(UTC)) for uuid, outcome, stamp in session.execute(stmt)
-        }
-        for item in chunk:
-            key = (item.card_uuid, item.outcome, item.outcome_timestamp.astimezone(UTC))
-            created.append(key in inserted and key not in taken)
-            taken.add(key)
-    return created
-
-
-def list_feedback(session: Session, *, service_id: str | None = None) -> list[Feedback]:
-    stmt = select(Feedback).order_by(Feedback.id)
-    if service_id is not None:
-        stmt = stmt.where(Feedback.service_id == service_id)
-    return list(session.execute(stmt).scalars())
-
-
 # --- issued cards -------------------------------------------------------------------------
-
-#: Longest card uuid stored (the ``issued_cards.card_uuid`` column).
-CARD_UUID_LENGTH = 200
-_IN_BATCH = 500
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -661,80 +524,3 @@ def _card_rows(run_id: str, service_id: str, cards: Iterable[CardIssue]) -> list
         }
         for c in unique.values()
     ]
-
-
-@dataclass(frozen=True, kw_only=True)
-class IssuedCardInfo:
-    """What feedback on a card is stored against: the run, declaration, rules and version."""
-
-    run_id: str
-    card_key: str | None
-    rules: tuple[str, ...]
-    deployment_version: str | None
-
-
-def issued_cards(
-    session: Session, service_id: str, card_uuids: Iterable[str]
-) -> dict[str, IssuedCardInfo]:
-    """``{card uuid: IssuedCardInfo}`` for those of ``card_uuids`` the service issued (by key,
-    in batches; an id longer than any stored one is not looked up)."""
-    wanted = [u for u in dict.fromkeys(card_uuids) if 0 < len(u) <= CARD_UUID_LENGTH]
-    found: dict[str, IssuedCardInfo] = {}
-    for start in range(0, len(wanted), _IN_BATCH):
-        chunk = wanted[start : start + _IN_BATCH]
-        rows = session.execute(
-            select(
-                IssuedCard.card_uuid,
-                IssuedCard.run_id,
-                IssuedCard.card_key,
-                IssuedCard.rules,
-                Run.deployment_version,
-            )
-            .join(Run, Run.id == IssuedCard.run_id)
-            .where(IssuedCard.service_id == service_id, IssuedCard.card_uuid.in_(chunk))
-        )
-        for uuid, run_id, key, rules, version in rows:
-            found[uuid] = IssuedCardInfo(
-                run_id=run_id, card_key=key, rules=tuple(rules or ()), deployment_version=version
-            )
-    return found
-
-
-def run_responses(session: Session, run_ids: Iterable[str]) -> dict[str, dict[str, Any] | None]:
-    """The stored CDS responses of the given runs, by run id (in batches)."""
-    ids = list(dict.fromkeys(run_ids))
-    found: dict[str, dict[str, Any] | None] = {}
-    for start in range(0, len(ids), _IN_BATCH):
-        rows = session.execute(
-            select(Run.id, Run.response).where(Run.id.in_(ids[start : start + _IN_BATCH]))
-        )
-        found.update({run_id: response for run_id, response in rows})
-    return found
-
-
-# --- client JWT replay defence ------------------------------------------------------------
-
-
-def remember_jti(session: Session, iss: str, jti: str, expires_at: datetime) -> bool:
-    """Record a token id; ``False`` when the same issuer's ``jti`` is still remembered.
-
-    A remembered entry whose token has expired no longer blocks: it is renewed in place.
-    """
-    stmt = _insert(session, SeenJti).values(iss=iss, jti=jti, expires_at=expires_at)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=["iss", "jti"],
-        set_={"expires_at": stmt.excluded.expires_at},
-        where=SeenJti.expires_at <= utcnow(),
-    ).returning(SeenJti.id)
-    return session.execute(stmt).scalar_one_or_none() is not None
-
-
-def purge_expired_jtis(session: Session, now: datetime | None = None) -> int:
-    """Forget token ids whose tokens have expired; returns how many were removed."""
-    cutoff = now or utcnow()
-    result = session.execute(
-        delete(SeenJti)
-        .where(SeenJti.expires_at <= cutoff)
-        .execution_options(synchronize_session=False)
-    )
-    return int(getattr(result, "rowcount", 0))

@@ -18,7 +18,7 @@ from joserfc import jwt
 from joserfc.jwk import ECKey
 from sqlalchemy import select, text
 
-from app.store import make_engine, repo, session_scope
+from app.store import jtis, make_engine, session_scope
 from app.store.models import SeenJti
 from tests.cds import clinical as fx
 from tests.cds.card_markdown import decision_record_text
@@ -198,8 +198,8 @@ def test_the_periodic_task_forgets_token_ids_of_expired_tokens(
     with make_app_client(reconcile_interval_seconds=0) as c:
         eng = c.app.state.engine  # type: ignore[attr-defined]
         with session_scope(eng) as session:
-            assert repo.remember_jti(session, ISS, "old", now - timedelta(seconds=1))
-            assert repo.remember_jti(session, ISS, "live", now + timedelta(minutes=5))
+            assert jtis.remember_jti(session, ISS, "old", now - timedelta(seconds=1))
+            assert jtis.remember_jti(session, ISS, "live", now + timedelta(minutes=5))
         report = tick(c.app, now=now)  # type: ignore[arg-type]
         assert report.forgotten_jtis == 1
         with session_scope(eng) as session:

@@ -16,7 +16,8 @@ from sqlalchemy import Engine
 from app.ontology import OntologyError, load_ontology
 from app.ontology.deployments import find_deployments
 from app.ontology.loader import default_ontology_paths
-from app.store import repo, session_scope
+from app.store import feedback as feedback_store
+from app.store import session_scope
 from tests.cds import clinical as fx
 
 OpenClient = Callable[..., AbstractContextManager[TestClient]]
@@ -127,7 +128,7 @@ def test_the_chosen_reason_is_stored_against_card_service_rules_and_version(
     _override(client, MED_SAFETY, card, CONCERNS)
 
     with session_scope(engine) as session:
-        [row] = repo.list_feedback(session, service_id=MED_SAFETY)
+        [row] = feedback_store.list_feedback(session, service_id=MED_SAFETY)
         assert row.card_uuid == card["uuid"]
         assert row.card_key == "Contraindicated medication order"
         assert row.rules == ["ContraindicatedNsaidLowEgfr"]

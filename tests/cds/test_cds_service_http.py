@@ -24,6 +24,7 @@ from sqlalchemy import Engine, text
 from app.cds.response_check import check_response
 from app.cds.routes import add_feedback_listener
 from app.store import Base, make_engine, repo, session_scope
+from app.store import feedback as feedback_store
 from tests.cds import clinical as fx
 
 FIXTURES = Path(__file__).parents[1] / "data/cds/fixtures"
@@ -257,7 +258,7 @@ def test_feedback_is_stored_linked_to_the_run_and_duplicates_are_harmless(
     assert first.json() == {"stored": 1, "duplicates": 0}
     assert again.json() == {"stored": 0, "duplicates": 1}
     with session_scope(engine) as session:
-        [row] = repo.list_feedback(session, service_id="horismos-med-safety")
+        [row] = feedback_store.list_feedback(session, service_id="horismos-med-safety")
         assert row.run_id == answer["extension"]["dev.horismos.run"]["runId"]
     [event] = heard
     assert event.accepted_suggestions == (card["suggestions"][0]["uuid"],)

@@ -13,7 +13,8 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 
 from app.errors import NotFound
-from app.store import make_engine, repo, session_scope
+from app.store import feedback as feedback_store
+from app.store import jtis, make_engine, repo, session_scope
 from app.store.effects import EffectLog, EffectRow, list_effects
 
 WF = "https://example.org/ns#Triage"
@@ -210,7 +211,7 @@ def test_identical_feedback_repost_is_harmless(engine: Engine) -> None:
     run_id, _ = _claim(engine)
     when = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
     with session_scope(engine) as session:
-        _, created = repo.add_feedback(
+        _, created = feedback_store.add_feedback(
             session,
             service_id="svc",
             card_uuid="c-1",
@@ -221,31 +222,31 @@ def test_identical_feedback_repost_is_harmless(engine: Engine) -> None:
         )
         assert created
     with session_scope(engine) as session:
-        row, created = repo.add_feedback(
+        row, created = feedback_store.add_feedback(
             session, service_id="svc", card_uuid="c-1", outcome="overridden", outcome_timestamp=when
         )
         assert not created
         assert row.override_reason == {"code": "not-relevant"}
         assert row.outcome_timestamp == when
-        assert len(repo.list_feedback(session, service_id="svc")) == 1
+        assert len(feedback_store.list_feedback(session, service_id="svc")) == 1
 
 
 def test_a_jti_is_accepted_once_until_it_expires(engine: Engine) -> None:
     now = datetime.now(UTC)
     with session_scope(engine) as session:
-        assert repo.remember_jti(session, "https://ehr", "j1", now + timedelta(minutes=5))
-        assert not repo.remember_jti(session, "https://ehr", "j1", now + timedelta(minutes=5))
-        assert repo.remember_jti(session, "https://other", "j1", now + timedelta(minutes=5))
-        assert repo.remember_jti(session, "https://ehr", "old", now - timedelta(minutes=1))
+        assert jtis.remember_jti(session, "https://ehr", "j1", now + timedelta(minutes=5))
+        assert not jtis.remember_jti(session, "https://ehr", "j1", now + timedelta(minutes=5))
+        assert jtis.remember_jti(session, "https://other", "j1", now + timedelta(minutes=5))
+        assert jtis.remember_jti(session, "https://ehr", "old", now - timedelta(minutes=1))
         # The old token expired: its id no longer blocks a new token.
-        assert repo.remember_jti(session, "https://ehr", "old", now + timedelta(minutes=5))
+        assert jtis.remember_jti(session, "https://ehr", "old", now + timedelta(minutes=5))
     with session_scope(engine) as session:
-        assert repo.purge_expired_jtis(session, now + timedelta(minutes=10)) == 3
+        assert jtis.purge_expired_jtis(session, now + timedelta(minutes=10)) == 3
 
 
 def test_naive_timestamps_are_refused(engine: Engine) -> None:
     with pytest.raises(Exception, match="naive datetime"), session_scope(engine) as session:
-        repo.remember_jti(session, "i", "j", datetime(2026, 1, 1))
+        jtis.remember_jti(session, "i", "j", datetime(2026, 1, 1))
 
 
 def test_sqlite_read_then_write_is_not_failed_by_another_writer(
