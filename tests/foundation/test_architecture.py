@@ -34,7 +34,6 @@ KNOWN_LONG_FILES: dict[str, int] = {
     "app/fhir/hydrate.py": 871,
     "app/cds/service.py": 777,
     "app/runtime/interpreter.py": 706,
-    "adapters/fhir/commit.py": 647,
     "app/ontology/_typecheck.py": 633,
     "app/ontology/verify.py": 622,
 }
