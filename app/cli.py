@@ -97,7 +97,7 @@ def terminology_serve(
     $lookup, $subsumes, $translate), from files only."""
     import uvicorn
 
-    from app.compose import terminology_server_app
+    from app.compose import terminology_app
     from app.ontology.loader import load_ontology
     from app.settings import get_settings
     from app.terminology import TerminologyNotInstalled, load_terminology
@@ -113,7 +113,7 @@ def terminology_serve(
         embedded = EmbeddedTerminology.of(load_ontology(ontology), package)
     else:
         embedded = EmbeddedTerminology(package)
-    uvicorn.run(terminology_server_app(embedded), host=host, port=port, log_level="warning")
+    uvicorn.run(terminology_app(embedded), host=host, port=port, log_level="warning")
 
 
 @db.command("upgrade")
@@ -343,9 +343,9 @@ def reconcile(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per effect.")] = False,
 ) -> None:
     """Settle commit effects left unknown by re-reading their targets (exit 1: some still are)."""
-    from app.compose import reconcile_command
+    from app.compose import reconcile_cli
 
-    raise typer.Exit(reconcile_command(url=url, run_id=run, as_json=as_json, out=typer.echo))
+    raise typer.Exit(reconcile_cli(url=url, run_id=run, as_json=as_json, out=typer.echo))
 
 
 @app.command()

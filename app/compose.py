@@ -16,7 +16,6 @@ from datetime import datetime
 from typing import Any
 
 import httpx
-from fastapi import FastAPI
 from sqlalchemy import Engine
 
 from adapters.fhir.client import FhirClient
@@ -25,11 +24,13 @@ from adapters.fhir.reconcile import reconcile_cli, reconcile_pending, reconcile_
 from adapters.terminology.http import HttpTerminology
 from adapters.terminology.server import terminology_app
 from app.ontology.model import Ontology
-from app.ports import Adapters, CommitHandler, CommitHandlers, Settlement
+from app.ports import Adapters, CommitHandler, Settlement
 from app.settings import Settings
 from app.terminology.port import TerminologyPort
 
-__all__ = ["adapters", "reconcile_command", "terminology_server_app"]
+#: what the entry points take from here: the service's adapters, and the adapters behind
+#: ``horismos reconcile`` and ``horismos terminology serve``
+__all__ = ["adapters", "reconcile_cli", "terminology_app"]
 
 
 @dataclass(frozen=True)
@@ -73,10 +74,6 @@ class _FhirCommits:
         )
 
 
-def _fhir_commits(engine: Engine, http: httpx.Client) -> CommitHandlers:
-    return _FhirCommits(engine, http)
-
-
 class _FhirReconciler:
     """Reconciliation against the FHIR server each effect was written to."""
 
@@ -103,19 +100,7 @@ def adapters() -> Adapters:
     terminology server."""
     return Adapters(
         fhir_readers=FhirClient,
-        commits=_fhir_commits,
+        commits=_FhirCommits,
         reconciler=_FhirReconciler(),
         terminology_server=_terminology_server,
     )
-
-
-def reconcile_command(
-    *, url: str | None, run_id: str | None, as_json: bool, out: Callable[[str], None]
-) -> int:
-    """``horismos reconcile``: one line per effect examined; 1 when any is still unknown."""
-    return reconcile_cli(url=url, run_id=run_id, as_json=as_json, out=out)
-
-
-def terminology_server_app(port: TerminologyPort) -> FastAPI:
-    """``horismos terminology serve``: the FHIR terminology operations answered from ``port``."""
-    return terminology_app(port)

@@ -35,7 +35,6 @@ from app.ports import Adapters
 from app.settings import Settings
 from app.terminology import Terminology, TerminologyNotInstalled, load_terminology
 from app.terminology.choice import TerminologyChoice
-from app.terminology.port import TerminologyPort
 from app.ucum import warm
 
 log = logging.getLogger("horismos.cds")
@@ -50,14 +49,6 @@ def _terminology(folder: Path | None) -> Terminology | None:
     except TerminologyNotInstalled as exc:
         log.warning("%s: code-system aliases are not resolved", exc)
         return None
-
-
-def _terminologies(
-    package: Terminology | None, server: TerminologyPort | None
-) -> TerminologyChoice:
-    """The terminology port of the service's runs: the server ``HORISMOS_TERMINOLOGY_URL``
-    names, else the embedded one (the package and each deployment's own files)."""
-    return TerminologyChoice(package) if server is None else TerminologyChoice(package, server)
 
 
 @asynccontextmanager
@@ -107,7 +98,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             shadow=shadow,
             zone=settings.zone,
             terminology=(package := _terminology(settings.terminology_packages)),
-            terminologies=_terminologies(package, adapters.terminology_server(settings)),
+            # the server HORISMOS_TERMINOLOGY_URL names, else the embedded terminology
+            terminologies=TerminologyChoice(package, adapters.terminology_server(settings)),
             answer_ahead_seconds=settings.answer_ahead_seconds,
         )
     )
