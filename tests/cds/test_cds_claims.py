@@ -16,8 +16,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 
+import app.cds.service as service
 from app.bridge.mock import MockBridge
-from app.cds.service import HookService
 from app.store import Base
 from tests.cds import clinical as fx
 from tests.cds.card_markdown import decision_record_text
@@ -64,13 +64,13 @@ def test_twins_that_both_finish_their_run_store_one_and_answer_alike(
     """Both twins decide before either stores (held at a barrier): the second to commit
     stores nothing and answers with the first one's stored response."""
     both_decided = threading.Barrier(2, timeout=30)
-    store = HookService._store
+    store = service.store_run
 
-    def store_after_both_decided(self: HookService, *args: Any) -> None:
+    def store_after_both_decided(*args: Any, **kwargs: Any) -> str | None:
         both_decided.wait()
-        store(self, *args)
+        return store(*args, **kwargs)
 
-    monkeypatch.setattr(HookService, "_store", store_after_both_decided)
+    monkeypatch.setattr(service, "store_run", store_after_both_decided)
     body = triage_with_a_refused_write()
     answers: list[Any] = []
     start = threading.Barrier(2)

@@ -100,9 +100,9 @@ def json_text(value: Any) -> str:
 def test_a_run_that_breaks_after_its_claim_is_failed_not_left_running(
     client: TestClient, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import app.cds.service as service
+    import app.cds.render as render
 
-    monkeypatch.setattr(service, "check_response", lambda _resp: ["cards[0]: broken on purpose"])
+    monkeypatch.setattr(render, "check_response", lambda _resp: ["cards[0]: broken on purpose"])
     body = triage_body()
     resp = client.post("/cds-services/horismos-triage", json=body)
     assert resp.status_code == 500

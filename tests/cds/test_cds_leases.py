@@ -18,7 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 
-from app.cds.service import request_digest
+from app.cds.accept import request_digest
 from app.store import repo
 from app.store.models import utcnow
 from tests.cds import clinical as fx

@@ -32,7 +32,6 @@ KNOWN_LONG_FILES: dict[str, int] = {
     "app/ontology/model.py": 1037,
     "app/api/run_page.py": 745,
     "app/fhir/hydrate.py": 871,
-    "app/cds/service.py": 777,
     "app/runtime/interpreter.py": 706,
     "app/ontology/_typecheck.py": 633,
 }

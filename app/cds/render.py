@@ -1,0 +1,124 @@
+"""The render stage of a hook call: a finished run → the CDS Hooks response the EHR is sent.
+
+:func:`render` builds the cards (the unread-order cards first, then the declared ones whose
+conditions hold), the system actions and the ``dev.horismos.run`` extension (run id, terminal,
+decision or the inputs that kept it undecided), then checks the whole response against CDS Hooks
+2.0: a response that breaks it is a failed run, never sent. It also says which card was issued
+under which declaration and rules, for feedback and analytics to be stored against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import tzinfo
+from typing import Any
+
+from app.cds.accept import HookCall
+from app.cds.ahead import EXTENSION_KEY
+from app.cds.cards import RunView, build_system_actions, declared_cards, unread_order_cards
+from app.cds.errors import RunFailed
+from app.cds.issued import card_issues, proof_rules
+from app.cds.response_check import check_response
+from app.cds.run_story import by_reference, context_resources, detours, failed_actions, narration
+from app.cds.unsent import unsent_notices
+from app.runtime.outcome import Outcome
+from app.store.repo import CardIssue
+from app.world.facts import Violation
+from app.world.world import World
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rendered:
+    """The answer of one run and the cards it issued."""
+
+    response: dict[str, Any]
+    issued: list[CardIssue]
+
+
+def render(
+    call: HookCall,
+    outcome: Outcome,
+    world: World,
+    *,
+    violations: Sequence[Violation],
+    notices: Sequence[str],
+    resources: Sequence[dict[str, Any]],
+    run_url: str,
+    zone: tzinfo,
+) -> Rendered:
+    """The response to ``call`` of the run that ended in ``outcome`` over ``world``.
+
+    ``notices`` says what became of each write the run asked the EHR for; ``resources`` are the
+    FHIR resources the call carried or read, which the cards may name. Raises ``RunFailed``
+    when the response would break CDS Hooks 2.0."""
+    ontology, service, workflow, req = call.ontology, call.service, call.workflow, call.req
+    focus_id = str(req.context["patientId"])
+    view = RunView(
+        run_id=outcome.run_id,
+        terminal=outcome.terminal,
+        decided=outcome.decision is not None,
+        undecided=outcome.undecided,
+        narration=narration(outcome.trace),
+        focus_id=focus_id,
+        violations=violations,
+        failed_actions=failed_actions(ontology, outcome.trace),
+        detours=detours(workflow, outcome.trace, outcome.terminal),
+        notices=[*notices, *unsent_notices(ontology, outcome.trace)],
+        resources=by_reference([*resources, *context_resources(req.context)]),
+        zone=zone,
+    )
+    unread = unread_order_cards(
+        ontology=ontology, service=service, unread=req.unread, run_url=run_url
+    )
+    declared = declared_cards(
+        ontology=ontology,
+        service=service,
+        workflow=workflow,
+        world=world,
+        run=view,
+        run_url=run_url,
+    )
+    cards = [*unread, *(card for _decl, card in declared)]
+    # the decided proof the run already holds; an escalated run's cards show the rules' proof
+    # of what they still derived, computed here only then
+    proof = outcome.proof
+    if proof is None and workflow.decides is not None and declared:
+        proof = world.proof(focus_id, workflow.decides).to_json()
+    response: dict[str, Any] = {"cards": cards}
+    actions = build_system_actions(service=service, workflow=workflow, world=world, run=view)
+    if actions:
+        response["systemActions"] = actions
+    response["extension"] = {EXTENSION_KEY: _extension(outcome)}
+    problems = check_response(response)
+    if problems:
+        raise RunFailed.one(
+            "exception",
+            f"run {outcome.run_id} built a response that breaks CDS Hooks 2.0 and was not "
+            "answered: " + "; ".join(str(p) for p in problems),
+        )
+    return Rendered(response=response, issued=card_issues(declared, unread, proof_rules(proof)))
+
+
+def _extension(outcome: Outcome) -> dict[str, Any]:
+    """The run as integrators read it beside the cards: its id, where it ended, and its
+    decision or which inputs kept it from deciding."""
+    ext: dict[str, Any] = {
+        "runId": outcome.run_id,
+        "workflow": outcome.workflow,
+        "version": outcome.version,
+        "terminal": outcome.terminal,
+    }
+    if outcome.decision is not None:
+        ext["decision"] = outcome.decision
+    if outcome.undecided is not None:
+        ext["undecided"] = {
+            "property": outcome.undecided.get("property"),
+            "inputs": [
+                {"input": i["input"], "state": i["state"]} for i in outcome.undecided["inputs"]
+            ],
+        }
+    return ext
+
+
+__all__ = ["Rendered", "render"]
