@@ -14,8 +14,10 @@ import httpx
 from fastapi import Depends, Request
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
+from starlette.applications import Starlette
 
 from app import json_input
+from app.container import container_of, running
 from app.deployments import Deployments
 from app.deployments.catalog import Catalog
 from app.errors import BadRequest, ClientError
@@ -24,13 +26,11 @@ from app.settings import Settings
 
 
 def get_settings_dep(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
-    return settings
+    return container_of(request.app).settings
 
 
 def get_engine(request: Request) -> Engine:
-    engine: Engine = request.app.state.engine
-    return engine
+    return running(request.app).engine
 
 
 def get_session(engine: Annotated[Engine, Depends(get_engine)]) -> Iterator[Session]:
@@ -39,27 +39,25 @@ def get_session(engine: Annotated[Engine, Depends(get_engine)]) -> Iterator[Sess
 
 
 def get_catalog(request: Request) -> Catalog:
-    catalog: Catalog = request.app.state.catalog
-    return catalog
+    return running(request.app).catalog
 
 
 def get_deployments(request: Request) -> Deployments:
     """The deployments at their active versions, read afresh from the database (the hook path
     does not use this: it checks its deployment's version in the transaction storing its run)."""
-    catalog: Catalog = request.app.state.catalog
-    return catalog.refresh(request.app.state.engine)
+    parts = running(request.app)
+    return parts.catalog.refresh(parts.engine)
 
 
-def app_runner(app_state: object) -> Runner:
+def app_runner(app: Starlette) -> Runner:
     """The app's Runner (built in the lifespan): every run's context and persistence; a bare
     one (no Bridge, in-process tools) before the lifespan built it."""
-    runner = getattr(app_state, "runner", None)
-    return runner if isinstance(runner, Runner) else Runner()
+    parts = container_of(app).running
+    return parts.runner if parts is not None else Runner()
 
 
 def get_http_client(request: Request) -> httpx.AsyncClient:
-    client: httpx.AsyncClient = request.app.state.http
-    return client
+    return running(request.app).http
 
 
 def is_json_media_type(content_type: str | None) -> bool:

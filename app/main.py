@@ -1,9 +1,11 @@
 """The FastAPI app factory: settings in, a service whose resources live in the lifespan.
 
-The engine, the shared httpx client, the deployments (each loaded and verified on its own) and
-the Runner (every run's context and persistence) are built when the app starts and closed when
-it stops (``app.state``). A deployment that does not verify is not served — it would answer
-with decisions it cannot justify — while the others are; ``/readyz`` reports each.
+:func:`create_app` puts one :class:`~app.container.Container` on ``app.state.container``; the
+app's one lifespan builds what it runs on — the deployments (each loaded and verified on its
+own), the engine, the shared httpx client, the Runner, the hook service — and closes it when it
+stops (:mod:`app.container`), then starts the periodic task. A deployment that does not verify
+is not served — it would answer with decisions it cannot justify — while the others are;
+``/readyz`` reports each.
 """
 
 from __future__ import annotations
@@ -12,31 +14,25 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-import httpx
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, Field
-from sqlalchemy.exc import SQLAlchemyError
-from starlette.concurrency import run_in_threadpool
 
 from app import __version__, compose, metrics
 from app.api_docs import DOCS_ASSETS_PATH, DocsPolicyMiddleware
-from app.cors import CorsRefusalLog, log_cors_origins
+from app.container import Container, container_of, running, started
+from app.cors import CorsRefusalLog
 from app.deployments import Deployment, Deployments, load_deployments
-from app.deployments.catalog import Catalog
 from app.errors import install_error_handlers
 from app.ontology import Problem
 from app.ports import Adapters
-from app.readiness import DatabaseProbe
-from app.runtime.runner import Runner
 from app.settings import Settings, get_settings
-from app.store import make_engine
-from app.store.db import describe_error
 from app.tools.host import ToolHost
 
 log = logging.getLogger("horismos")
@@ -73,57 +69,29 @@ def _vetted(deployment: Deployment, tools: ToolHost) -> Deployment:
     return checked or deployment
 
 
+def _serving(settings: Settings, tools: ToolHost) -> Deployments:
+    """The deployments to serve: loaded, verified, and checked against the MCP servers once
+    their sessions are open (a server that is not there makes the deployments that bind it
+    unready, a binding that does not fit its tool refuses its deployment; the others serve)."""
+    deployments = configured_deployments(settings, tools)
+    tools.connect()
+    return refuse_unfit_mcp_bindings(deployments, tools)
+
+
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    settings: Settings = app.state.settings
-    tools = await run_in_threadpool(ToolHost.from_servers, settings.mcp_servers)
-    try:
-        deployments = await run_in_threadpool(configured_deployments, settings, tools)
-        # MCP sessions open before the first call; a server that is not there makes the
-        # deployments that bind it unready, a binding that does not fit its tool refuses its
-        # deployment (the others serve)
-        await run_in_threadpool(tools.connect)
-        deployments = await run_in_threadpool(refuse_unfit_mcp_bindings, deployments, tools)
-    except BaseException:
-        await run_in_threadpool(tools.close)
-        raise
-    engine = make_engine(
-        settings.database_url,
-        connect_timeout=settings.database_connect_timeout_seconds,
-        statement_timeout=settings.database_statement_timeout_seconds,
-        pool_timeout=settings.database_pool_timeout_seconds,
-    )
-    http = httpx.AsyncClient(timeout=settings.fhir_timeout_seconds, follow_redirects=False)
-    app.state.engine = engine
-    app.state.http = http
-    catalog = Catalog(deployments, tools.packaged, vet=lambda d: _vetted(d, tools))
-    try:  # the active version of each deployment, as every worker sees it
-        deployments = await run_in_threadpool(catalog.refresh, engine)
-    except SQLAlchemyError as exc:  # /readyz says what is wrong with the database
-        log.error("cannot read the active deployment versions: %s", describe_error(exc))
-    app.state.catalog = catalog
-    app.state.tool_host = tools
-    app.state.runner = Runner.from_settings(settings, tools=tools)
-    app.state.database_probe = DatabaseProbe(engine)
-    for d in deployments:
-        if d.serving:
-            log.info("serving deployment %s %s (%s)", d.id, d.version, (d.digest or "")[:12])
-        else:
-            log.error(
-                "deployment %s is NOT served: it does not verify (%d problem(s)): %s",
-                d.id,
-                len(d.problems),
-                "; ".join(str(p) for p in d.problems[:5]),
-            )
-    log.info("database %s", engine.url.render_as_string(hide_password=True))
-    log_cors_origins(settings.cors_origins)
-    try:
-        yield
-    finally:
-        app.state.database_probe.close()
-        await http.aclose()
-        engine.dispose()
-        await run_in_threadpool(tools.close)
+    """The service's one lifespan: its parts (``app.container``), then the periodic task."""
+    from app.api import maintenance
+
+    container = container_of(app)
+    deployments_of = partial(_serving, container.settings)
+    async with started(container, deployments_of=deployments_of, vet=_vetted) as parts:
+        container.running = parts
+        try:
+            async with maintenance.periodic(app):
+                yield
+        finally:
+            container.running = None
 
 
 def _include_routers(app: FastAPI) -> None:
@@ -220,14 +188,13 @@ def _ops_router() -> APIRouter:
         responses={503: {"model": Readiness, "description": "Something is not ready"}},
     )
     async def readyz(request: Request) -> JSONResponse:
-        probe: DatabaseProbe = request.app.state.database_probe
-        database = await probe.state()  # within 1.5 s, whatever the database does
-        catalog: Catalog | None = getattr(request.app.state, "catalog", None)
-        deployments = catalog.current() if catalog is not None else Deployments([])
-        host: ToolHost | None = getattr(request.app.state, "tool_host", None)
+        parts = running(request.app)
+        database = await parts.database_probe.state()  # within 1.5 s, whatever the database does
+        deployments = parts.catalog.current()
+        host = parts.tool_host
         states = [d.to_json() for d in deployments]
         for d, state in zip(deployments, states, strict=True):
-            state["unready"] = host.unready(d.ontology) if host is not None and d.serving else None
+            state["unready"] = host.unready(d.ontology) if d.serving else None
         only = states[0] if len(states) == 1 else None
         body: dict[str, Any] = {
             "database": database,
@@ -241,9 +208,8 @@ def _ops_router() -> APIRouter:
                 {k: state.get(k, []) for k in DeploymentState.model_fields} for state in states
             ],
         }
-        if host is not None:
-            body["tools"] = host.status()
-            host.wake()  # an unreachable MCP server is retried for the next probe
+        body["tools"] = host.status()
+        host.wake()  # an unreachable MCP server is retried for the next probe
         ready = database == "ok" and any(
             state["status"] == "serving" and not state.get("unready") for state in states
         )
@@ -266,9 +232,9 @@ def create_app(settings: Settings | None = None, *, adapters: Adapters | None = 
         # Swagger UI would send the OpenAPI document to validator.swagger.io for a badge
         swagger_ui_parameters={"validatorUrl": None},
     )
-    app.state.settings = settings
-    app.state.adapters = adapters or compose.adapters()
-    app.state.metrics = metrics.make_metrics()
+    app.state.container = Container(
+        settings=settings, adapters=adapters or compose.adapters(), metrics=metrics.make_metrics()
+    )
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -282,7 +248,7 @@ def create_app(settings: Settings | None = None, *, adapters: Adapters | None = 
         public_base_url=settings.public_base_url,
     )
     app.add_middleware(DocsPolicyMiddleware)
-    app.add_middleware(metrics.MetricsMiddleware, metrics=app.state.metrics)
+    app.add_middleware(metrics.MetricsMiddleware, metrics=app.state.container.metrics)
     install_error_handlers(app)
     _include_routers(app)
     return app

@@ -4,7 +4,7 @@ Every label takes a bounded set of values (route templates, standard methods, st
 the page's size does not depend on what callers send.
 
 Each app gets its own registry (several apps in one test process must not collide); other
-layers add their metrics to ``app.state.metrics.registry``.
+layers add their metrics to ``app.state.container.metrics.registry``.
 """
 
 from __future__ import annotations
@@ -102,5 +102,5 @@ router = APIRouter(tags=["operations"])
 @router.get("/metrics", include_in_schema=False)
 def metrics_endpoint(request: Request) -> Response:
     """The Prometheus text exposition of this process's metrics."""
-    metrics: Metrics = request.app.state.metrics
+    metrics: Metrics = request.app.state.container.metrics
     return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -57,7 +57,7 @@ async def drive(url: str, calls: int, sid: str, request: dict[str, Any]) -> dict
 
     figures: dict[str, float] = {}
     async with app.router.lifespan_context(app):
-        service = app.state.cds
+        service = app.state.container.running.hooks
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
 

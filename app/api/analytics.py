@@ -20,6 +20,7 @@ from app.api.pages import ENV
 from app.api.run_page import PAGE_HEADERS, prefers_html
 from app.cds.analytics import Labels, build_report
 from app.cds.auth import CLIENT_JWT_RESPONSE, ClientIdentity, require_client
+from app.container import running
 from app.deps import SessionDep
 from app.store.analytics import feedback_since, issued_since, shadow_since
 
@@ -53,7 +54,7 @@ def analytics(
 ) -> Response:
     until = datetime.now(UTC)
     since = until - timedelta(days=days)
-    deployments = request.app.state.catalog.current()  # labels only: no fresh read needed
+    deployments = running(request.app).catalog.current()  # labels only: no fresh read needed
     report = build_report(
         issued_since(session, since, service_id=service),
         feedback_since(session, since, service_id=service),

@@ -120,7 +120,7 @@ def propose(envelope: ChangeEnvelope, control: Control, caller: Caller) -> Chang
 def draft(body: DraftBody, control: Control, request: Request, caller: Caller) -> ChangeView:
     from app.deps import app_runner
 
-    return control.draft(body.service, bridge=app_runner(request.app.state).default_bridge)
+    return control.draft(body.service, bridge=app_runner(request.app).default_bridge)
 
 
 @router.get("/changes", summary="Changes, newest first")

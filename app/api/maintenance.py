@@ -9,8 +9,8 @@ whose process died and that no retry took over), then, when ``settings.retention
 :func:`app.store.retention.purge`. With several workers each runs its own loop; the
 work is idempotent (a settled effect is not pending any more, a resumed run is not suspended).
 
-The same lifespan registers the CDS feedback listener: feedback that accepts a card's suggestion
-reconciles the effects of that card's run.
+The app's lifespan starts it (:func:`periodic`), which also registers the CDS feedback listener:
+feedback that accepts a card's suggestion reconciles the effects of that card's run.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
-from app.ports import Adapters
+from app.cds.feedback import FeedbackListener
+from app.container import container_of, running
 from app.store import jtis, session_scope
 
 log = logging.getLogger("horismos.maintenance")
@@ -50,26 +51,22 @@ class TickReport:
 def tick(app: FastAPI, *, now: datetime | None = None) -> TickReport:
     """One round of periodic work (also callable directly, e.g. from tests or an admin task)."""
     from app.api.waits import expire_overdue_waits
+    from app.cds.leases import end_abandoned_runs
     from app.deps import app_runner
 
-    engine = app.state.engine
+    container = container_of(app)
+    parts = running(app)
+    engine = parts.engine
     moment = now or datetime.now(UTC)
     with session_scope(engine) as session:
         forgotten = jtis.purge_expired_jtis(session, moment)
-    adapters: Adapters = app.state.adapters
-    settled = [s.to_json() for s in adapters.reconciler.pending(engine, now=moment)]
-    expired: list[str] = []
-    catalog = getattr(app.state, "catalog", None)
-    if catalog is not None:
-        deployments = catalog.refresh(engine)
-        runner = app_runner(app.state)
-        outcomes = expire_overdue_waits(engine, deployments, now=moment, runner=runner)
-        expired = [o.run_id for o in outcomes]
-    from app.cds.leases import end_abandoned_runs
-
+    settled = [s.to_json() for s in container.adapters.reconciler.pending(engine, now=moment)]
+    deployments = parts.catalog.refresh(engine)
+    outcomes = expire_overdue_waits(engine, deployments, now=moment, runner=app_runner(app))
+    expired = [o.run_id for o in outcomes]
     abandoned = end_abandoned_runs(engine, now=moment)
     purged: dict[str, int] = {}
-    retention = getattr(app.state.settings, "retention_period", None)
+    retention = container.settings.retention_period
     if retention:
         from app.store.retention import parse_retention, purge
 
@@ -102,30 +99,32 @@ async def _loop(app: FastAPI, interval: float) -> None:
             )
 
 
-def _feedback_listener(app: FastAPI) -> Any:
-    adapters: Adapters = app.state.adapters
+def _feedback_listener(app: FastAPI) -> FeedbackListener:
+    reconciler = container_of(app).adapters.reconciler
+    engine = running(app).engine
 
     def on_feedback(entry: Any) -> None:
         if entry.outcome != "accepted" or not entry.run_id:
             return
-        for s in adapters.reconciler.run(app.state.engine, entry.run_id):
+        for s in reconciler.run(engine, entry.run_id):
             log.info("feedback on run %s: %s %s -> %s", s.run_id, s.effect_id, s.before, s.after)
 
     return on_feedback
 
 
 @asynccontextmanager
-async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """Start the periodic task (unless the interval is 0) and listen to CDS feedback."""
-    listeners = getattr(app.state, "cds_feedback_listeners", None)
-    if isinstance(listeners, list):
-        listeners.append(_feedback_listener(app))
-    interval = float(app.state.settings.reconcile_interval_seconds)
+async def periodic(app: FastAPI) -> AsyncIterator[None]:
+    """Start the periodic task (unless the interval is 0) and listen to CDS feedback; the
+    app's lifespan runs this once its parts are built."""
+    container = container_of(app)
+    running(app).feedback_listeners.append(_feedback_listener(app))
+    interval = float(container.settings.reconcile_interval_seconds)
     task = asyncio.create_task(_loop(app, interval)) if interval > 0 else None
-    app.state.maintenance_task = task
+    container.maintenance_task = task
     try:
         yield
     finally:
+        container.maintenance_task = None
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

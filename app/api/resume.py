@@ -20,7 +20,6 @@ from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Request
 
-from app.api import maintenance
 from app.api.waits import expire_overdue_waits, resume_run
 from app.cds.auth import CLIENT_JWT_RESPONSE, require_client
 from app.deps import DeploymentsDep, EngineDep, JsonBodyChecked, app_runner
@@ -33,7 +32,6 @@ __all__ = ["FactsRejected", "expire_overdue_waits", "resume_run", "router", "wai
 #: with trusted issuers configured, resuming needs the same client JWT as the CDS routes
 router = APIRouter(
     tags=["runs"],
-    lifespan=maintenance.lifespan,
     dependencies=[Depends(require_client), JsonBodyChecked],
     responses=CLIENT_JWT_RESPONSE,
 )
@@ -58,6 +56,6 @@ def resume(
     facts: dict[str, Any] = Body(default_factory=dict, examples=[_EXAMPLE]),
 ) -> dict[str, Any]:
     """The outcome after the resume, ``status`` ``suspended`` if it waits again."""
-    runner = app_runner(request.app.state)
+    runner = app_runner(request.app)
     outcome = resume_run(engine, deployments, run_id, facts, runner=runner)
     return outcome.to_json()

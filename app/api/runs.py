@@ -32,6 +32,7 @@ from app.cds.auth import (
     require_client_or_run_link,
 )
 from app.cds.hook_input import HookInput, InputUnusable, rehydrated_recording
+from app.container import container_of, running
 from app.deployments import (
     Deployments,
     for_workflow,
@@ -81,7 +82,7 @@ class ReplayOptions(BaseModel):
 
 
 def _tools(request: Request) -> ToolInvoker:
-    return app_runner(request.app.state).invoker()
+    return app_runner(request.app).invoker()
 
 
 @router.post("/workflows/{workflow}/runs", summary="Run a workflow on structured input")
@@ -95,7 +96,7 @@ def create_run(
     """Runs the workflow of the served deployment that declares it (by local name or IRI)."""
     dep, wf = for_workflow(deployments, workflow)
     ontology = served(dep)
-    runner = app_runner(request.app.state)
+    runner = app_runner(request.app)
     started = runner.start(ontology, wf.iri, body.model_dump())
     with engine.begin() as connection:
         runner.save(connection, ontology, started, row=run_columns(dep))
@@ -143,9 +144,10 @@ def read_run(
         return JSONResponse(stored_outcome(session, run_id), headers={"Vary": "Accept"})
     try:
         row = repo.get_run(session, run_id)
-        deployments = request.app.state.catalog.current()  # labels only: no fresh read needed
+        deployments = running(request.app).catalog.current()  # labels only: no fresh read needed
         names = _names(deployments, row.deployment, row.workflow_iri) if row is not None else {}
-        page = load_run_page(session, run_id, names=names, zone=request.app.state.settings.zone)
+        zone = container_of(request.app).settings.zone
+        page = load_run_page(session, run_id, names=names, zone=zone)
     except NotFound:
         return HTMLResponse(not_found_page(run_id), status_code=404, headers=PAGE_HEADERS)
     return HTMLResponse(render_run_page(page), headers=PAGE_HEADERS)

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
     from sqlalchemy import Engine
 
+    from app.settings import Settings
+
 log = logging.getLogger(__name__)
 
 #: Asymmetric JWS algorithms only: ``none`` and the shared-secret ``HS*`` family are refused.
@@ -289,32 +291,39 @@ def store_jti_ledger(engine: Engine) -> JtiLedger:
     return remember
 
 
-def client_authenticator(app: FastAPI) -> ClientAuthenticator:
-    """The app's one authenticator (built on first use from ``settings.trusted_issuers``)."""
-    existing = getattr(app.state, "client_authenticator", None)
-    if isinstance(existing, ClientAuthenticator):
-        return existing
-    settings = app.state.settings
-    secret = getattr(settings, "link_secret", None)
-    auth = ClientAuthenticator(
+def build_authenticator(
+    settings: Settings, *, engine: Engine, http: httpx.AsyncClient | None
+) -> ClientAuthenticator:
+    """The service's one authenticator, from ``settings.trusted_issuers``: the CDS routes and
+    the run routes share it."""
+    secret = settings.link_secret
+    return ClientAuthenticator(
         issuers=[TrustedIssuer.from_config(i.model_dump()) for i in settings.trusted_issuers],
-        remember_jti=store_jti_ledger(app.state.engine),
+        remember_jti=store_jti_ledger(engine),
         max_lifetime=settings.max_token_lifetime_seconds,
-        http=getattr(app.state, "http", None),
+        http=http,
         links=None
         if secret is None
         else RunLinks(
             secret=secret.get_secret_value().encode(), ttl_seconds=settings.link_ttl_seconds
         ),
     )
-    app.state.client_authenticator = auth
+
+
+def client_authenticator(app: FastAPI) -> ClientAuthenticator:
+    """The app's one authenticator (built when the service starts, ``app.container``)."""
+    running = app.state.container.running
+    if running is None:
+        raise RuntimeError("the service has not started: its lifespan builds the authenticator")
+    auth: ClientAuthenticator = running.authenticator
     return auth
 
 
 def called_url(request: Request) -> tuple[str, str]:
     """(the URL that was called, the service's base URL) as the client sees them: the JWT's
     ``aud``. ``public_base_url`` + path when set (behind a proxy), else the request URL."""
-    base_setting = getattr(request.app.state.settings, "public_base_url", None)
+    settings: Settings = request.app.state.container.settings
+    base_setting = settings.public_base_url
     if base_setting:
         base = str(base_setting).rstrip("/")
         return base + request.url.path, base

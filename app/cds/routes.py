@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
-import httpx
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from app import json_input
-from app.cds.auth import called_url, client_authenticator
+from app.cds.auth import called_url
 from app.cds.discovery import discovery
 from app.cds.errors import PayloadTooLarge, RequestInvalid, UnsupportedMediaType
 from app.cds.feedback import FeedbackListener, store_feedback
-from app.cds.leases import LeaseKeeper
 from app.cds.schemas import (
     FEEDBACK_REQUEST_BODY,
     HOOK_REQUEST_BODY,
@@ -28,95 +23,18 @@ from app.cds.schemas import (
     FeedbackResult,
     error_responses,
 )
-from app.cds.service import HookDeps, HookService
-from app.changes.shadow import ShadowRunner
-from app.deps import DeploymentsDep, app_runner, is_json_media_type
-from app.ports import Adapters
-from app.settings import Settings
-from app.terminology import Terminology, TerminologyNotInstalled, load_terminology
-from app.terminology.choice import TerminologyChoice
-from app.ucum import warm
+from app.container import container_of, running
+from app.deps import DeploymentsDep, is_json_media_type
 
 log = logging.getLogger("horismos.cds")
 
 
-def _terminology(folder: Path | None) -> Terminology | None:
-    """The terminology the service resolves code-system aliases with; without one installed
-    (``horismos serve`` refuses to start, an embedded app in tests may) systems are read as
-    written and a record coded by an alias is unread."""
-    try:
-        return load_terminology(folder)
-    except TerminologyNotInstalled as exc:
-        log.warning("%s: code-system aliases are not resolved", exc)
-        return None
-
-
-@asynccontextmanager
-async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """Build the hook service once the app's engine, HTTP client and ontology exist."""
-    settings: Settings = app.state.settings
-    adapters: Adapters = app.state.adapters
-    auth = client_authenticator(app)  # shared with the run routes (app.cds.auth.require_client)
-    auth.warn_if_open()
-    if not settings.allowed_fhir_servers:
-        log.warning(
-            "fhirServer restriction is OFF (open mode): hook calls may make the service read "
-            "from any FHIR server they name; set HORISMOS_ALLOWED_FHIR_SERVERS to restrict it"
-        )
-    if not settings.public_base_url:
-        log.warning(
-            "HORISMOS_PUBLIC_BASE_URL is not set: card links are built from each request's Host "
-            "header, which the caller chooses; set it to the URL clients use"
-        )
-    app.state.cds_feedback_listeners = []
-    # one blocking client for tool commits (they run in worker threads), shared by all calls:
-    # building a client per call costs more than the rest of the hook
-    commits_http = httpx.Client(follow_redirects=False, timeout=settings.fhir_timeout_seconds)
-    # renews the leases of the runs this process claims; a dead process's runs are taken over
-    leases = LeaseKeeper(app.state.engine, lease=settings.run_lease_seconds)
-    app.state.run_leases = leases
-    # approved changes decide beside the active version, after the answer is stored
-    shadow = ShadowRunner(app.state.engine, app.state.catalog, tools=app_runner(app.state).invoker)
-    app.state.shadow = shadow
-    if app.state.catalog.current().serving:
-        await run_in_threadpool(warm)
-    app.state.cds = HookService(
-        HookDeps(
-            catalog=app.state.catalog,
-            engine=app.state.engine,
-            http=app.state.http,
-            fhir_readers=adapters.fhir_readers,
-            authenticator=auth,
-            runner=app_runner(app.state),
-            fhir_timeout=settings.fhir_timeout_seconds,
-            allowed_fhir_servers=tuple(settings.allowed_fhir_servers),
-            max_fhir_response_bytes=settings.max_fhir_response_bytes,
-            max_fhir_pages=settings.max_fhir_pages,
-            commit_handlers=adapters.commits(app.state.engine, commits_http),
-            leases=leases,
-            deadline=settings.hook_deadline_seconds,
-            shadow=shadow,
-            zone=settings.zone,
-            terminology=(package := _terminology(settings.terminology_packages)),
-            # the server HORISMOS_TERMINOLOGY_URL names, else the embedded terminology
-            terminologies=TerminologyChoice(package, adapters.terminology_server(settings)),
-            answer_ahead_seconds=settings.answer_ahead_seconds,
-        )
-    )
-    try:
-        yield
-    finally:
-        leases.close()
-        shadow.close()
-        commits_http.close()
-
-
 def add_feedback_listener(app: FastAPI, listener: FeedbackListener) -> None:
     """Be told about each newly stored feedback item (e.g. to reconcile accepted suggestions)."""
-    app.state.cds_feedback_listeners.append(listener)
+    running(app).feedback_listeners.append(listener)
 
 
-router = APIRouter(tags=["CDS Hooks"], lifespan=lifespan)
+router = APIRouter(tags=["CDS Hooks"])
 
 
 async def _json(request: Request) -> Any:
@@ -144,7 +62,7 @@ def _too_large(limit: int) -> PayloadTooLarge:
 
 async def _bounded_body(request: Request) -> bytes:
     """The body, read no further than ``settings.max_request_bytes`` (else 413)."""
-    limit = int(request.app.state.settings.max_request_bytes)
+    limit = int(container_of(request.app).settings.max_request_bytes)
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
@@ -185,7 +103,7 @@ def get_services(deployments: DeploymentsDep) -> dict[str, Any]:
 async def call_service(service_id: str, request: Request) -> JSONResponse:
     # No dependency injection on the hot path: a plain (sync) dependency is run in the threadpool,
     # a thread hand-off per call, and resolving it cost more CPU than what it checks.
-    service: HookService = request.app.state.cds
+    service = running(request.app).hooks
     audience, base = _public_url(request)
     body = await _json(request)
     response = await service.call(
@@ -212,17 +130,17 @@ async def call_service(service_id: str, request: Request) -> JSONResponse:
 async def post_feedback(
     service_id: str, request: Request, deployments: DeploymentsDep
 ) -> JSONResponse:
-    service: HookService = request.app.state.cds
+    parts = running(request.app)
     audience, _base = _public_url(request)
-    await service.deps.authenticator.verify(request.headers.get("authorization"), audience)
+    await parts.authenticator.verify(request.headers.get("authorization"), audience)
     body = await _json(request)
     result = await run_in_threadpool(
         lambda: store_feedback(
             services={s for d in deployments for s in d.services},
-            engine=request.app.state.engine,
+            engine=parts.engine,
             service_id=service_id,
             body=body,
-            listeners=request.app.state.cds_feedback_listeners,
+            listeners=parts.feedback_listeners,
         )
     )
     return JSONResponse(result)

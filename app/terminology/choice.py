@@ -41,6 +41,11 @@ class TerminologyChoice:
                 self._embedded[ontology.digest] = found
             return found
 
+    def close(self) -> None:
+        """Close the server's connections (the embedded terminologies hold none)."""
+        if self._server is not None:
+            self._server.close()
+
 
 #: the value-set and map versions of each deployment version (by digest), built once
 _VERSIONS: dict[str, tuple[list[str], list[str]]] = {}

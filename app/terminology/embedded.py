@@ -86,6 +86,9 @@ class EmbeddedTerminology:
         packages = tuple(p.label for p in self.package.packages) if self.package else ()
         return TerminologyUsed(kind="embedded", packages=packages)
 
+    def close(self) -> None:
+        """Nothing to let go of: it reads what was loaded in memory."""
+
     def expand(self, url: str, version: str | None, *, timeout: float | None = None) -> Expansion:
         found = self._current.get(url) if version is None else self._expansions.get((url, version))
         if found is None:

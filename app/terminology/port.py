@@ -114,6 +114,10 @@ class TerminologyPort(Protocol):
 
     def used(self) -> TerminologyUsed: ...
 
+    def close(self) -> None:
+        """Let go of what it holds open (a server's connections) when the service stops."""
+        ...
+
     def expand(self, url: str, version: str | None, *, timeout: float | None = None) -> Expansion:
         """``ValueSet/$expand`` of value set ``url`` at ``version``."""
         ...
@@ -164,6 +168,9 @@ class CachedTerminology:
 
     def used(self) -> TerminologyUsed:
         return self.port.used()
+
+    def close(self) -> None:
+        self.port.close()
 
     def _cached(self, key: Hashable, ask: Callable[[], T]) -> T:
         with self._lock:

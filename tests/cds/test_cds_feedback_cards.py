@@ -70,7 +70,7 @@ def test_thousands_of_feedback_items_are_matched_by_key_not_by_scanning_response
         for i in range(3_000)
     ]
     statements: list[str] = []
-    app_engine = client.app.state.engine  # type: ignore[attr-defined]
+    app_engine = client.app.state.container.running.engine  # type: ignore[attr-defined]
 
     def seen(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
         statements.append(statement)

@@ -196,7 +196,7 @@ def test_the_periodic_task_forgets_token_ids_of_expired_tokens(
 
     now = datetime.now(UTC)
     with make_app_client(reconcile_interval_seconds=0) as c:
-        eng = c.app.state.engine  # type: ignore[attr-defined]
+        eng = c.app.state.container.running.engine  # type: ignore[attr-defined]
         with session_scope(eng) as session:
             assert jtis.remember_jti(session, ISS, "old", now - timedelta(seconds=1))
             assert jtis.remember_jti(session, ISS, "live", now + timedelta(minutes=5))

@@ -363,7 +363,7 @@ def test_a_bad_client_token_is_401_over_http_and_runs_nothing(
     resp = secured.post(url, json=body, headers=headers)
     assert resp.status_code == 401, resp.text
     assert resp.json()["resourceType"] == "OperationOutcome"
-    engine: Engine = secured.app.state.engine  # type: ignore[attr-defined]
+    engine: Engine = secured.app.state.container.running.engine  # type: ignore[attr-defined]
     with engine.connect() as conn:
         claimed = conn.execute(
             text("SELECT count(*) FROM runs WHERE hook_instance = :h"), {"h": body["hookInstance"]}

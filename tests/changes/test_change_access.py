@@ -204,7 +204,7 @@ def test_a_model_drafts_a_change_from_override_reasons_and_a_human_still_decides
         assert (change["status"], change["origin"]) == ("proposed", "drafted")
         assert change["author"].startswith("model mock:")
         assert change["policy"]["passed"] and change["candidateVersion"] == "1.6.0"
-        bridge = client.app.state.runner.default_bridge  # type: ignore[attr-defined]
+        bridge = client.app.state.container.running.runner.default_bridge  # type: ignore[attr-defined]
         (request,) = [c for c in bridge.calls if c["op"] == "extract"]
         assert "Acuity too low for 146/min" in request["text"]
         assert "treated as immediate" in request["text"]

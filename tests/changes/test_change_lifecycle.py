@@ -148,7 +148,7 @@ def test_a_threshold_change_from_proposal_to_rollback(
     # --- shadow mode: decided beside the active version, never returned -------------------
     live = triage_call(client, 146)
     assert acuity_of(live) == "Urgent"  # the active version answers
-    assert client.app.state.shadow.join(timeout=60)  # type: ignore[attr-defined]
+    assert client.app.state.container.running.shadow.join(timeout=60)  # type: ignore[attr-defined]
     shadow = client.get(f"/changes/{change['id']}").json()["shadow"]
     assert (shadow["runs"], shadow["agree"], shadow["disagree"]) == (1, 0, 1)
     assert shadow["disagreements"][0]["after"]["decision"]["value"] == "Immediate"

@@ -37,7 +37,7 @@ def test_the_report_shows_a_shadow_changes_agreement_with_the_active_version(
     )
     live = [triage_call(client, rate) for rate in (145, 148, 80, 160)]
     assert [r["decision"]["value"] for r in live] == ["Urgent", "Urgent", "NonUrgent", "Immediate"]
-    assert client.app.state.shadow.join(timeout=60)  # type: ignore[attr-defined]
+    assert client.app.state.container.running.shadow.join(timeout=60)  # type: ignore[attr-defined]
 
     report = client.get("/analytics", headers={"Accept": "application/json"}).json()
     (shadow,) = _triage(report)["shadow"]

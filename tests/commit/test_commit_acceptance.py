@@ -404,7 +404,7 @@ def test_a_refused_write_is_traced_as_refused_and_replays_as_refused(
     with Session(pg_engine) as session:
         recorded = stored_recording(session, run_id)
     mark = fhir_server.mark()
-    deployment = client.app.state.catalog.current().find("triage")  # type: ignore[attr-defined]
+    deployment = client.app.state.container.running.catalog.current().find("triage")  # type: ignore[attr-defined]
     report = replay_run(deployment.ontology, recorded)
 
     assert report.same, report.divergences

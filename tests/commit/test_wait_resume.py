@@ -154,7 +154,7 @@ def test_a_resume_after_the_timeout_takes_the_timeout_edge_without_the_facts(
 ) -> None:
     with service() as client:
         run_id = _start(client)
-        deployments = client.app.state.catalog.current()  # type: ignore[attr-defined]
+        deployments = client.app.state.container.running.catalog.current()  # type: ignore[attr-defined]
     later = datetime.now(UTC) + timedelta(hours=2)
 
     outcome = resume_run(
@@ -170,7 +170,7 @@ def test_a_resume_after_the_timeout_takes_the_timeout_edge_without_the_facts(
 def test_the_periodic_task_ends_overdue_waits_only(service: OpenService, pg_engine: Engine) -> None:
     with service(interval=3600) as client:
         app = client.app
-        assert app.state.maintenance_task is not None  # type: ignore[attr-defined]
+        assert app.state.container.maintenance_task is not None  # type: ignore[attr-defined]
         run_id = _start(client)
         soon = tick(app, now=datetime.now(UTC) + timedelta(minutes=5))  # type: ignore[arg-type]
         assert soon.expired == []
@@ -184,4 +184,4 @@ def test_the_periodic_task_ends_overdue_waits_only(service: OpenService, pg_engi
 
 def test_no_periodic_task_when_the_interval_is_zero(service: OpenService) -> None:
     with service(interval=0) as client:
-        assert client.app.state.maintenance_task is None  # type: ignore[attr-defined]
+        assert client.app.state.container.maintenance_task is None  # type: ignore[attr-defined]

@@ -190,7 +190,7 @@ def test_an_answer_computed_ahead_is_not_used_past_its_time(
     client: TestClient, fhir_server: FhirServer, chart: dict[str, Any]
 ) -> None:
     _order_select(client, fhir_server, chart)
-    deps = client.app.state.cds.deps  # type: ignore[attr-defined]
+    deps = client.app.state.container.running.hooks.deps  # type: ignore[attr-defined]
     window = deps.answer_ahead_seconds
     deps.answer_ahead_seconds = 1e-6  # the order-sign call comes after it
     try:
@@ -225,7 +225,7 @@ def test_a_run_computed_ahead_that_did_not_decide_is_computed_afresh(
     draft = unknown["draftOrders"]["entry"][0]["resource"]
     del draft["dispenseRequest"]["expectedSupplyDuration"]["code"]
     _order_select(client, fhir_server, unknown)
-    engine = client.app.state.engine  # type: ignore[attr-defined]
+    engine = client.app.state.container.running.engine  # type: ignore[attr-defined]
     with engine.connect() as connection:
         kept = connection.execute(
             text("SELECT count(*) FROM runs WHERE service_id = :s AND ahead_key = 'undecided'"),

@@ -65,7 +65,7 @@ def _run_writes(client: TestClient) -> tuple[dict[str, Any], list[str]]:
 
     request = roll(json.loads(REQUEST.read_text()), datetime.now(UTC).date())
     request["hookInstance"] = str(uuid.uuid4())
-    engine = client.app.state.engine  # type: ignore[attr-defined]
+    engine = client.app.state.container.running.engine  # type: ignore[attr-defined]
     event.listen(engine, "before_cursor_execute", record)
     try:
         response = client.post(f"/cds-services/{SERVICE}", json=request)

@@ -138,8 +138,8 @@ def test_a_rehydrated_replay_reports_the_input_status_of_the_call(
     assert report["replayed"]["terminal"] == live["terminal"]
 
     # and the input status hydrating again records is the one the call recorded
-    engine = client.app.state.engine  # type: ignore[attr-defined]
-    deployments = client.app.state.catalog.current()  # type: ignore[attr-defined]
+    engine = client.app.state.container.running.engine  # type: ignore[attr-defined]
+    deployments = client.app.state.container.running.catalog.current()  # type: ignore[attr-defined]
     with session_scope(engine) as session:
         recorded = stored_recording(session, run_id)
         raw = stored_input(session, run_id)

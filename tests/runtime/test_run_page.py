@@ -126,7 +126,7 @@ def test_an_undecided_run_says_so(client: TestClient) -> None:
 def test_the_page_reads_the_stored_effects_and_source_versions(client: TestClient) -> None:
     # What a hook run stores beside its outcome: the writes it proposed and the versions it read.
     run_id = _run(client, CHEST_PAIN)["runId"]
-    engine = client.app.state.engine  # type: ignore[attr-defined]
+    engine = client.app.state.container.running.engine  # type: ignore[attr-defined]
     log_effect(
         engine,
         run_id=run_id,
