@@ -22,22 +22,20 @@ from app.ontology._compile_base import (
 from app.ontology._compile_flow import FlowCompiler
 from app.ontology._compile_tools import ToolCompiler
 from app.ontology._rdf import literal_kind, short
-from app.ontology.durations import parse_window
-from app.ontology.model import (
-    HORIS,
+from app.ontology.classes import (
     AggregateDef,
     Cardinality,
     ClassDef,
-    Conclusion,
     DatedDef,
     FhirMapping,
     Individual,
     PropertyDef,
-    Rule,
     SharingDef,
     SpanDef,
-    local_name,
 )
+from app.ontology.durations import parse_window
+from app.ontology.names import HORIS, local_name
+from app.ontology.rules import Conclusion, Rule
 
 
 class Compiler(FlowCompiler, ToolCompiler):

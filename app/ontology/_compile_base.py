@@ -12,16 +12,11 @@ from rdflib.term import Node
 
 from app.ontology import _values as V
 from app.ontology._rdf import Reader, literal_kind, short
+from app.ontology.classes import ValueSetDef
 from app.ontology.durations import parse_window
-from app.ontology.model import (
-    HORIS,
-    OPERATORS,
-    Condition,
-    Operator,
-    StepKind,
-    Value,
-    ValueSetDef,
-)
+from app.ontology.names import HORIS
+from app.ontology.rules import OPERATORS, Condition, Operator, Value
+from app.ontology.workflows import StepKind
 
 
 def H(term: str) -> URIRef:

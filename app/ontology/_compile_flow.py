@@ -12,23 +12,25 @@ from app.ontology import _values as V
 from app.ontology import card_text
 from app.ontology._compile_base import CompilerBase, H
 from app.ontology._rdf import literal_kind
-from app.ontology.model import (
+from app.ontology.classes import Individual
+from app.ontology.names import local_name
+from app.ontology.services import (
     DEFAULT_CLOCK_SKEW,
     AlternativeDecl,
-    ArgBinding,
-    Branch,
-    CandidateQuery,
     CardDecl,
     CdsServiceDef,
-    Individual,
     PrefetchTemplate,
-    StepDef,
-    SubflowOutcome,
     SuggestionDecl,
     SystemActionDecl,
     TextSource,
+)
+from app.ontology.workflows import (
+    ArgBinding,
+    Branch,
+    CandidateQuery,
+    StepDef,
+    SubflowOutcome,
     WorkflowDef,
-    local_name,
 )
 
 

@@ -14,15 +14,9 @@ from typing import Any
 from rdflib.term import Node
 
 from app.ontology._compile_base import BINDING_SCHEMES, CompilerBase, H
-from app.ontology.model import (
-    AdapterCommit,
-    CommitOperation,
-    EffectDecl,
-    ToolArg,
-    ToolDef,
-    local_name,
-)
+from app.ontology.names import local_name
 from app.ontology.templates import template_problem
+from app.ontology.tools import AdapterCommit, CommitOperation, EffectDecl, ToolArg, ToolDef
 
 #: the bindings that run in the process: the only ones a pure tool may have
 IN_PROCESS = ("python:", "rust:")

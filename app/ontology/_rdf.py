@@ -18,7 +18,7 @@ from rdflib.namespace import RDF, RDFS
 from rdflib.term import Node
 
 from app.ontology.errors import Problem, ProblemCode
-from app.ontology.model import HORIS
+from app.ontology.names import HORIS
 
 Triple = tuple[Node, Node, Node]
 

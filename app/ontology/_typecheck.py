@@ -7,20 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from app.ontology.classes import DatedDef, PropertyDef, SharingDef, SpanDef
 from app.ontology.errors import Problem, ProblemCode
-from app.ontology.model import (
-    XSD,
-    Condition,
-    DatedDef,
-    Ontology,
-    PropertyDef,
-    SharingDef,
-    SpanDef,
-    StepDef,
-    Value,
-    local_name,
-)
+from app.ontology.model import Ontology
+from app.ontology.names import XSD, local_name
+from app.ontology.rules import Condition, Value
 from app.ontology.templates import template_args
+from app.ontology.workflows import StepDef
 
 _NUMERIC = (XSD + "decimal", XSD + "integer")
 _TIME = (XSD + "dateTime", XSD + "date")

@@ -9,7 +9,7 @@ from rdflib import BNode, Literal, URIRef
 from rdflib.namespace import XSD
 from rdflib.term import Node
 
-from app.ontology.model import Value
+from app.ontology.rules import Value
 
 INTEGER_TYPES = frozenset(
     XSD[t]

@@ -31,8 +31,9 @@ from importlib import resources
 from app.ontology._fhir_model import closest, closest_resource_type, is_resource_type, type_info
 from app.ontology._fhirpath import check_path
 from app.ontology._typecheck import TypeChecker
+from app.ontology.classes import FhirMapping, PropertyDef
 from app.ontology.errors import ProblemCode
-from app.ontology.model import XSD, FhirMapping, PropertyDef, local_name
+from app.ontology.names import XSD, local_name
 from app.ucum import convertible, is_ucum, suggest
 
 #: Quantity and its specializations: hydration converts any of them by its UCUM code

@@ -6,7 +6,8 @@ focus name object properties whose domains fit, they end at one class, and its
 from __future__ import annotations
 
 from app.ontology._typecheck import TypeChecker
-from app.ontology.model import Condition, local_name
+from app.ontology.names import local_name
+from app.ontology.rules import Condition
 
 
 class ForEachChecker(TypeChecker):

@@ -27,7 +27,9 @@ from app.ontology._fhir_model import closest, closest_resource_type, is_resource
 from app.ontology._typecheck import TypeChecker
 from app.ontology.durations import parse_window
 from app.ontology.hooks import HOOKS, USER_TOKENS, ContextField
-from app.ontology.model import CdsServiceDef, Ontology, PrefetchTemplate, local_name
+from app.ontology.model import Ontology
+from app.ontology.names import local_name
+from app.ontology.services import CdsServiceDef, PrefetchTemplate
 
 _TOKEN = re.compile(r"\{\{(.*?)\}\}")
 _NAME = re.compile(r"^\s*([A-Za-z0-9_.]+)\s*$")

@@ -19,7 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from app.ontology._typecheck import TypeChecker, conditions_of
-from app.ontology.model import Condition, PropertyDef, local_name
+from app.ontology.classes import PropertyDef
+from app.ontology.names import local_name
+from app.ontology.rules import Condition
 
 
 class ReachChecker(TypeChecker):

@@ -11,15 +11,10 @@ from collections import Counter
 from app.ontology._verify_foreach import ForEachChecker
 from app.ontology.card_text import SUMMARY_MAX_LENGTH, static_length
 from app.ontology.hooks import HOOKS
-from app.ontology.model import (
-    CardDecl,
-    CdsServiceDef,
-    Condition,
-    SuggestionDecl,
-    SystemActionDecl,
-    WorkflowDef,
-    local_name,
-)
+from app.ontology.names import local_name
+from app.ontology.rules import Condition
+from app.ontology.services import CardDecl, CdsServiceDef, SuggestionDecl, SystemActionDecl
+from app.ontology.workflows import WorkflowDef
 
 
 class ServiceChecker(ForEachChecker):

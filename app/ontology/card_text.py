@@ -41,7 +41,7 @@ from datetime import date
 from decimal import Decimal
 from typing import Any, Literal, cast
 
-from app.ontology.model import Value
+from app.ontology.rules import Value
 
 TOKEN = re.compile(r"\{\{\s*([^{}#^/]*?)\s*\}\}")
 #: ``{{#X}}…{{/X}}`` or ``{{^X}}…{{/X}}``: kept when ``X`` holds (``#``) or does not (``^``)

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from app.ontology.classes import ConceptMapDef, MapTarget
 from app.ontology.errors import Problem
-from app.ontology.model import ConceptMapDef, MapTarget
 from app.ontology.valuesets import folders_beside, read_canonical
 
 FOLDER = "conceptmaps"

@@ -26,7 +26,7 @@ from rdflib import Graph, Literal, URIRef
 from rdflib.namespace import OWL, RDF
 
 from app.ontology.errors import Problem
-from app.ontology.model import HORIS
+from app.ontology.names import HORIS
 
 _CDS_SERVICE = URIRef(HORIS + "CdsService")
 _WORKFLOW = URIRef(HORIS + "Workflow")

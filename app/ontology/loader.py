@@ -28,7 +28,8 @@ from app.ontology._compile import Compiler
 from app.ontology._rdf import OrderedGraph, Reader, short
 from app.ontology.conceptmaps import load_concept_maps, map_folders_beside
 from app.ontology.errors import OntologyError, Problem, in_files
-from app.ontology.model import HORIS, Ontology, OntologyPart
+from app.ontology.model import Ontology, OntologyPart
+from app.ontology.names import HORIS
 from app.ontology.schema import derive_schema
 from app.ontology.valuesets import folders_beside, load_value_sets_with_history
 from app.resources import resource_dir

@@ -3,695 +3,116 @@
 The loader (``app.ontology.loader``) turns Turtle into these objects; nothing else builds them
 except tests. Every identifier is a full IRI string; ``name`` is the IRI's local name, used in
 JSON (structured input, schemas, outcomes). Turtle terms are given next to each field as
-``horis:term`` so this module doubles as the vocabulary reference (docs/vocabulary.md expands it).
+``horis:term`` so these modules double as the vocabulary reference (docs/vocabulary.md expands
+it). This module holds the whole, ``Ontology``, and its lookups; the parts live by concept in
+``names``, ``rules``, ``classes``, ``tools``, ``workflows`` and ``services``, and every one of
+them can be imported from here.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
-from typing import Literal, TypeAlias, get_args
 
-HORIS = "https://horismos.dev/ns#"
-XSD = "http://www.w3.org/2001/XMLSchema#"
+from app.ontology.classes import (
+    AbsentMeans,
+    AggregateDef,
+    AggregateFunction,
+    Cardinality,
+    ClassDef,
+    ConceptMapDef,
+    Datatype,
+    DatedDef,
+    EarlierMember,
+    FhirMapping,
+    Individual,
+    MappedCode,
+    MapTarget,
+    Pick,
+    PropertyDef,
+    Resolution,
+    SharingDef,
+    SpanDef,
+    ValueSetDef,
+)
+from app.ontology.names import HORIS, XSD, humanise, local_name
+from app.ontology.rules import OPERATORS, Conclusion, Condition, Operator, Rule, Value
+from app.ontology.services import (
+    DEFAULT_CLOCK_SKEW,
+    AlternativeDecl,
+    CardDecl,
+    CdsServiceDef,
+    Indicator,
+    PrefetchTemplate,
+    SuggestionDecl,
+    SystemActionDecl,
+    TextSource,
+)
+from app.ontology.tools import AdapterCommit, CommitOperation, EffectDecl, ToolArg, ToolDef
+from app.ontology.workflows import (
+    ArgBinding,
+    Branch,
+    CandidateQuery,
+    StepDef,
+    StepKind,
+    SubflowOutcome,
+    WorkflowDef,
+)
 
-#: A literal or an IRI (object values and enumeration individuals are IRI strings).
-Value: TypeAlias = Decimal | int | str | bool
-
-Datatype = Literal[
-    "xsd:decimal", "xsd:integer", "xsd:string", "xsd:boolean", "xsd:dateTime", "xsd:date"
+__all__ = [
+    "DEFAULT_CLOCK_SKEW",
+    "HORIS",
+    "OPERATORS",
+    "XSD",
+    "AbsentMeans",
+    "AdapterCommit",
+    "AggregateDef",
+    "AggregateFunction",
+    "AlternativeDecl",
+    "ArgBinding",
+    "Branch",
+    "CandidateQuery",
+    "CardDecl",
+    "Cardinality",
+    "CdsServiceDef",
+    "ClassDef",
+    "CommitOperation",
+    "ConceptMapDef",
+    "Conclusion",
+    "Condition",
+    "Datatype",
+    "DatedDef",
+    "EarlierMember",
+    "EffectDecl",
+    "FhirMapping",
+    "Indicator",
+    "Individual",
+    "MapTarget",
+    "MappedCode",
+    "Ontology",
+    "OntologyPart",
+    "Operator",
+    "Pick",
+    "PrefetchTemplate",
+    "PropertyDef",
+    "Resolution",
+    "Rule",
+    "SharingDef",
+    "SpanDef",
+    "StepDef",
+    "StepKind",
+    "SubflowOutcome",
+    "SuggestionDecl",
+    "SystemActionDecl",
+    "TextSource",
+    "ToolArg",
+    "ToolDef",
+    "Value",
+    "ValueSetDef",
+    "WorkflowDef",
+    "humanise",
+    "local_name",
 ]
-Cardinality = Literal["0..1", "1..1", "0..*", "1..*"]
-Resolution = Literal["Reject", "FirstListed"]
-Operator = Literal[
-    "is",
-    "isNot",
-    "in",
-    "notIn",
-    "greaterThan",
-    "atLeast",
-    "lessThan",
-    "atMost",
-    "isAssigned",
-    "matches",
-    "isA",
-    "inValueSet",
-    "withinPast",
-    "atMostAgo",
-    "atLeastAgo",
-]
-OPERATORS: tuple[Operator, ...] = get_args(Operator)
-StepKind = Literal[
-    "Step",  # a plain terminal step (horis:Step ; horis:terminal true)
-    "PerceptionStep",
-    "ReasoningStep",
-    "ActionStep",
-    "NarrationStep",
-    "ProposalStep",
-    "WaitStep",
-    "ChoiceStep",
-    "SubflowStep",
-]
-Pick = Literal["Latest", "All"]
-AggregateFunction = Literal["Count", "Sum", "Min", "Max", "DaysCovered"]
-#: ``horis:absentMeans``: ``Unknown`` (no value is unknown: a measurement), ``None`` (closed
-#: world: an answered search without a match means there is none, for record lists only) or
-#: ``Unread`` (a property of a record: a record read without a value for it is *unread*)
-AbsentMeans = Literal["None", "Unknown", "Unread"]
-Indicator = Literal["info", "warning", "critical"]
-
-
-def local_name(iri: str) -> str:
-    """The part of an IRI after its last ``#`` or ``/``."""
-    for sep in ("#", "/"):
-        if sep in iri:
-            iri = iri.rsplit(sep, 1)[1]
-    return iri
-
-
-_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+[0-9]*|[A-Z]+[0-9]*|[0-9]+")
-
-
-def humanise(name: str) -> str:
-    """A local name as words, for a name without ``rdfs:label``: ``ChestPain`` → ``Chest pain``,
-    ``ACEInhibitor`` → ``ACE inhibitor``, ``ehr.assign_queue`` → ``Ehr assign queue``."""
-    words = _WORD.findall(local_name(name))
-    if not words:
-        return name
-    out = [w if len(w) > 1 and w.isupper() else w.lower() for w in words]
-    out[0] = out[0][:1].upper() + out[0][1:]
-    return " ".join(out)
-
-
-#: How far past the hook's time a reading may be stamped unless a service says otherwise.
-DEFAULT_CLOCK_SKEW = 300.0
-
-
-# --- classes and properties ----------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class ClassDef:
-    """``X a horis:Class`` (a root) or ``X rdfs:subClassOf Y`` (a subclass)."""
-
-    iri: str
-    name: str
-    parents: tuple[str, ...] = ()  # rdfs:subClassOf
-    codes: tuple[str, ...] = ()  # horis:code "system|code"
-    one_of: tuple[str, ...] = ()  # horis:oneOf (individuals): an enumeration class
-    label: str | None = None  # rdfs:label
-    value_sets: tuple[str, ...] = ()  # horis:inValueSet <canonical>: its codes are the members
-    #: horis:valueSet "<canonical>|<version>": the pinned value sets among ``value_sets``
-    pinned: tuple[str, ...] = ()
-    #: horis:namedBy P: the string property whose value names an instance for a reader
-    named_by: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Individual:
-    """A named member of an enumeration class (``:Immediate a :AcuityLevel``)."""
-
-    iri: str
-    name: str
-    class_iri: str
-    codes: tuple[str, ...] = ()  # horis:code "system|code" (e.g. v3 ActPriority for a queue)
-    label: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class FhirMapping:
-    """``P horis:fromFhir [ … ]``: how a property is read from FHIR resources.
-
-    The adapter selects resources of ``resource_type`` (from prefetch, or from the hook's
-    ``context`` key ``context_key`` such as ``draftOrders``), keeps those whose code matches one of
-    ``codings`` (for Observations also a component with that code), whose ``where`` FHIRPath is
-    true, evaluates ``fhir_path`` and picks ``Latest`` (by effective time) or ``All``.
-    """
-
-    resource_type: str  # horis:resourceType
-    fhir_path: str  # horis:fhirPath, relative to the resource (or the matching component)
-    codings: tuple[str, ...] = ()  # horis:coding "system|code" (any of)
-    where: str | None = None  # horis:where, a FHIRPath boolean on the resource
-    pick: Pick = "Latest"  # horis:pick horis:Latest | horis:All
-    context_key: str | None = None  # horis:fromContext "draftOrders"
-    #: horis:transform horis:YearsSince (whole years to the hook's time) | horis:PeriodDays
-    #: (whole days from a Period's start to its end)
-    transform: Literal["YearsSince", "PeriodDays"] | None = None
-    #: horis:maxAge "PT6H" in seconds: a resource older than this at the hook's time is stale
-    max_age: float | None = None
-    value_sets: tuple[str, ...] = ()  # horis:inValueSet <canonical>: the code is a member (any)
-    #: horis:via "medicationReference": follow this Reference (contained or read in the same
-    #: call) and evaluate ``fhir_path`` on the resource it names
-    via: str | None = None
-    #: horis:missingExcludes "category": elements ``where`` reads whose absence means the record
-    #: is not one this mapping reads (else a record missing one is *unread*, not left out)
-    missing_excludes: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, kw_only=True)
-class AggregateDef:
-    """``P horis:aggregate [ horis:function horis:Sum ; horis:over ( :hasOrder ) ; horis:of :mme ;
-    horis:where ( … ) ]``: P's value computed by the World, never asserted.
-
-    The values reached from the subject along any ``over`` path (several paths: their union,
-    each value once) that satisfy every ``where`` condition are kept; with ``of`` the kept
-    instances' values of that property are aggregated, else the kept values themselves. Count
-    and Sum of nothing are 0; Min and Max of nothing leave P unassigned. An aggregate reads its
-    inputs complete, like negation: it sits in a stratum above everything it reads.
-    """
-
-    function: AggregateFunction  # horis:function horis:Count | Sum | Min | Max | DaysCovered
-    over: tuple[tuple[str, ...], ...]  # horis:over ( p1 p2 … ), several allowed
-    of: str | None = None  # horis:of P
-    where: tuple[Condition, ...] = ()  # horis:where ( conditions on each reached value )
-    #: DaysCovered only: each kept instance covers the days from its ``start`` to its ``end``
-    #: (or ``start`` plus ``length`` days), counted within the window from ``window_from``
-    #: before now to ``window_to`` before now
-    span: SpanDef | None = None
-    #: keep a reached instance only when it is dated within a window before the subject's date
-    dated: DatedDef | None = None
-    #: keep a reached instance only when a value of it equals a value of the subject
-    sharing: SharingDef | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class SharingDef:
-    """``horis:sharing [ horis:property P ; horis:anchor A ]`` in an aggregate: a reached
-    instance is kept only when some value of its P equals some value of the subject's A (the
-    prescriber of an order being signed is the author of the plan)."""
-
-    property: str
-    anchor: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class DatedDef:
-    """``horis:dated [ horis:property P ; horis:anchor A ; horis:windowFrom "P31D" ;
-    horis:windowTo "P1D" ]`` in an aggregate: a reached instance is kept only when some value of
-    its P (a date) lies on a day from ``window_from`` to ``window_to`` before the day of some
-    value of the subject's A ("prescribed in the month before the screen")."""
-
-    property: str
-    anchor: str
-    window_from: str
-    window_to: str = "P0D"
-
-
-@dataclass(frozen=True, kw_only=True)
-class SpanDef:
-    """The span of each instance a ``horis:DaysCovered`` aggregate keeps, and its window:
-    ``horis:start P`` (a date), ``horis:end P`` (a date) or ``horis:lengthDays P`` (a number of
-    days), ``horis:windowFrom "P10D"`` and ``horis:windowTo "P0D"`` (durations before now)."""
-
-    start: str
-    end: str | None = None
-    length: str | None = None
-    window_from: str
-    window_to: str = "P0D"
-
-
-@dataclass(frozen=True, kw_only=True)
-class PropertyDef:
-    """``P a horis:Property`` with its constraints."""
-
-    iri: str
-    name: str
-    domain: str  # horis:domain (class IRI)
-    range: str  # horis:range: an xsd datatype IRI or a class IRI
-    cardinality: Cardinality = "0..*"
-    min: Decimal | None = None
-    max: Decimal | None = None
-    unit: str | None = None  # UCUM
-    pattern: str | None = None
-    one_of: tuple[str, ...] = ()  # on the property, or inherited from an enumeration range
-    rules_only: bool = False  # horis:assignedBy horis:RulesOnly
-    resolution: Resolution = "Reject"
-    from_fhir: tuple[FhirMapping, ...] = ()
-    label: str | None = None
-    #: horis:absentMeans as declared; None when not declared (then it means ``Unknown``)
-    absent_means: AbsentMeans | None = None
-    #: horis:inverseOf Q…: hydration asserts (o, this, s) for every (s, Q, o) it reads
-    inverse_of: tuple[str, ...] = ()
-    aggregate: AggregateDef | None = None  # horis:aggregate [ … ]: computed, never asserted
-    #: horis:closedOver "system"…: the code systems in which this property's code lists (its
-    #: range's classes, or the value sets its conditions test) are complete, so that a code of
-    #: such a system that none lists is *none of ours*; a code of any other system is *unread*
-    closed_over: tuple[str, ...] = ()
-
-    @property
-    def closed_world(self) -> bool:
-        """Whether an answered search without a match means *none* (``horis:absentMeans
-        horis:None``) rather than *unknown*."""
-        return self.absent_means == "None"
-
-    @property
-    def is_object(self) -> bool:
-        return not self.range.startswith(XSD)
-
-    @property
-    def single_valued(self) -> bool:
-        return self.cardinality in ("0..1", "1..1")
-
-    @property
-    def required(self) -> bool:
-        return self.cardinality.startswith("1")
-
-
-@dataclass(frozen=True, kw_only=True)
-class ValueSetDef:
-    """A FHIR ValueSet read from the deployment's ``valuesets`` folder (``app.ontology.valuesets``):
-    its canonical URL, its members as ``system|code``, and the file it was read from."""
-
-    url: str
-    name: str
-    codes: frozenset[str]
-    source: str
-    version: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class MapTarget:
-    """One target of a ConceptMap element: ``system|code`` ("" when the map says it has none)
-    and the FHIR equivalence of the source to it."""
-
-    target: str
-    equivalence: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class ConceptMapDef:
-    """A FHIR ConceptMap read from the deployment's ``conceptmaps`` folder
-    (``app.ontology.conceptmaps``): each source ``system|code`` with its targets."""
-
-    url: str
-    version: str
-    name: str
-    source: str
-    mappings: dict[str, tuple[MapTarget, ...]]
-
-
-@dataclass(frozen=True, kw_only=True)
-class EarlierMember:
-    """A code only an earlier expansion of a class's value set lists."""
-
-    class_iri: str
-    url: str
-    version: str | None  # the current expansion's
-    earlier_version: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class MappedCode:
-    """A code a deployment's ConceptMap translates to ``target``."""
-
-    target: str
-    equivalence: str
-    map_url: str
-    map_version: str
-
-
-# --- conditions and rules ------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class Condition:
-    """One pattern: ``[ horis:property P | horis:path (p1 p2) ; horis:<op> value ]``.
-
-    ``path`` is never empty: ``horis:property P`` compiles to ``path=(P,)``. ``value`` is a
-    tuple for ``in``/``notIn``, a bool for ``isAssigned``, a regex for ``matches``, a class IRI
-    for ``isA``, a value set's canonical URL for ``inValueSet``, an ISO 8601 duration text for
-    the time windows ``withinPast``, ``atMostAgo`` and ``atLeastAgo`` (``app.world.windows``).
-    """
-
-    path: tuple[str, ...]
-    op: Operator
-    value: Value | tuple[Value, ...]
-    node: str | None = None  # the blank node or IRI it was read from, for error messages
-
-
-@dataclass(frozen=True, kw_only=True)
-class Conclusion:
-    """``horis:then [ horis:property P ; horis:value V ]``."""
-
-    property: str
-    value: Value
-
-
-@dataclass(frozen=True, kw_only=True)
-class Rule:
-    """``R a horis:Rule ; horis:about C ; horis:when (…) ; horis:then […]``."""
-
-    iri: str
-    name: str
-    about: str
-    when: tuple[Condition, ...]
-    then: tuple[Conclusion, ...]
-    order: int = 0  # document order among rules, for deterministic evaluation
-    label: str | None = None  # rdfs:label: the criterion as a clinician names it
-
-
-# --- tools ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class ToolArg:
-    """``horis:arg [ horis:name "queue" ; horis:type :AcuityLevel ]``."""
-
-    name: str
-    type: str  # class IRI or xsd datatype IRI
-
-
-@dataclass(frozen=True, kw_only=True)
-class EffectDecl:
-    """``horis:asserts [ horis:property P ; horis:value horis:now | horis:type T ]``."""
-
-    property: str
-    type: str | None = None  # what the tool must return under the property's local name
-    now: bool = False  # horis:value horis:now: filled by the runtime, not the tool
-
-
-CommitOperation = Literal["update", "patch", "create"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class AdapterCommit:
-    """``horis:commits [ … ]`` on a tool: an adapter-mediated write to the FHIR server.
-
-    ``update`` (``horis:Update``) and ``patch`` (``horis:Patch``) change ``element`` of the
-    hydrated resource of ``resource_type`` (its version comes from the run's source-version
-    vector), set from argument ``value_arg`` translated through the argument value's
-    ``horis:code`` in ``code_system``: ``update`` PUTs the whole resource, ``patch`` sends a JSON
-    Patch of that one element; both only against the version the run read (``If-Match``).
-    ``create`` (``horis:Create``) POSTs a new resource rendered from ``template`` (JSON with
-    ``{{…}}`` placeholders), conditionally on its identifier (``If-None-Exist``) so a retry
-    never creates it twice. The call is made only when ``fhirAuthorization.scope`` grants
-    ``scope``.
-    """
-
-    resource_type: str  # horis:resourceType "Encounter"
-    element: str = ""  # horis:element "priority" (update, patch)
-    value_arg: str = ""  # horis:valueArg "queue" (update, patch)
-    code_system: str | None = None  # horis:codeSystem "http://terminology.hl7.org/…"
-    operation: CommitOperation = "update"  # horis:operation horis:Update | Patch | Create
-    scope: str = ""  # horis:scope "user/Encounter.write"
-    template: str | None = None  # horis:template: the JSON body of a create
-
-    @property
-    def is_message(self) -> bool:
-        """A create of a message between people (a FHIR ``Communication``): the one write an
-        undecided run still makes, so that somebody hears of it."""
-        return self.operation == "create" and self.resource_type in _MESSAGE_TYPES
-
-
-#: FHIR resource types that are messages between people, not a record's content
-_MESSAGE_TYPES = frozenset({"Communication"})
-
-
-@dataclass(frozen=True, kw_only=True)
-class ToolDef:
-    """``T a horis:Tool`` (docs/tools.md)."""
-
-    iri: str
-    name: str
-    args: tuple[ToolArg, ...]
-    effects: tuple[EffectDecl, ...]
-    binding: str  # python:… | rust:… | http(s)://… | mcp://server/tool | fhir:commit
-    timeout: float = 5.0  # horis:timeout "5s" in seconds
-    idempotent: bool = False
-    retries: int | None = None  # horis:retries; None = the default (0 when non-idempotent)
-    commits: AdapterCommit | None = None
-    pure: bool = False  # horis:pure: computes from its arguments only, acts on nothing outside
-    label: str | None = None  # rdfs:label
-
-
-# --- workflows -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class ArgBinding:
-    """``horis:bind [ horis:arg "queue" ; horis:property :acuity ]`` or ``… horis:focus true``."""
-
-    arg: str
-    property: str | None = None
-    focus: bool = False
-
-
-@dataclass(frozen=True, kw_only=True)
-class Branch:
-    """One ChoiceStep branch: ``[ horis:when [ … ] ; horis:next S ]``."""
-
-    when: tuple[Condition, ...]
-    next: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class CandidateQuery:
-    """``horis:candidates [ horis:path (:hasOption) ; horis:where ( … ) ]``.
-
-    Candidates are the values reached from the focus along ``path`` (or, with ``class_iri``,
-    every instance of that class) for which every ``where`` condition holds on the candidate.
-    """
-
-    path: tuple[str, ...] = ()
-    class_iri: str | None = None  # horis:class
-    where: tuple[Condition, ...] = ()
-
-
-@dataclass(frozen=True, kw_only=True)
-class SubflowOutcome:
-    """``horis:outcome [ horis:terminal :SubDone ; horis:next :ParentStep ]``."""
-
-    terminal: str
-    next: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class StepDef:
-    """One workflow step. Fields not used by ``kind`` keep their defaults."""
-
-    iri: str
-    name: str
-    kind: StepKind
-    terminal: bool = False
-    next: str | None = None
-    requires: tuple[Condition, ...] = ()
-    on_unsatisfied: str | None = None
-    # PerceptionStep
-    extracts: tuple[str, ...] = ()
-    model: str | None = None
-    confidence: float | None = None
-    fallback: str | None = None  # PerceptionStep, ProposalStep
-    retries: int | None = None  # PerceptionStep (default 2), ActionStep (tool's default)
-    # ReasoningStep
-    goal: tuple[Condition, ...] = ()
-    on_unreachable: str | None = None
-    on_incomplete: str | None = None  # horis:onIncomplete (falls back to on_unreachable)
-    # ActionStep
-    tool: str | None = None
-    bindings: tuple[ArgBinding, ...] = ()
-    on_error: str | None = None
-    #: horis:forEach ( path )…: one call per instance reached from the focus (their union)
-    for_each: tuple[tuple[str, ...], ...] = ()
-    #: horis:where on a horis:forEach step: conditions each instance must satisfy
-    each_where: tuple[Condition, ...] = ()
-    # NarrationStep
-    narrates: str | None = None  # horis:narrates [ horis:property P ]
-    audience: str | None = None
-    style: str | None = None
-    required: bool = False
-    # ProposalStep
-    candidates: CandidateQuery | None = None
-    rank_by: str | None = None
-    selects: str | None = None  # horis:selects P: the focus property that receives the choice
-    # WaitStep
-    awaits: tuple[str, ...] = ()  # horis:awaits P (properties the resume must bring)
-    timeout: float | None = None  # seconds (horis:timeout "PT4H" or "30s")
-    on_timeout: str | None = None
-    # ChoiceStep
-    branches: tuple[Branch, ...] = ()
-    otherwise: str | None = None  # also SubflowStep: when no outcome matches
-    # SubflowStep
-    workflow: str | None = None
-    outcomes: tuple[SubflowOutcome, ...] = ()
-    label: str | None = None  # rdfs:label: what a clinician calls the step
-
-    def edges(self) -> tuple[str, ...]:
-        """Every step this one can move to, in a stable order."""
-        out = [
-            self.next,
-            self.on_unsatisfied,
-            self.fallback,
-            self.on_unreachable,
-            self.on_incomplete,
-            self.on_error,
-            self.on_timeout,
-            *(b.next for b in self.branches),
-            self.otherwise,
-            *(o.next for o in self.outcomes),
-        ]
-        return tuple(dict.fromkeys(e for e in out if e is not None))
-
-
-@dataclass(frozen=True, kw_only=True)
-class WorkflowDef:
-    """``W a horis:Workflow``."""
-
-    iri: str
-    name: str
-    starts_at: str
-    steps: dict[str, StepDef] = field(default_factory=dict)  # every step reachable from start
-    decides: str | None = None
-    focus: str | None = None
-    version: str = "0"
-
-
-# --- CDS services --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class PrefetchTemplate:
-    """``horis:prefetch [ horis:key "vitals" ; horis:query "Observation?patient={{…}}" ]``."""
-
-    key: str
-    query: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class TextSource:
-    """``horis:text [ horis:resourceType "Encounter" ; horis:fhirPath "reasonCode.text" ]``:
-    where the run's free text (PerceptionStep input) comes from."""
-
-    resource_type: str
-    fhir_path: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class AlternativeDecl:
-    """``horis:alternative [ horis:replaces "system|code" … ; horis:medication "system|code" ;
-    horis:display "…" ; horis:keepDosage false ]`` on a suggestion.
-
-    A cited draft order whose drug is coded with one of ``replaces`` gets, as the suggestion's
-    action, the same order with ``medication`` (and its display) in place of its drug; its
-    dosage and dispensed quantity are kept only with ``keep_dosage`` (they were written for the
-    drug it replaces). ``horis:advice "…"`` in place of a medication: no order is named, the
-    suggestion is that advice without action (what to do with the dose, say).
-    """
-
-    replaces: tuple[str, ...]
-    medication: str | None
-    display: str | None
-    keep_dosage: bool = False
-    advice: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class SuggestionDecl:
-    """``horis:suggest [ horis:label "…" ; horis:actionType "delete" ; horis:cites P ]``.
-
-    The action's resource is the FHIR source of the instance that the decision's proof reaches
-    through property ``cites`` (e.g. the draft order a contraindication rule used); in a
-    ``horis:forEach`` card without ``cites``, the FHIR source of the card's own instance. The
-    label may hold placeholders (``app.ontology.card_text``).
-    """
-
-    label: str
-    action_type: Literal["create", "update", "delete"]
-    cites: str | None = None
-    description: str | None = None
-    #: horis:alternative: the orders to swap in for the cited draft order, first match wins
-    alternatives: tuple[AlternativeDecl, ...] = ()
-    #: horis:noAlternative: the label of a suggestion without action for a cited draft order
-    #: no alternative replaces (None: no suggestion for it)
-    no_alternative: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class CardDecl:
-    """``horis:card [ horis:when [ … ] | horis:terminal S ; horis:indicator "critical" ;
-    horis:summary "…" ; horis:suggest […] ; horis:selectionBehavior "at-most-one" ]``.
-
-    Cards are tried in document order; every matching one is emitted. ``when`` is evaluated on
-    the run's focus after the run ends; ``terminal`` matches the terminal step that ended it.
-    With ``for_each`` a matching declaration yields one card per instance it selects.
-    """
-
-    indicator: Indicator
-    summary: str  # may hold placeholders (``app.ontology.card_text``), as may ``detail``
-    when: tuple[Condition, ...] = ()
-    terminal: str | None = None
-    suggestions: tuple[SuggestionDecl, ...] = ()
-    selection_behavior: Literal["at-most-one", "any"] | None = None
-    order: int = 0
-    #: horis:forEach ( path )…: one card per instance reached from the focus (their union)
-    for_each: tuple[tuple[str, ...], ...] = ()
-    #: horis:where on a horis:forEach card: conditions each instance must satisfy
-    each_where: tuple[Condition, ...] = ()
-    detail: str | None = None  # horis:detail: Markdown shown before the run's own detail
-    #: each placeholder name its texts use (``instance.mme``) → the first property it reads
-    variables: tuple[tuple[str, str], ...] = ()
-    #: each value placeholder → its steps: (property IRI, filter property IRI or None)
-    paths: tuple[tuple[str, tuple[tuple[str, str | None], ...]], ...] = ()
-    #: each ``rule.R`` section name → the rule IRI
-    rules: tuple[tuple[str, str], ...] = ()
-    #: horis:overrideReason on the card: individuals, in place of the service's; None: its
-    #: service's
-    override_reasons: tuple[str, ...] | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class SystemActionDecl:
-    """``horis:systemAction [ horis:when [ … ] | horis:terminal S ; horis:actionType "delete" ;
-    horis:description "…" ; horis:cites P ]`` on a CDS service.
-
-    Matched like a card (``terminal`` and ``when`` both hold when given) after the run ends; a
-    matching declaration yields one CDS Hooks Action in the response's ``systemActions`` per
-    resource the decision's proof reaches through ``cites`` (the FHIR source of the cited
-    instance, never generated text). ``delete`` carries ``resourceId``; ``update`` carries
-    ``resourceId`` and the resource as it was read (the service builds no changed content).
-    """
-
-    action_type: Literal["create", "update", "delete"]
-    description: str
-    cites: str | None = None
-    when: tuple[Condition, ...] = ()
-    terminal: str | None = None
-    order: int = 0
-
-
-@dataclass(frozen=True, kw_only=True)
-class CdsServiceDef:
-    """``S a horis:CdsService``."""
-
-    iri: str
-    id: str
-    hook: str
-    title: str
-    description: str
-    workflow: str
-    prefetch: tuple[PrefetchTemplate, ...] = ()
-    usage_requirements: str | None = None
-    text: tuple[TextSource, ...] = ()
-    cards: tuple[CardDecl, ...] = ()
-    system_actions: tuple[SystemActionDecl, ...] = ()  # horis:systemAction [ … ]…
-    custom_hook: bool = False  # horis:customHook true: not a hook of the CDS Hooks registry
-    #: horis:clockSkew "PT5M" in seconds: how far past the hook's time a reading may be stamped
-    #: (the EHR's clocks and ours differ) before it is refused as taken in the future
-    clock_skew: float = DEFAULT_CLOCK_SKEW
-    #: horis:overrideReason: the individuals every card offers as override reasons, in order
-    override_reasons: tuple[str, ...] = ()
-    documentation: str | None = None  # horis:documentation: the page a card's source.url names
-    #: horis:topic: (system, code, display) of the cards' coded topic (``source.topic``)
-    topic: tuple[str, str, str] | None = None
-    answered_ahead: bool = False  # horis:answeredAhead: computed at order-select (app.cds.ahead)
-
-    def reasons_for(self, card: CardDecl) -> tuple[str, ...]:
-        """The override reasons ``card`` offers: its own, else the service's."""
-        return self.override_reasons if card.override_reasons is None else card.override_reasons
-
-
-# --- the whole ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, kw_only=True)

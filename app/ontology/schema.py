@@ -28,7 +28,9 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from app.ontology.model import XSD, Ontology, PropertyDef, local_name
+from app.ontology.classes import PropertyDef
+from app.ontology.model import Ontology
+from app.ontology.names import XSD, local_name
 
 JsonSchema = dict[str, Any]
 

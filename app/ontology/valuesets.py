@@ -26,8 +26,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from app.ontology.classes import ValueSetDef
 from app.ontology.errors import Problem, ProblemCode
-from app.ontology.model import ValueSetDef
 
 FOLDER = "valuesets"
 #: the subfolder of ``valuesets`` holding earlier expansions

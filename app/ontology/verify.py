@@ -41,12 +41,9 @@ from app.ontology._verify_reach import ReachChecker
 from app.ontology._verify_services import ServiceChecker
 from app.ontology._verify_terminology import TerminologyChecker
 from app.ontology.errors import Problem, in_files
-from app.ontology.model import (
-    Ontology,
-    StepDef,
-    WorkflowDef,
-    local_name,
-)
+from app.ontology.model import Ontology
+from app.ontology.names import local_name
+from app.ontology.workflows import StepDef, WorkflowDef
 
 
 def verify(ontology: Ontology) -> list[Problem]:
