@@ -1,4 +1,5 @@
-"""Type checks shared by verification: properties, conditions, values, rules, tools.
+"""Type checks shared by verification: classes, properties and aggregates, rules, tools (those of
+conditions and values, which these build on, are ``app.ontology._typecheck_conditions``).
 
 See ``app.ontology.verify`` for the whole list of checks.
 """
@@ -7,41 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from app.ontology._typecheck_conditions import DATES, NUMBERS, ConditionChecker
 from app.ontology.classes import DatedDef, PropertyDef, SharingDef, SpanDef
-from app.ontology.errors import Problem, ProblemCode
-from app.ontology.model import Ontology
 from app.ontology.names import XSD, local_name
-from app.ontology.rules import Condition, Value
+from app.ontology.rules import Condition
 from app.ontology.templates import template_args
 from app.ontology.workflows import StepDef
 
-_NUMERIC = (XSD + "decimal", XSD + "integer")
-_TIME = (XSD + "dateTime", XSD + "date")
-_ORDERED = ("greaterThan", "atLeast", "lessThan", "atMost")
 
-
-class TypeChecker:
+class TypeChecker(ConditionChecker):
     """Checks that do not depend on workflow structure; ``run_types`` runs them all."""
-
-    def __init__(self, o: Ontology) -> None:
-        self.o = o
-        self.problems: list[Problem] = []
-        self.steps: dict[str, StepDef] = {
-            iri: s for w in o.workflows.values() for iri, s in w.steps.items()
-        }
-
-    def add(
-        self,
-        code: ProblemCode,
-        node: str,
-        message: str,
-        path: str | None = None,
-        *,
-        suggestion: str | None = None,
-    ) -> None:
-        self.problems.append(
-            Problem(code=code, node=node, message=message, path=path, suggestion=suggestion)
-        )
 
     def run_types(self) -> None:
         self._codes()
@@ -62,7 +38,7 @@ class TypeChecker:
         for tool in self.o.tools.values():
             self._tool(tool.iri)
 
-    # --- properties and conditions -------------------------------------------------------
+    # --- classes, properties and aggregates ----------------------------------------------
 
     def _names(self) -> None:
         """``horis:namedBy``: a text property that the class's instances carry."""
@@ -94,7 +70,7 @@ class TypeChecker:
                         )
 
     def _property(self, p: PropertyDef) -> None:
-        numeric = p.range in _NUMERIC
+        numeric = p.range in NUMBERS
         if (p.min is not None or p.max is not None) and not numeric:
             self.add(
                 "type-check", p.iri, "horis:min/horis:max need an xsd:decimal or xsd:integer range"
@@ -152,7 +128,7 @@ class TypeChecker:
                     f"{local_name(q.domain)} to {local_name(q.range)}",
                 )
         for m in p.from_fhir:
-            if m.transform == "PeriodDays" and p.range not in _NUMERIC:
+            if m.transform == "PeriodDays" and p.range not in NUMBERS:
                 self.add(
                     "type-check",
                     p.iri,
@@ -226,7 +202,7 @@ class TypeChecker:
             if p.range != XSD + "integer":
                 self.add("type-check", p.iri, "a Count is a whole number: range xsd:integer")
         elif agg.function == "Sum":
-            if not kinds <= set(_NUMERIC) or p.range not in _NUMERIC:
+            if not kinds <= set(NUMBERS) or p.range not in NUMBERS:
                 self.add(
                     "type-check",
                     p.iri,
@@ -240,9 +216,9 @@ class TypeChecker:
                     "a Sum of decimals is not a whole number: range xsd:decimal",
                 )
         else:
-            ordered = kinds <= set(_NUMERIC) or (len(kinds) == 1 and kinds <= set(_TIME))
+            ordered = kinds <= set(NUMBERS) or (len(kinds) == 1 and kinds <= set(DATES))
             if not ordered or not (
-                p.range in kinds or (kinds <= set(_NUMERIC) and p.range == XSD + "decimal")
+                p.range in kinds or (kinds <= set(NUMBERS) and p.range == XSD + "decimal")
             ):
                 names = ", ".join(sorted(local_name(k) for k in kinds))
                 self.add(
@@ -258,11 +234,11 @@ class TypeChecker:
         anchor = self.o.properties.get(dated.anchor)
         if anchor is not None:
             self.check_domain(anchor, p.domain, p.iri, f"{where}/horis:dated/horis:anchor")
-            if anchor.range not in _TIME:
+            if anchor.range not in DATES:
                 self.add("type-check", p.iri, f"horis:anchor {anchor.name} must be a date", where)
         if prop is None:
             return
-        if prop.range not in _TIME:
+        if prop.range not in DATES:
             self.add("type-check", p.iri, f"horis:dated {prop.name} must be a date", where)
         for end in ends:
             if not end.is_object:
@@ -313,16 +289,16 @@ class TypeChecker:
         if p.aggregate is not None and p.aggregate.of is not None:
             self.add("type-check", p.iri, "DaysCovered reads spans, not horis:of", where)
         expected = (
-            ("horis:start", span.start, _TIME),
-            ("horis:end", span.end, _TIME),
-            ("horis:lengthDays", span.length, _NUMERIC),
+            ("horis:start", span.start, DATES),
+            ("horis:end", span.end, DATES),
+            ("horis:lengthDays", span.length, NUMBERS),
         )
         for term, iri, kinds in expected:
             prop = self.o.properties.get(iri) if iri else None
             if prop is None:
                 continue
             if prop.range not in kinds:
-                what = "a date" if kinds is _TIME else "a number"
+                what = "a date" if kinds is DATES else "a number"
                 self.add("type-check", p.iri, f"{term} {prop.name} must be {what}", where)
             for end in ends:
                 if not end.is_object:
@@ -338,156 +314,6 @@ class TypeChecker:
 
     def _related(self, a: str, b: str) -> bool:
         return self.o.is_subclass(a, b) or self.o.is_subclass(b, a)
-
-    def check_domain(
-        self, p: PropertyDef, subject: str | None, node: str, path: str | None
-    ) -> None:
-        if subject is None or not p.domain:
-            return
-        if not (self.o.is_subclass(subject, p.domain) or self.o.is_subclass(p.domain, subject)):
-            self.add(
-                "type-check",
-                node,
-                f"{p.name} belongs to {local_name(p.domain)}, not to {local_name(subject)}",
-                path,
-            )
-
-    def condition_on(self, c: Condition, subject: str | None, node: str, fallback: str) -> None:
-        """Type-check a condition read on ``subject``; ``fallback`` is its path if unknown."""
-        self._condition(c, subject, node, where_of(c, node) or fallback)
-
-    def _condition(
-        self, c: Condition, subject: str | None, node: str, where: str | None = None
-    ) -> None:
-        where = where or where_of(c, node)
-        current = subject
-        last: PropertyDef | None = None
-        for i, iri in enumerate(c.path):
-            prop = self.o.properties.get(iri)
-            if prop is None:
-                self.add("type-check", node, f"{iri} is not a declared property", where)
-                return
-            self.check_domain(prop, current, node, where)
-            if i < len(c.path) - 1 and not prop.is_object:
-                self.add(
-                    "type-check",
-                    node,
-                    f"the path continues after {prop.name}, whose values are literals",
-                    where,
-                )
-                return
-            current, last = prop.range, prop
-        if last is None:
-            return
-        self._operator(c, last, node, where)
-
-    def _operator(self, c: Condition, p: PropertyDef, node: str, where: str | None) -> None:
-        op = f"horis:{c.op}"
-        if c.op in _ORDERED:
-            if p.range in _NUMERIC and isinstance(c.value, str):
-                self.add(
-                    "type-check", node, f"{op} compares {p.name} (a number) with a date", where
-                )
-            elif p.range in _TIME and not isinstance(c.value, str):
-                self.add(
-                    "type-check", node, f"{op} compares {p.name} (a date) with a number", where
-                )
-            elif p.range not in _NUMERIC + _TIME:
-                self.add(
-                    "type-check",
-                    node,
-                    f"{op} needs a numeric or date property; {p.name} ranges over "
-                    f"{local_name(p.range)}",
-                    where,
-                )
-        elif c.op in ("withinPast", "atMostAgo", "atLeastAgo"):
-            if p.range not in _TIME:
-                self.add(
-                    "type-check",
-                    node,
-                    f"{op} is a time window: it needs an xsd:date or xsd:dateTime property, not "
-                    f"{p.name} ({local_name(p.range)})",
-                    where,
-                )
-        elif c.op == "inValueSet":
-            if p.range != XSD + "string":
-                self.add(
-                    "type-check",
-                    node,
-                    f'{op} needs an xsd:string property holding "system|code" codings, not '
-                    f"{p.name} ({local_name(p.range)})",
-                    where,
-                )
-        elif c.op == "matches":
-            if p.range != XSD + "string":
-                self.add(
-                    "type-check", node, f"{op} needs an xsd:string property, not {p.name}", where
-                )
-        elif c.op == "isA":
-            target = str(c.value)
-            if target not in self.o.classes:
-                self.add(
-                    "type-check",
-                    node,
-                    f"{op} names {local_name(target)}, which is not a class",
-                    where,
-                )
-            elif not p.is_object:
-                self.add(
-                    "type-check", node, f"{op} needs an object property; {p.name} is literal", where
-                )
-            elif not (self.o.is_subclass(target, p.range) or self.o.is_subclass(p.range, target)):
-                self.add(
-                    "type-check",
-                    node,
-                    f"{op} {local_name(target)} can never hold: {p.name} ranges over "
-                    f"{local_name(p.range)}",
-                    where,
-                )
-        elif c.op in ("is", "isNot"):
-            self._value_fits(p, _scalar(c.value), node, where, op)
-        elif c.op in ("in", "notIn"):
-            values = c.value if isinstance(c.value, tuple) else (c.value,)
-            for v in values:
-                self._value_fits(p, v, node, where, op)
-
-    def _value_fits(
-        self, p: PropertyDef, value: Value, node: str, where: str | None, what: str
-    ) -> None:
-        if p.one_of and value not in p.one_of:
-            allowed = ", ".join(local_name(str(v)) for v in p.one_of)
-            self.add(
-                "type-check",
-                node,
-                f"{what} {local_name(str(value))} is not in the horis:oneOf of {p.name} "
-                f"({allowed})",
-                where,
-            )
-            return
-        if p.is_object:
-            cls = self.o.class_of(str(value)) if isinstance(value, str) else None
-            if cls is None or not self.o.is_subclass(cls, p.range):
-                self.add(
-                    "type-check",
-                    node,
-                    f"{what} {value!r} is not an individual of {local_name(p.range)}",
-                    where,
-                )
-            return
-        ok = {
-            XSD + "boolean": isinstance(value, bool),
-            XSD + "string": isinstance(value, str),
-            XSD + "dateTime": isinstance(value, str),
-            XSD + "date": isinstance(value, str),
-            XSD + "integer": isinstance(value, int) and not isinstance(value, bool),
-        }.get(p.range, not isinstance(value, (bool, str)))
-        if not ok:
-            self.add(
-                "type-check",
-                node,
-                f"{what} {value!r} does not fit {p.name} ({local_name(p.range)})",
-                where,
-            )
 
     # --- rules ---------------------------------------------------------------------------
 
@@ -555,7 +381,7 @@ class TypeChecker:
                     iri,
                     f"an effect asserts {prop.name}, which is horis:assignedBy horis:RulesOnly",
                 )
-            if e.now and prop.range not in _TIME:
+            if e.now and prop.range not in DATES:
                 self.add(
                     "type-check",
                     iri,
@@ -589,16 +415,6 @@ class TypeChecker:
                         f'horis:template uses argument "{name}", which is not an argument of '
                         "the tool",
                     )
-
-
-def _scalar(value: Value | tuple[Value, ...]) -> Value:
-    return value[0] if isinstance(value, tuple) and value else value  # type: ignore[return-value]
-
-
-def where_of(c: Condition, node: str) -> str | None:
-    if c.node and c.node.startswith(node + " "):
-        return c.node[len(node) + 1 :]
-    return None
 
 
 def _reaches(edges: dict[str, set[str]], start: str, goal: str) -> bool:

@@ -32,7 +32,6 @@ KNOWN_LONG_FILES: dict[str, int] = {
     "app/api/run_page.py": 745,
     "app/fhir/hydrate.py": 871,
     "app/runtime/interpreter.py": 706,
-    "app/ontology/_typecheck.py": 633,
 }
 
 #: Where routes live: an adapter imports none of them.
