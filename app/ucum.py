@@ -1,7 +1,7 @@
 """UCUM units (``ucumvert`` → pint): validity, conversion, and what a near miss meant.
 
 Pure: the only data read is the UCUM tables the ``ucumvert`` package ships. Hydration
-converts Quantities with it (``app.fhir.hydrate``) and verification checks every unit an
+converts Quantities with it (``app.fhir.literals``) and verification checks every unit an
 ontology names with it, so what verifies is exactly what hydration can convert.
 
 UCUM codes are case-sensitive (``mm[Hg]``, not ``mmHg``; ``mg``, not ``MG``, which is a

@@ -26,6 +26,9 @@ Instances then read their own properties from their own resources, follow refere
 (``horis:via``, links between instances) and get their ``horis:inverseOf`` links
 (``app.fhir.instances``).
 
+This module selects what each mapping reads and checks whom it is about; literal values are read
+in ``app.fhir.literals``, coded resources become instances in ``app.fhir.objects``.
+
 Every change carries its ``Source`` (type, id, ``meta.versionId``, ``meta.lastUpdated``); the
 source-version vector lists every resource the call read.
 """
@@ -34,43 +37,26 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from app.data_notes import DataNote, Unreadable
 from app.digest import canonical_digest
-from app.fhir.bounds import COMPARATORS, representative, same_answers
 from app.fhir.codes import CodeClassifier
 from app.fhir.hydration import Hydration, SourceVersion
-from app.fhir.inputs import InputRecorder, is_stale, label_of, unit_refusal
+from app.fhir.inputs import InputRecorder
 from app.fhir.instances import Instance, InstanceReading
-from app.fhir.links import calendar_date, period_days, resolve
+from app.fhir.links import resolve
+from app.fhir.literals import LiteralReading
+from app.fhir.objects import ObjectReading
 from app.fhir.outcomes import server_errors
-from app.fhir.reading import as_codings as _as_codings
 from app.fhir.reading import codings as _codings
 from app.fhir.reading import evaluate, source_of
-from app.fhir.records import (
-    ABSENT,
-    FOCUS_TYPE,
-    UCUM,
-    about,
-    absent_reason,
-    components,
-    earliest,
-    is_bare,
-    is_record,
-    not_ucum,
-    record_problem,
-    refers_to,
-)
+from app.fhir.records import ABSENT, FOCUS_TYPE, about, is_bare, is_record, refers_to
 from app.fhir.systems import canonical_systems
-from app.fhir.times import UNDATED, effective, when_key, years_since
-from app.fhir.unread import Verdict, code_verdict, filter_gap, record_name, system_name
-from app.fhir.values import NotANumber, other_value
+from app.fhir.times import effective, when_key
 from app.fhir_json import resources_of
 from app.ontology.model import (
     DEFAULT_CLOCK_SKEW,
-    XSD,
     FhirMapping,
     Ontology,
     PrefetchTemplate,
@@ -79,19 +65,14 @@ from app.ontology.model import (
 )
 from app.terminology import Terminology
 from app.terminology.port import TerminologyPort
-from app.ucum import UnitError, convert
-from app.ucum import display as unit_display
-from app.world.facts import AddInstance, Assert, Source, Violation, ViolationCode
-
-_DATE = XSD + "date"
-_STRING = XSD + "string"
+from app.world.facts import AddInstance, Assert, Violation
 
 
 def _digest(resource: Mapping[str, Any]) -> str:
     return canonical_digest(resource)
 
 
-class _Hydrator(InstanceReading):
+class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
     def __init__(
         self,
         ontology: Ontology,
@@ -329,6 +310,11 @@ class _Hydrator(InstanceReading):
         )
         return True
 
+    def _is_about_focus_quietly(self, r: Mapping[str, Any]) -> bool:
+        whom = about(r)
+        focus = f"{FOCUS_TYPE}/{self.focus_id}"
+        return whom is not None and (refers_to(whom, focus) or whom == self.focus_id)
+
     def run(self, texts: Iterable[TextSource]) -> Hydration:
         texts = tuple(texts)
         self._text_types = frozenset(t.resource_type for t in texts)
@@ -372,461 +358,6 @@ class _Hydrator(InstanceReading):
                     pieces.extend(said)
         self.out.text = "\n".join(dict.fromkeys(pieces)) or None
         return self.out
-
-    # --- literal-valued properties ---------------------------------------------------------
-
-    def _datum(self, prop: PropertyDef, m: FhirMapping) -> None:
-        found: list[tuple[datetime, dict[str, Any], Any]] = []
-        unusable: list[tuple[Mapping[str, Any], str]] = []
-        for r in self._candidates(m):
-            targets = self._targets(m, r)
-            if not targets:
-                why = self._unusable(m, r)
-                if why is not None:
-                    unusable.append((r, why))
-                else:
-                    self._unread_reading(prop, m, r)
-                continue
-            if not self._about_focus(r, prop.iri):
-                continue
-            for node, origin in self._linked(m, r, targets, prop):
-                values = evaluate(node, m.fhir_path)
-                if not values and (other := other_value(node, m.fhir_path)) is not None:
-                    values = [other]  # a number written another way: parsed, or refused
-                for v in values:
-                    for item in _as_codings(v, self.canonical) if prop.range == _STRING else (v,):
-                        if item is not None:
-                            found.append((when_key(effective(r)), dict(origin), item))
-        found = self._not_in_future(prop, found)
-        if not found:
-            for res, why in unusable:  # only unusable readings: say why none was read
-                self.inputs.refused(prop, source_of(res).reference, why)
-            return
-        if m.max_age is not None:
-            fresh = [f for f in found if not is_stale(f[0], self._at, m.max_age)]
-            if not fresh:
-                when, r, _raw = max(found, key=lambda f: f[0])
-                taken = None if when == UNDATED else when
-                self.inputs.stale(prop, m, source_of(r).reference, taken)
-                return
-            found = fresh
-        if m.pick == "Latest":
-            found.sort(key=lambda item: item[0], reverse=True)
-            tied = [f for f in found if f[0] == found[0][0]]
-            if len(tied) > 1:
-                self._latest_of_tied(prop, m, tied)
-                return
-            found = found[:1]
-        for _when, r, raw in found:
-            self._assert_literal(prop, m, r, raw)
-
-    def _not_in_future(
-        self, prop: PropertyDef, found: list[tuple[datetime, dict[str, Any], Any]]
-    ) -> list[tuple[datetime, dict[str, Any], Any]]:
-        """The readings not stamped after the hook's time (beyond the service's clock skew); each
-        later one is a refused input, never the "latest"."""
-        kept = []
-        for f in found:
-            if f[0] != UNDATED and earliest(f[1], f[0]) > self._latest:
-                when = f[0].isoformat(timespec="minutes")
-                why = f"it is dated {when}, after the time of this call"
-                self.inputs.refused(prop, source_of(f[1]).reference, why)
-            else:
-                kept.append(f)
-        return kept
-
-    def _latest_of_tied(
-        self, prop: PropertyDef, m: FhirMapping, tied: list[tuple[datetime, dict[str, Any], Any]]
-    ) -> None:
-        """Several readings share the latest time: read as one when every condition on the
-        property answers alike for all of them, else the input is *conflicting*."""
-        values = [self._literal_value(prop, m, r, raw) for _w, r, raw in tied]
-        if any(v is None for v in values):
-            return  # one of them could not be read: refused, and no other is used in its place
-        read = [v[0] for v in values if v is not None]
-        numbers = [
-            Decimal(v) for v in read if isinstance(v, int | Decimal) and not isinstance(v, bool)
-        ]
-        alike = len(set(map(str, read))) == 1 or (
-            len(numbers) == len(read) and same_answers(self.o.conditions_on(prop.iri), numbers)
-        )
-        if alike:
-            _when, r, raw = tied[0]
-            self._assert_literal(prop, m, r, raw)
-            return
-        when = tied[0][0]
-        shown = " and ".join(
-            f"{v[0]}{'' if v[1] is None else ' ' + str(v[1])} ({source_of(r).reference})"
-            for v, (_w, r, _raw) in zip(values, tied, strict=True)
-            if v is not None
-        )
-        at = "with no time" if when == UNDATED else f"at {when.isoformat(timespec='minutes')}"
-        detail = (
-            f"{label_of(prop)[:1].upper()}{label_of(prop)[1:]} readings disagree: {shown}, "
-            f"all taken {at}"
-        )
-        self.inputs.conflicting(prop, source_of(tied[0][1]).reference, detail)
-
-    def _unread_reading(self, prop: PropertyDef, m: FhirMapping, r: Mapping[str, Any]) -> None:
-        """A record of the mapping's type that was not selected: unread when it might be this
-        reading — coded in no system the mapping names, text only, or kept out only by an
-        element its filter needs that it does not have."""
-        record, about_focus, when = self._record_facts(r)
-        if not record or not about_focus:
-            return
-        if is_stale(when, self._at, m.max_age):
-            return  # too old to be read whatever it is: it cannot change the decision
-        if m.codings or m.value_sets:
-            nodes = [r.get("code"), *(c.get("code") for c in components(r))]
-            concepts = [c for c in nodes if c is not None]
-            systems = self._systems(m)
-            coded = [c for concept in concepts for c in self._concept_codings(concept)]
-            if not any(c.split("|", 1)[0] in systems for c in coded):
-                why = (
-                    "it has no code" + (", only its text" if record_name(concepts) else "")
-                    if not coded
-                    else "it is not coded in a system this reading is recognised by"
-                )
-                self.inputs.unread(prop, source_of(r).reference, record_name(concepts), why)
-                return
-            if not self._coded(m, r.get("code")) and not any(
-                self._coded(m, c.get("code")) for c in components(r)
-            ):
-                named = [c for c in coded if c.split("|", 1)[0] in systems]
-                if any(c.split("|", 1)[0] in prop.closed_over for c in named):
-                    return  # another reading of a system the property's list is complete in
-                system, _, code = named[0].partition("|")
-                why = f"{system_name(system)} code {code} is not one this service lists"
-                self.inputs.unread(prop, source_of(r).reference, record_name(concepts), why)
-                return
-        gap = filter_gap(m, r) if m.where is not None else None
-        if gap is not None:
-            self.inputs.unread(prop, source_of(r).reference, record_name([r.get("code")]), gap)
-
-    def _is_about_focus_quietly(self, r: Mapping[str, Any]) -> bool:
-        whom = about(r)
-        focus = f"{FOCUS_TYPE}/{self.focus_id}"
-        return whom is not None and (refers_to(whom, focus) or whom == self.focus_id)
-
-    def _literal_value(
-        self,
-        prop: PropertyDef,
-        m: FhirMapping,
-        r: Mapping[str, Any],
-        raw: Any,
-    ) -> tuple[Any, str | None] | None:
-        """The value (and its unit) of ``raw`` as ``prop`` stores it; None when it is not used
-        (the violation and the refused input are recorded)."""
-        src = source_of(r)
-        value: Any = raw
-        unit: str | None = None
-        if isinstance(raw, NotANumber):
-            self._problem("range", prop, raw.shown, src, raw.why)
-            return None
-        if m.transform == "PeriodDays":
-            value = period_days(raw)
-            if value is None:
-                return None  # an open or undated period has no length
-        elif prop.range == _DATE and isinstance(raw, str) and "T" in raw:
-            day = calendar_date(raw)  # a dateTime read as a date keeps its day as written
-            if day is None:
-                self._problem("range", prop, raw, src, f"{raw!r} is not a date")
-                return None
-            value = day.isoformat()
-        elif m.transform == "YearsSince":
-            try:
-                value = years_since(str(raw), self.now)
-            except ValueError:
-                self._problem("range", prop, raw, src, f"{raw!r} is not a date")
-                return None
-        elif isinstance(raw, dict) and "value" in raw:
-            try:
-                value = Decimal(str(raw["value"]))
-            except InvalidOperation:
-                self._problem("range", prop, raw, src, "not a number")
-                return None
-            # a code is UCUM only in the UCUM system (or with no system); display text never
-            # is, unless it is literally the unit wanted
-            code = raw.get("code") if raw.get("system") in (None, UCUM) else None
-            display = raw.get("unit")
-            unit = code if code is not None else display
-            if prop.unit is not None:
-                if code is None:
-                    if display != prop.unit:
-                        why = not_ucum(raw, prop.unit)
-                        said = unit_refusal(raw, prop.unit)
-                        self._problem("unit", prop, raw.get("value"), src, why, said)
-                        return None
-                    unit = prop.unit
-                else:
-                    try:
-                        value, unit = convert(value, str(code), prop.unit), prop.unit
-                    except UnitError as exc:
-                        said = unit_refusal(raw, prop.unit)
-                        self._problem("unit", prop, raw.get("value"), src, str(exc), said)
-                        return None
-            comparator = raw.get("comparator")
-            if comparator in COMPARATORS:
-                return self._bounded(prop, src, raw, str(comparator), value, unit)
-        elif isinstance(raw, float):
-            value = Decimal(repr(raw))
-        if prop.range == XSD + "integer" and isinstance(value, Decimal):
-            value = int(value) if value == value.to_integral_value() else value
-        return value, unit
-
-    def _bounded(
-        self,
-        prop: PropertyDef,
-        src: Source,
-        raw: Mapping[str, Any],
-        comparator: str,
-        bound: Decimal,
-        unit: str | None,
-    ) -> tuple[Any, str | None] | None:
-        """A reading given as a bound (``<30``): read as one value inside it when every
-        condition on the property answers alike for the whole interval, else refused."""
-        written = f"{comparator}{raw.get('value')}" + (
-            f" {raw.get('unit') or raw.get('code')}" if raw.get("unit") or raw.get("code") else ""
-        )
-        inside = representative(self.o.conditions_on(prop.iri), comparator, bound)
-        if inside is None:
-            shown_unit = raw.get("unit") or raw.get("code")
-            shown = f"{comparator}{raw.get('value')}" + (
-                f" {unit_display(str(shown_unit))}" if shown_unit else ""
-            )
-            why = f"it was reported as {shown!r}, a bound, and the rules' thresholds lie within it"
-            self._problem("range", prop, raw.get("value"), src, why)
-            return None
-        self.out.notes.append(
-            DataNote(
-                rule="bounded-value",
-                field=f"{src.reference} value",
-                received=written,
-                read_as=str(inside),
-                message=(
-                    f"{src.reference}: {label_of(prop)} reported as {written!r} is read as "
-                    f"{inside}, which every rule on it reads as it reads the whole bound"
-                ),
-            )
-        )
-        return inside, unit
-
-    def _assert_literal(
-        self,
-        prop: PropertyDef,
-        m: FhirMapping,
-        r: Mapping[str, Any],
-        raw: Any,
-        subject: str | None = None,
-    ) -> None:
-        read = self._literal_value(prop, m, r, raw)
-        if read is None:
-            return
-        value, unit = read
-        if prop.range == _STRING and isinstance(value, str):
-            self.codes.note_tested(prop.iri, value, source_of(r).reference)
-        who = subject if subject is not None else self.focus_id
-        self.out.changes.append(Assert(who, prop.iri, value, source_of(r), None, unit))
-
-    # --- object properties: coded resources become instances -------------------------------
-
-    def _object(self, prop: PropertyDef) -> None:
-        """Every record the property's mappings select, read through all of them: a coded
-        record becomes an instance of the most specific class its codes map to; one none of its
-        codes classifies is unread, or none of ours where the property is closed over a system
-        it is coded in (``app.fhir.unread``)."""
-        tree = set(self.o.subclasses(prop.range))
-        coded = self._coded_tree(prop.range)
-        listed = self._listed(tree) if coded else frozenset()
-        old: list[tuple[datetime, Mapping[str, Any], FhirMapping]] = []
-        records: dict[int, tuple[dict[str, Any], FhirMapping, list[Any]]] = {}
-        gaps: dict[int, tuple[dict[str, Any], str]] = {}
-        first = len(self.out.changes)
-        for m in prop.from_fhir:
-            for r in self._candidates(m):
-                targets = self._targets(m, r)
-                if not targets:
-                    if is_record(r) and self._is_about_focus_quietly(r):
-                        gap = filter_gap(m, r) if m.where is not None else None
-                        if gap is not None:
-                            gaps.setdefault(id(r), (r, gap))
-                    continue
-                when = when_key(effective(r))
-                if is_stale(when, self._at, m.max_age):
-                    old.append((when, r, m))
-                    continue
-                concepts = [
-                    concept
-                    for node, _origin in self._linked(m, r, targets, prop)
-                    for concept in evaluate(node, m.fhir_path)
-                ]
-                if not concepts and m.fhir_path.split(".", 1)[0] in m.missing_excludes:
-                    continue  # the element is optional here: a record without it says nothing
-                _r, _m, seen = records.setdefault(id(r), (r, m, []))
-                seen.extend(concepts)
-        for r, m, concepts in records.values():
-            gaps.pop(id(r), None)
-            self._object_record(prop, m, r, concepts, tree, coded, listed)
-        for r, gap in gaps.values():
-            concepts = [  # what every mapping reads of it: its code, a reaction's substance…
-                c
-                for each in prop.from_fhir
-                if each.resource_type == r.get("resourceType") and each.via is None
-                for c in evaluate(r, each.fhir_path)
-            ]
-            if coded and self._verdict(prop, concepts, listed)[0] == "not-ours":
-                continue
-            if self._about_focus(r, prop.iri):
-                self.inputs.unread(prop, source_of(r).reference, record_name(concepts), gap)
-        if old and len(self.out.changes) == first:  # records there were, all too old
-            when, res, m = max(old, key=lambda item: item[0])
-            taken = None if when == UNDATED else when
-            self.inputs.stale(prop, m, source_of(res).reference, taken)
-
-    def _verdict(
-        self, prop: PropertyDef, concepts: list[Any], listed: frozenset[str]
-    ) -> tuple[Verdict, str]:
-        return code_verdict(self.o, prop, concepts, listed=listed, canonical=self.canonical)
-
-    def _listed(self, tree: set[str]) -> frozenset[str]:
-        """The codes that classify a record into a class of ``tree``."""
-        out: set[str] = set()
-        for iri in tree:
-            c = self.o.classes.get(iri)
-            if c is None:
-                continue
-            out.update(c.codes)
-            for vs in c.value_sets:
-                d = self.o.value_sets.get(vs)
-                if d is not None:
-                    out.update(d.codes)
-        return frozenset(out)
-
-    def _object_record(
-        self,
-        prop: PropertyDef,
-        m: FhirMapping,
-        r: dict[str, Any],
-        concepts: list[Any],
-        tree: set[str],
-        coded: bool,
-        listed: frozenset[str],
-    ) -> None:
-        classes, unsettled = self.codes.classes(
-            (coding for concept in concepts for coding in _codings(concept, self.canonical)),
-            tree,
-            source_of(r).reference,
-        )
-        acted_on = m.context_key is not None
-        if classes:
-            # the most specific class among the codes (deepest in the tree)
-            cls = max(classes, key=lambda c: len(self.o.ancestors(c)))
-        elif not coded:
-            cls = prop.range  # a record of a class no code decides
-        else:
-            verdict, why = self._verdict(prop, concepts, listed)
-            if unsettled is not None:  # the terminology could not say: unread, never "not ours"
-                verdict, why = "unread", unsettled
-            text_only = not any(_codings(c, self.canonical) for c in concepts)
-            if verdict == "unread" and text_only and r.get("resourceType") in self._text_types:
-                return  # its text is the run's free text, read by the PerceptionStep
-            if verdict == "unread" and self._about_focus(r, prop.iri):
-                name = record_name(concepts)
-                self.inputs.unread(prop, source_of(r).reference, name, why)
-            if not acted_on:
-                return  # none of ours, or unread: not a fact of the range tree
-            cls = prop.range  # acted on: an instance, whatever is known of it
-        if not self._about_focus(r, prop.iri):
-            return
-        src = source_of(r)
-        instance_id = self._instance_id(r, cls, from_context=acted_on)
-        self.out.changes.append(Assert(self.focus_id, prop.iri, instance_id, src))
-
-    def _instance_id(self, r: Mapping[str, Any], cls: str, *, from_context: bool = False) -> str:
-        """The instance a resource is, created on first sight. Two different resources named
-        by one ``Type/id`` are one instance: the one from the hook context is read (it is what
-        the clinician acts on), else the first one read, and the clash is recorded. Two draft
-        orders of the hook context that share an id are two orders the clinician is signing:
-        each is its own instance (the second named ``Type/id#2``), never merged, and the clash
-        is recorded."""
-        src = source_of(r)
-        ref = src.reference
-        for iid, inst in self.instances.items():
-            if inst.ref != ref:
-                continue
-            if inst.resource != r and from_context and inst.from_context:
-                continue  # another draft under the same id: an instance of its own, below
-            if inst.resource != r:
-                if from_context and not inst.from_context:
-                    inst.resource, inst.cls, inst.from_context = dict(r), cls, True
-                kept = "the one in the hook context" if inst.from_context else "the first"
-                self.out.violations.append(
-                    Violation(
-                        "duplicate-instance",
-                        iid,
-                        None,
-                        ref,
-                        f"two different resources are named {ref}; {kept} is read",
-                    )
-                )
-            return iid
-        iid = src.id if src.id not in self.instances and src.id != self.focus_id else ref
-        clash = any(inst.ref == ref for inst in self.instances.values())
-        if iid in self.instances:
-            n = 2
-            while f"{ref}#{n}" in self.instances:
-                n += 1
-            iid = f"{ref}#{n}"
-        if clash:  # a second draft order under one id
-            self.out.violations.append(
-                Violation(
-                    "duplicate-instance",
-                    iid,
-                    None,
-                    ref,
-                    f"two draft orders are named {ref}; both are read, the second as {iid}",
-                )
-            )
-        self.instances[iid] = Instance(
-            ref=ref, cls=cls, resource=dict(r), from_context=from_context
-        )
-        return iid
-
-    def _problem(
-        self,
-        code: ViolationCode,
-        prop: PropertyDef,
-        value: Any,
-        src: Source,
-        message: str,
-        said: str | None = None,
-    ) -> None:
-        """A value of ``prop`` read from ``src`` is not used: a violation (``message``) and a
-        refused input (``said``, in a clinician's words; ``message`` when not given)."""
-        problem = Violation(code, self.focus_id, prop.iri, value, f"{src.reference}: {message}")
-        self.out.violations.append(problem)
-        self.inputs.refused(prop, src.reference, said or message)
-
-    def _unusable(self, m: FhirMapping, r: Mapping[str, Any]) -> str | None:
-        """Why a resource about the focus that the mapping's code and ``horis:where`` select
-        gives no value (its status, or no value at all); None when it is not such a resource."""
-        if not self._is_about_focus_quietly(r):
-            return None
-        if not (m.codings or m.value_sets) or self._coded(m, r.get("code")):
-            nodes: list[Mapping[str, Any]] = [r]
-        else:
-            nodes = [
-                c
-                for c in r.get("component") or []
-                if isinstance(c, dict) and self._coded(m, c.get("code"))
-            ]
-        if not nodes or (m.where is not None and evaluate(r, m.where) != [True]):
-            return None
-        problem = record_problem(r)
-        if problem is not None:
-            return problem
-        absent = [n for n in nodes if ABSENT in n]
-        return absent_reason(absent[0]) if len(absent) == len(nodes) else None
 
 
 def hydrate(

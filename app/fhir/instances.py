@@ -27,7 +27,7 @@ from app.fhir.links import resolve
 from app.fhir.reading import as_codings, codings, evaluate, source_of
 from app.fhir.unread import code_verdict, record_name
 from app.ontology.model import XSD, FhirMapping, PropertyDef
-from app.world.facts import Assert, Change
+from app.world.facts import Assert, Change, Violation
 
 if TYPE_CHECKING:
     from app.fhir.codes import CodeClassifier
@@ -54,8 +54,8 @@ class Instance:
 
 
 class InstanceReading:
-    """The part of the hydrator that reads instances' own properties (a mixin of
-    ``app.fhir.hydrate._Hydrator``, whose attributes and helpers it uses)."""
+    """The part of the hydrator that makes resources instances and reads their own properties
+    (a mixin of ``app.fhir.hydrate._Hydrator``, whose attributes and helpers it uses)."""
 
     if TYPE_CHECKING:
         from app.ontology.model import Ontology
@@ -94,10 +94,6 @@ class InstanceReading:
         def _names_someone(self, r: Mapping[str, Any]) -> bool: ...
 
         def _is_focus_resource(self, r: Mapping[str, Any]) -> bool: ...
-
-        def _instance_id(
-            self, r: Mapping[str, Any], cls: str, *, from_context: bool = False
-        ) -> str: ...
 
     def _coded_tree(self, root: str) -> bool:
         """Whether codes decide membership anywhere in the class tree under ``root``; when none
@@ -211,3 +207,53 @@ class InstanceReading:
                 for q in inverse[ch.property]:
                     added.append(Assert(str(ch.value), q, ch.subject, ch.source))
         self.out.changes.extend(added)
+
+    def _instance_id(self, r: Mapping[str, Any], cls: str, *, from_context: bool = False) -> str:
+        """The instance a resource is, created on first sight. Two different resources named
+        by one ``Type/id`` are one instance: the one from the hook context is read (it is what
+        the clinician acts on), else the first one read, and the clash is recorded. Two draft
+        orders of the hook context that share an id are two orders the clinician is signing:
+        each is its own instance (the second named ``Type/id#2``), never merged, and the clash
+        is recorded."""
+        src = source_of(r)
+        ref = src.reference
+        for iid, inst in self.instances.items():
+            if inst.ref != ref:
+                continue
+            if inst.resource != r and from_context and inst.from_context:
+                continue  # another draft under the same id: an instance of its own, below
+            if inst.resource != r:
+                if from_context and not inst.from_context:
+                    inst.resource, inst.cls, inst.from_context = dict(r), cls, True
+                kept = "the one in the hook context" if inst.from_context else "the first"
+                self.out.violations.append(
+                    Violation(
+                        "duplicate-instance",
+                        iid,
+                        None,
+                        ref,
+                        f"two different resources are named {ref}; {kept} is read",
+                    )
+                )
+            return iid
+        iid = src.id if src.id not in self.instances and src.id != self.focus_id else ref
+        clash = any(inst.ref == ref for inst in self.instances.values())
+        if iid in self.instances:
+            n = 2
+            while f"{ref}#{n}" in self.instances:
+                n += 1
+            iid = f"{ref}#{n}"
+        if clash:  # a second draft order under one id
+            self.out.violations.append(
+                Violation(
+                    "duplicate-instance",
+                    iid,
+                    None,
+                    ref,
+                    f"two draft orders are named {ref}; both are read, the second as {iid}",
+                )
+            )
+        self.instances[iid] = Instance(
+            ref=ref, cls=cls, resource=dict(r), from_context=from_context
+        )
+        return iid

@@ -1,7 +1,8 @@
 """Records that are there but cannot be read: why, in a clinician's words.
 
 A record a mapping selects is either read into facts or *unread*, never taken for a record that
-is not there. Two questions decide it here (hydration asks them, ``app.fhir.hydrate``):
+is not there. Two questions decide it here (hydration asks them, ``app.fhir.literals`` and
+``app.fhir.objects``):
 
 - **Its code** (:func:`code_verdict`). A record is read when one of its codings is one the
   deployment lists for the property (a class of the range tree, or any code it names for a
