@@ -16,8 +16,8 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.templating import Jinja2Templates
 
+from app.api.negotiation import PAGE_HEADERS, prefers_html
 from app.api.pages import ENV
-from app.api.run_page import PAGE_HEADERS, prefers_html
 from app.cds.analytics import Labels, build_report
 from app.cds.auth import CLIENT_JWT_RESPONSE, ClientIdentity, require_client
 from app.container import running

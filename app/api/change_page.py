@@ -14,7 +14,7 @@ from html import escape
 from typing import Any
 
 from app.api.pages import show_text
-from app.api.run_page import proof_text
+from app.api.run_proof import proof_text
 from app.changes.envelope import ChangeView
 
 _CSS = """

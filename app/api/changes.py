@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.change_page import render_change_page
-from app.api.run_page import PAGE_HEADERS, prefers_html
+from app.api.negotiation import PAGE_HEADERS, prefers_html
 from app.cds.auth import CLIENT_JWT_RESPONSE, ClientIdentity, require_client
 from app.changes.control import APPROVE_SCOPE, DEFAULT_LAST, MAX_LAST, ChangeControl
 from app.changes.envelope import ChangeEnvelope, ChangeView
