@@ -34,7 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.hooks import PLACEHOLDER, UNIQUE, template_of  # noqa: E402
+from bench.hooks_requests import PLACEHOLDER, UNIQUE, template_of  # noqa: E402
 from bench.profile_hook import fresh_database  # noqa: E402
 
 DEFAULT = ("opioidcds-08", ROOT / "bench" / "data" / "opioidcds-08-two-active-opioids.json")

@@ -37,7 +37,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.hooks import PLACEHOLDER, UNIQUE, template_of, triage_request  # noqa: E402
+from bench.hooks_requests import PLACEHOLDER, UNIQUE, template_of, triage_request  # noqa: E402
 
 #: (label, module, attribute path): the parts timed, in the order they are printed. A part
 #: missing from the tree (renamed, removed) is skipped with a note.

@@ -29,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.hooks import TAKEN, _obs, triage_request  # noqa: E402
+from bench.hooks_requests import TAKEN, observation, triage_request  # noqa: E402
 from bench.profile_hook import PARTS, Clock, drive, fresh_database, instrument  # noqa: E402
 
 #: the stages printed per size (labels of ``bench/profile_hook.py``)
@@ -55,7 +55,7 @@ def request_with(size: int) -> dict[str, Any]:
     pid = request["context"]["patientId"]
     for n in range(size - len(entries)):
         code, value, unit = _OLDER[n % len(_OLDER)]
-        older = _obs(pid, code, value, unit, 0, 100 + n)
+        older = observation(pid, code, value, unit, 0, 100 + n)
         # earlier than every reading of the bench request (taken from TAKEN on), same hour
         at = TAKEN - timedelta(seconds=1 + n * 5 % 3000)
         older["effectiveDateTime"] = at.isoformat(timespec="seconds")
