@@ -1,9 +1,9 @@
 """The shape of the code, held by its import graph (docs/architecture.md).
 
 The graph is read from the source (module-level imports and imports inside functions alike), so
-an import hidden in a function to dodge a cycle still counts. What predates these checks is
-listed below with its size or edge: a listed entry may go away, never grow, and one that is no
-longer true must be taken off its list (the test says so), so the lists only shrink.
+an import hidden in a function to dodge a cycle still counts. No exception is listed: no import
+cycle, no ``app`` → ``adapters`` import outside the composition root, no source file over the
+limit.
 """
 
 from __future__ import annotations
@@ -18,18 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("app", "adapters", "toolkits")
 MAX_LINES = 600
 
-#: Import cycles that predate this check (each as its sorted modules): none is left, and none
-#: may be added.
-KNOWN_CYCLES: set[tuple[str, ...]] = set()
-
 #: The composition root: the one module of ``app`` that imports adapters (it chooses what
 #: implements each port); only the entry points, the app factory and the command line, import it.
 COMPOSITION_ROOT = "app.compose"
 ENTRY_POINTS = {"app.main", "app.cli"}
-
-#: Source files over the limit that predate this check, at their size when it was written.
-KNOWN_LONG_FILES: dict[str, int] = {
-}
 
 #: Where routes live: an adapter imports none of them.
 ROUTES = ("app.api", "app.cds.routes")
@@ -136,14 +128,11 @@ def cycles(graph: dict[str, set[str]]) -> set[tuple[str, ...]]:
 GRAPH = import_graph(ROOT)
 
 
-def test_no_new_import_cycle() -> None:
-    found = cycles(GRAPH)
-    new = sorted(found - KNOWN_CYCLES)
-    assert not new, "import cycles (imports inside functions count): " + "; ".join(
-        " ↔ ".join(c) for c in new
+def test_no_import_cycle() -> None:
+    found = sorted(cycles(GRAPH))
+    assert not found, "import cycles (imports inside functions count): " + "; ".join(
+        " ↔ ".join(c) for c in found
     )
-    gone = sorted(KNOWN_CYCLES - found)
-    assert not gone, f"no longer a cycle, take it off KNOWN_CYCLES: {gone}"
 
 
 def test_no_adapter_imports_a_route() -> None:
@@ -186,13 +175,9 @@ def test_no_source_file_over_the_limit() -> None:
         for path in modules(ROOT).values()
     }
     too_long = sorted(
-        f"{name} ({lines} lines)"
-        for name, lines in sizes.items()
-        if lines > KNOWN_LONG_FILES.get(name, MAX_LINES)
+        f"{name} ({lines} lines)" for name, lines in sizes.items() if lines > MAX_LINES
     )
-    assert not too_long, f"over {MAX_LINES} lines (or longer than listed): {too_long}"
-    fixed = sorted(n for n, ceiling in KNOWN_LONG_FILES.items() if sizes.get(n, 0) <= MAX_LINES)
-    assert not fixed, f"now within {MAX_LINES} lines, take it off KNOWN_LONG_FILES: {fixed}"
+    assert not too_long, f"over {MAX_LINES} lines: {too_long}"
 
 
 def sql_outside_the_store(root: Path) -> list[str]:
