@@ -12,6 +12,7 @@ from datetime import tzinfo
 from typing import Any
 
 from markupsafe import Markup
+from pydantic import ValidationError
 
 from app.api.run_inputs import inputs_view
 from app.api.run_trace import narrations
@@ -25,6 +26,7 @@ from app.clinical_text import (
     statement,
 )
 from app.fhir_json import resources_of
+from app.runtime.documents import Undecided
 
 __all__ = ["clinician_view"]
 
@@ -160,33 +162,35 @@ def _decision(doc: Mapping[str, Any], items: Sequence[Item], page: RunPage) -> d
     return {"kind": "none", "how": how}
 
 
-def _undecided(undecided: Mapping[str, Any], page: RunPage, end: str) -> dict[str, Any]:
+def _undecided(stored: Mapping[str, Any], page: RunPage, end: str) -> dict[str, Any]:
     """A run stopped because incomplete inputs could change its decision: which inputs, why
     each is not complete and what it could have changed (the card names three at most), and the
     value the rules held on the rest (not a decision)."""
-    found = [i for i in undecided.get("inputs") or () if isinstance(i, Mapping)]
-    labels = [str(i.get("label") or i.get("input")) for i in found]
+    try:
+        undecided = Undecided.model_validate(stored)
+    except ValidationError:  # a document this version cannot read: not decided, inputs unknown
+        undecided = Undecided()
+    labels = [i.label or i.input for i in undecided.inputs]
     line = f"Not decided — data it depends on is missing or was not used ({', '.join(labels)})" + (
         f"; the workflow ended at: {end}" if end else ""
     )
     inputs: list[tuple[str, str]] = []
-    for item in found:
-        reasons = [str(r.get("detail") or "") for r in item.get("reasons") or ()]
-        said = "; ".join(r for r in reasons if r) or f"No {item.get('label')} could be used"
+    for item in undecided.inputs:
+        said = "; ".join(r.detail for r in item.reasons if r.detail) or (
+            f"No {item.label} could be used"
+        )
         could = sorted(
             {
-                str(c["ruleLabel"])
-                + (f" ({c['valueLabel']})" if c.get("valueLabel") is not None else "")
-                for c in item.get("couldChange") or ()
-                if isinstance(c, Mapping) and c.get("ruleLabel")
+                c.ruleLabel + (f" ({c.valueLabel})" if c.valueLabel is not None else "")
+                for c in item.couldChange
+                if c.ruleLabel
             }
         )
         inputs.append((said, ", ".join(could)))
-    held = undecided.get("held")
     shown = None
-    if held is not None:
-        what = str(undecided.get("propertyLabel") or display_name(page, undecided.get("property")))
-        shown = (what, str(undecided.get("heldLabel") or display_name(page, held)))
+    if undecided.held is not None:
+        what = str(undecided.propertyLabel or display_name(page, undecided.property))
+        shown = (what, str(undecided.heldLabel or display_name(page, undecided.held)))
     return {"kind": "undecided", "line": line, "inputs": inputs, "held": shown}
 
 

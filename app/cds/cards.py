@@ -40,6 +40,7 @@ from app.ontology.model import (
     humanise,
     local_name,
 )
+from app.runtime.documents import Undecided
 from app.world.facts import Violation
 from app.world.world import World
 
@@ -56,7 +57,7 @@ class RunView:
     terminal: str | None  # local name of the terminal step
     decided: bool
     #: the run's ``undecided`` outcome: the incomplete inputs that could change the decision
-    undecided: Mapping[str, Any] | None = None
+    undecided: Undecided | None = None
     narration: str | None  # written by a language model (never the proof rendered as text)
     focus_id: str
     violations: Sequence[Violation] = ()
@@ -163,15 +164,15 @@ def _deciding(ontology: Ontology, workflow: WorkflowDef, world: World, run: RunV
     return f"{head} — {markdown_escape(facts)}" if facts else head
 
 
-def undecided_markdown(undecided: Mapping[str, Any], limit: int = CARD_LIST_LIMIT) -> str:
+def undecided_markdown(undecided: Undecided, limit: int = CARD_LIST_LIMIT) -> str:
     """What a clinician reads when a decision was not made because inputs were incomplete: that
     it was not decided (with the value the rules held on the rest of the data, said not to be a
     decision), then up to ``limit`` (three) of the inputs and why each is not complete
     (hydration's words), "and N more on the decision record" beyond that. What each input could
     have changed is on the decision record. The labels are the run's own (``Outcome.undecided``)."""
-    what = str(undecided.get("propertyLabel") or "decision")
+    what = str(undecided.propertyLabel or "decision")
     opening = f"**{markdown_escape(what[:1].upper() + what[1:])} not decided**"
-    held = undecided.get("heldLabel")
+    held = undecided.heldLabel
     rest = (
         f" (on the rest of the data the rules give {held}, which is not a decision)"
         if held is not None
@@ -180,10 +181,11 @@ def undecided_markdown(undecided: Mapping[str, Any], limit: int = CARD_LIST_LIMI
     lines = [
         f"{opening}: {markdown_escape(f'data it depends on is missing or was not used{rest}.')}"
     ]
-    inputs = list(undecided.get("inputs") or ())
+    inputs = undecided.inputs
     for item in inputs[:limit]:
-        reasons = [r.get("detail") or "" for r in item.get("reasons") or ()]
-        said = "; ".join(r for r in reasons if r) or f"No {item.get('label')} could be used"
+        said = "; ".join(r.detail for r in item.reasons if r.detail) or (
+            f"No {item.label} could be used"
+        )
         lines.append(f"- {markdown_escape(card_text.shorten(said, INPUT_LIMIT))}")
     if len(inputs) > limit:
         lines.append(f"- {_more(len(inputs) - limit)}")

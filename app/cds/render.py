@@ -110,13 +110,11 @@ def _extension(outcome: Outcome) -> dict[str, Any]:
         "terminal": outcome.terminal,
     }
     if outcome.decision is not None:
-        ext["decision"] = outcome.decision
+        ext["decision"] = outcome.decision.to_json()
     if outcome.undecided is not None:
         ext["undecided"] = {
-            "property": outcome.undecided.get("property"),
-            "inputs": [
-                {"input": i["input"], "state": i["state"]} for i in outcome.undecided["inputs"]
-            ],
+            "property": outcome.undecided.property,
+            "inputs": [{"input": i.input, "state": i.state} for i in outcome.undecided.inputs],
         }
     return ext
 

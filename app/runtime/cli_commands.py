@@ -167,7 +167,7 @@ def _run_files(
         err(f"run {outcome.run_id}: {stored}")  # stdout stays the outcome document
     else:
         decision = outcome.decision
-        said = f"{decision['property']} = {decision['value']}" if decision else "no decision"
+        said = f"{decision.property} = {decision.value}" if decision else "no decision"
         out(
             f"run {outcome.run_id}: {outcome.workflow} {outcome.version} → {outcome.terminal} "
             f"({outcome.status}; {said})"

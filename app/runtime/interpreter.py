@@ -18,6 +18,7 @@ from typing import Any
 
 from app.ontology.model import Ontology, StepDef, WorkflowDef, humanise, local_name
 from app.runtime.context import RunContext
+from app.runtime.documents import Decision, Undecided
 from app.runtime.names import show
 from app.runtime.outcome import Outcome, SuspendedRun
 from app.runtime.state import Body, Edge, Ended, Fail, Suspend
@@ -190,23 +191,25 @@ def resume_workflow(
 def _outcome(run: _Run, wf: WorkflowDef, ended: Ended) -> Outcome:
     ontology, world = run.ontology, run.world
     focus = run.focus(wf)
-    decision: dict[str, Any] | None = None
+    decision: Decision | None = None
     proof: dict[str, Any] | None = None
-    undecided: dict[str, Any] | None = None
+    undecided: Undecided | None = None
     if run.undecided:
         held = world.value(focus, wf.decides) if focus and wf.decides else None
         prop = ontology.properties.get(wf.decides) if wf.decides else None
-        undecided = {
-            "property": local_name(wf.decides) if wf.decides else None,
-            "propertyLabel": (prop.label or humanise(prop.name)) if prop else None,
-            "held": show(ontology, held) if held is not None else None,
-            "heldLabel": value_label(ontology, held) if held is not None else None,
-            "inputs": run.undecided,
-        }
+        undecided = Undecided.model_validate(
+            {
+                "property": local_name(wf.decides) if wf.decides else None,
+                "propertyLabel": (prop.label or humanise(prop.name)) if prop else None,
+                "held": show(ontology, held) if held is not None else None,
+                "heldLabel": value_label(ontology, held) if held is not None else None,
+                "inputs": run.undecided,
+            }
+        )
     elif wf.decides is not None and focus is not None and ended.status == "completed":
         value = world.value(focus, wf.decides)
         if value is not None:
-            decision = {"property": local_name(wf.decides), "value": show(ontology, value)}
+            decision = Decision(property=local_name(wf.decides), value=show(ontology, value))
             proof = world.proof(focus, wf.decides).to_json()
     suspended: SuspendedRun | None = None
     if ended.status == "suspended" and ended.wait is not None:

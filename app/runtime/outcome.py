@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.ontology.model import local_name
+from app.runtime.documents import Decision, Undecided
 from app.runtime.trace import TRACE_VERSION, TraceEntry, parse_trace, trace_json
 from app.statuses import OutcomeStatus
 
@@ -72,7 +73,7 @@ class SuspendedRun:
 
 @dataclass(frozen=True, kw_only=True)
 class Outcome:
-    """What a run reports. ``decision`` is ``{"property", "value"}`` (local names) for the
+    """What a run reports. ``decision`` (``{"property", "value"}``, local names) is for the
     workflow's ``horis:decides`` property when the run ends holding a value for it, else None.
 
     ``facts`` (the visible facts at the end, as ``[subject, property, value]`` with local names)
@@ -83,7 +84,7 @@ class Outcome:
     workflow: str
     version: str
     terminal: str | None
-    decision: dict[str, Any] | None
+    decision: Decision | None
     goal_reached: bool
     proof: dict[str, Any] | None
     trace: list[TraceEntry]
@@ -93,7 +94,7 @@ class Outcome:
     facts: list[list[Any]] = field(default_factory=list)
     #: a ReasoningStep's goal was not decided: the incomplete inputs that could change it (no
     #: ``decision`` then; ``undecided`` holds those inputs and the value held when it stopped)
-    undecided: dict[str, Any] | None = None
+    undecided: Undecided | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -104,9 +105,9 @@ class Outcome:
             "terminal": self.terminal,
         }
         if self.decision is not None:
-            out["decision"] = self.decision
+            out["decision"] = self.decision.to_json()
         if self.undecided is not None:
-            out["undecided"] = self.undecided
+            out["undecided"] = self.undecided.to_json()
         out.update(
             goal_reached=self.goal_reached,
             proof=self.proof,

@@ -118,7 +118,7 @@ class ReplayReport:
         if self.outcome is not None:
             out["replayed"] = {
                 "terminal": self.outcome.terminal,
-                "decision": self.outcome.decision,
+                "decision": self.outcome.decision.to_json() if self.outcome.decision else None,
                 "status": self.outcome.status,
             }
         return out

@@ -204,7 +204,7 @@ class Runner:
         values = {
             "status": outcome.status,
             "terminal": outcome.terminal,
-            "decision": outcome.decision,
+            "decision": outcome.decision.to_json() if outcome.decision else None,
             "outcome": document,
             "world_state": suspended.to_json(with_trace=False) if suspended else None,
             "position": suspended.step if suspended else None,
@@ -291,7 +291,7 @@ class Runner:
                 run_id,
                 status=outcome.status,
                 terminal=outcome.terminal,
-                decision=outcome.decision,
+                decision=outcome.decision.to_json() if outcome.decision else None,
                 outcome=document,
                 world_state=after.to_json(with_trace=False) if after else None,
                 position=after.step if after else None,

@@ -63,7 +63,7 @@ def test_each_acuity_rule_decides_without_a_bridge(
 
     assert outcome.status == "completed"
     assert outcome.terminal == "Done"
-    assert outcome.decision == {"property": "acuity", "value": acuity}
+    assert outcome.to_json().get("decision") == {"property": "acuity", "value": acuity}
     assert outcome.goal_reached
     assert outcome.proof is not None
 

@@ -33,7 +33,7 @@ def test_above_confidence_the_facts_land_with_perception_provenance(triage: Onto
     outcome, world = run(triage, "Triage", PATIENT, bridge=bridge, text=TEXT)
 
     assert outcome.terminal == "Done"
-    assert outcome.decision == {"property": "acuity", "value": "Immediate"}
+    assert outcome.to_json().get("decision") == {"property": "acuity", "value": "Immediate"}
     hr = world.fact("p1", triage.namespace + "heartRate", 130)
     assert hr is not None and hr.provenance == "perception" and hr.confidence == 0.92
     (call,) = outcome.trace[0].calls
@@ -121,7 +121,7 @@ def test_the_claude_backend_extracts_typed_instances(triage: Ontology) -> None:
     assert body["tools"][0]["input_schema"] == with_confidence(
         derive_schema(triage, ["Patient", "Symptom"])
     )
-    assert outcome.decision == {"property": "acuity", "value": "Immediate"}
+    assert outcome.to_json().get("decision") == {"property": "acuity", "value": "Immediate"}
     (symptom,) = world.values("p1", triage.namespace + "hasSymptom")
     instance = world.instance(str(symptom))
     assert instance is not None and instance.class_iri == triage.namespace + "ChestPain"
@@ -140,4 +140,4 @@ def test_text_alone_introduces_the_focus(triage: Ontology) -> None:
 
     (patient,) = world.instances(triage.namespace + "Patient")
     assert world.value(patient.id, triage.namespace + "heartRate") == 130
-    assert outcome.decision == {"property": "acuity", "value": "Immediate"}
+    assert outcome.to_json().get("decision") == {"property": "acuity", "value": "Immediate"}

@@ -54,7 +54,7 @@ def test_replay_reproduces_without_the_bridge_or_the_non_idempotent_tool(
 
     assert report.same, report.divergences
     assert report.outcome is not None
-    assert report.outcome.decision == recorded.outcome["decision"]
+    assert report.outcome.to_json().get("decision") == recorded.outcome["decision"]
     assert report.outcome.terminal == "Done"
     assert report.outcome.proof == recorded.outcome["proof"]
     assert counting.count("book") == 1  # the booking tool was not invoked again
@@ -87,7 +87,7 @@ def test_replay_of_a_perceived_triage_run(triage: Ontology) -> None:
 
     assert report.same, report.divergences
     assert report.outcome is not None
-    assert report.outcome.decision == {"property": "acuity", "value": "Urgent"}
+    assert report.outcome.to_json().get("decision") == {"property": "acuity", "value": "Urgent"}
     assert len(bridge.calls) == 2
 
 
