@@ -34,11 +34,15 @@ from bench.profile_hook import PARTS, Clock, drive, fresh_database, instrument  
 
 #: the stages printed per size (labels of ``bench/profile_hook.py``)
 STAGES = (
-    "prefetch: R4 validation",
+    "gather: prefetch R4 validation",
     "  hydration",
-    "  workflow (rules, steps, tools)",
+    "  run: workflow (rules, steps, tools)",
     "  store the run (one transaction)",
 )
+# a stage the profiler no longer times would print as 0.00: say so instead
+_UNKNOWN = sorted(set(STAGES) - {label for label, _module, _attr in PARTS})
+if _UNKNOWN:
+    raise SystemExit(f"bench/profile_hook.py times no stage labelled {_UNKNOWN}")
 #: older readings added: (LOINC, value, unit), cycled
 _OLDER = (
     ("8867-4", 98, "/min"),

@@ -1,8 +1,8 @@
 """What a run concludes, as typed documents: its :class:`Decision`, or why it is :class:`Undecided`.
 
-The interpreter builds them, cards and the run extension read their fields, and the stored JSON
-(the run's outcome, read back for the decision page and replay) is parsed through the same
-models, so a field has one name and one shape everywhere. The JSON is the stored form: camelCase
+The interpreter builds them, cards and the run extension read their fields, and the decision
+page parses the stored JSON back through the same models, so a field has one name and one shape
+everywhere (replay compares the stored JSON itself). The JSON is the stored form: camelCase
 keys, and a could-change entry carries ``rule`` and ``value`` only when it has them.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 
 class _Document(BaseModel):
@@ -21,6 +21,12 @@ class _Document(BaseModel):
     def to_json(self) -> dict[str, Any]:
         """The stored form: what was set, nothing added."""
         return self.model_dump(mode="python", exclude_unset=True)
+
+
+def _entries_of(value: Any) -> list[Any]:
+    """A stored list as far as it can be read: missing or null is empty, an entry that is not
+    an object is left out (the rest is still shown)."""
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
 
 
 class Decision(_Document):
@@ -45,20 +51,22 @@ class CouldChange(_Document):
 class IncompleteReason(_Document):
     """Why an input is not complete, in hydration's words."""
 
-    state: str
+    state: str = ""
     source: str | None = None
-    detail: str = ""
+    detail: str | None = ""
 
 
 class UndecidedInput(_Document):
     """One incomplete input that could change the goal, its state and reasons."""
 
-    input: str
-    inputIri: str
-    label: str
-    state: str
+    input: str = ""
+    inputIri: str | None = None
+    label: str | None = None
+    state: str = ""
     reasons: list[IncompleteReason] = []
     couldChange: list[CouldChange] = []
+
+    _entries = field_validator("reasons", "couldChange", mode="before")(_entries_of)
 
 
 class Undecided(_Document):
@@ -70,6 +78,8 @@ class Undecided(_Document):
     held: Any = None
     heldLabel: str | None = None
     inputs: list[UndecidedInput] = []
+
+    _entries = field_validator("inputs", mode="before")(_entries_of)
 
     @classmethod
     def read(cls, stored: Mapping[str, Any] | None) -> Undecided | None:
