@@ -338,24 +338,23 @@ def system_name_of(text: str) -> bool:
     return any(text.startswith(f"{n} ") for n in names)
 
 
-def proof_rules(proof: Mapping[str, Any]) -> set[str]:
-    """Every rule (IRI) the stored proof names as a criterion met, at any depth."""
-    found: set[str] = set()
-
-    def walk(node: Mapping[str, Any]) -> None:
-        for d in node.get("derivations") or []:
-            if not isinstance(d, Mapping):
+def proof_rules(proof: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """Every rule (IRI) the proof names as a criterion met, at any depth, each once in the order
+    first met (a node's derivations before their premises'); the rules that were overruled are
+    not among them."""
+    found: dict[str, None] = {}
+    stack: list[Any] = list(reversed((proof or {}).get("values") or []))
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, Mapping):
+            continue
+        for derivation in node.get("derivations") or []:
+            if not isinstance(derivation, Mapping):
                 continue
-            if d.get("rule"):
-                found.add(str(d["rule"]))
-            for p in d.get("premises") or []:
-                if isinstance(p, Mapping):
-                    walk(p)
-
-    for value in proof.get("values") or []:
-        if isinstance(value, Mapping):
-            walk(value)
-    return found
+            if derivation.get("rule"):
+                found.setdefault(str(derivation["rule"]), None)
+            stack.extend(reversed(derivation.get("premises") or []))
+    return tuple(found)
 
 
 def property_name(iri: str, names: Mapping[str, str] | None = None) -> str:

@@ -69,6 +69,35 @@ class RunView:
     resources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     #: the time zone the card's dates are shown in
     zone: tzinfo = UTC
+    #: the run's proof of the decided property (``Outcome.proof``), reused rather than rebuilt
+    proof: Mapping[str, Any] | None = None
+
+
+class ProofCache:
+    """The proofs one response reads, each built once: the run's own proof of the decided
+    property (``Outcome.proof``) is reused, and any other the cards name (``because.P``, a
+    section on a rule) is built on first use."""
+
+    def __init__(
+        self, world: World, focus_id: str, decides: str | None, proof: Mapping[str, Any] | None
+    ) -> None:
+        self._world, self._focus = world, focus_id
+        self._built: dict[str, Mapping[str, Any]] = {}
+        self._rules: dict[str, set[str]] = {}
+        if decides is not None and proof is not None:
+            self._built[decides] = proof
+
+    def of(self, prop: str) -> Mapping[str, Any]:
+        """The proof (its JSON) of the focus's ``prop``."""
+        if prop not in self._built:
+            self._built[prop] = self._world.proof(self._focus, prop).to_json()
+        return self._built[prop]
+
+    def rules(self, prop: str) -> set[str]:
+        """Every rule the proof of ``prop`` names as a criterion met."""
+        if prop not in self._rules:
+            self._rules[prop] = set(proof_rules(self.of(prop)))
+        return self._rules[prop]
 
 
 def _label(ontology: Ontology, iri: str) -> str:
@@ -148,13 +177,14 @@ def _detail(ontology: Ontology, workflow: WorkflowDef, world: World, run: RunVie
     return "\n\n".join(p for p in parts if p)
 
 
-def _deciding(ontology: Ontology, workflow: WorkflowDef, world: World, run: RunView) -> str:
+def _deciding(
+    ontology: Ontology, workflow: WorkflowDef, world: World, run: RunView, proofs: ProofCache
+) -> str:
     """For a decided card without a ``horis:detail``: the decision in bold and what decided it
     (the criterion and up to three of its data)."""
     if not run.decided or run.undecided is not None or workflow.decides is None:
         return ""
-    proof = world.proof(run.focus_id, workflow.decides).to_json()
-    facts = deciding_facts(proof, run.zone)
+    facts = deciding_facts(proofs.of(workflow.decides), run.zone)
     value = world.value(run.focus_id, workflow.decides)
     if value is None:
         return ""
@@ -322,12 +352,12 @@ def _texts(
     instance: str | None,
     zone: tzinfo,
     decides: str | None,
+    proofs: ProofCache,
 ) -> tuple[Callable[[str], str], Callable[[str], bool]]:
     """Looks a card placeholder up (the values its path reaches from the focus or the
     instance; for ``because.P`` what decided ``P``), and says whether a section holds."""
     paths = dict(decl.paths)
     rules = dict(decl.rules)
-    proved: dict[str, set[str]] = {}
 
     def label(iri: str) -> str | None:
         if iri in ontology.individuals or iri in ontology.classes:
@@ -357,7 +387,7 @@ def _texts(
     def because(prop: str) -> str:
         if not world.values(focus_id, prop):
             return card_text.UNKNOWN
-        return deciding_facts(world.proof(focus_id, prop).to_json(), zone) or card_text.UNKNOWN
+        return deciding_facts(proofs.of(prop), zone) or card_text.UNKNOWN
 
     def lookup(name: str) -> str:
         if name.startswith("because."):
@@ -373,9 +403,7 @@ def _texts(
         if rule is not None:
             if decides is None or not world.values(focus_id, decides):
                 return False
-            if decides not in proved:
-                proved[decides] = proof_rules(world.proof(focus_id, decides).to_json())
-            return rule in proved[decides]
+            return rule in proofs.rules(decides)
         if name.startswith("because."):
             return lookup(name) != card_text.UNKNOWN
         values = reached(name)
@@ -473,9 +501,13 @@ def declared_cards(
     world: World,
     run: RunView,
     run_url: str,
+    proofs: ProofCache | None = None,
 ) -> list[tuple[CardDecl, dict[str, Any]]]:
     """``build_cards`` with the declaration each card came from (feedback on a card is
-    counted against its declaration)."""
+    counted against its declaration). ``proofs`` holds the proofs already built for this
+    response (by default, only the run's own)."""
+    if proofs is None:
+        proofs = ProofCache(world, run.focus_id, workflow.decides, run.proof)
     cards: list[tuple[CardDecl, dict[str, Any]]] = []
     run_detail: str | None = None
     for decl in sorted(service.cards, key=lambda d: d.order):
@@ -485,7 +517,7 @@ def declared_cards(
             run_detail = _detail(ontology, workflow, world, run)
         for instance in _instances(decl, world, run.focus_id):
             lookup, holds = _texts(
-                ontology, decl, world, run.focus_id, instance, run.zone, workflow.decides
+                ontology, decl, world, run.focus_id, instance, run.zone, workflow.decides, proofs
             )
             full = card_text.fill(decl.summary, lookup, markdown=False, holds=holds)
             summary = card_text.shorten(full, SUMMARY_LIMIT)
@@ -495,7 +527,7 @@ def declared_cards(
             if decl.detail is not None:
                 parts.append(card_text.fill(decl.detail, lookup, markdown=True, holds=holds))
             else:
-                parts.append(_deciding(ontology, workflow, world, run))
+                parts.append(_deciding(ontology, workflow, world, run, proofs))
             parts.append(run_detail)
             detail = "\n\n".join(p for p in parts if p)
             indicator = decl.indicator

@@ -7,30 +7,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from app.ontology.model import CardDecl
+from app.clinical_text import proof_rules
+from app.ontology.model import CardDecl, local_name
 from app.store.repo import CardIssue
 
 #: The key of a card no declaration made: a draft order the service could not read.
 UNREAD_ORDER_KEY = "(draft order not checked)"
 
 
-def proof_rules(proof: Mapping[str, Any] | None) -> tuple[str, ...]:
-    """The rules whose derivations support the decided values, premises' own derivations
-    included, in the order first met (the rules that were overruled are not among them)."""
-    found: dict[str, None] = {}
-    stack: list[Any] = list(reversed((proof or {}).get("values") or []))
-    while stack:
-        value = stack.pop()
-        if not isinstance(value, Mapping):
-            continue
-        for derivation in value.get("derivations") or []:
-            if not isinstance(derivation, Mapping):
-                continue
-            name = derivation.get("ruleName")
-            if isinstance(name, str):
-                found.setdefault(name, None)
-            stack.extend(reversed(derivation.get("premises") or []))
-    return tuple(found)
+def rule_names(proof: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The local names of the rules whose derivations support the decided values, premises'
+    own derivations included, in the order first met (``clinical_text.proof_rules``)."""
+    return tuple(local_name(rule) for rule in proof_rules(proof))
 
 
 def card_issues(

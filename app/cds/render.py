@@ -16,9 +16,15 @@ from typing import Any
 
 from app.cds.accept import HookCall
 from app.cds.ahead import EXTENSION_KEY
-from app.cds.cards import RunView, build_system_actions, declared_cards, unread_order_cards
+from app.cds.cards import (
+    ProofCache,
+    RunView,
+    build_system_actions,
+    declared_cards,
+    unread_order_cards,
+)
 from app.cds.errors import RunFailed
-from app.cds.issued import card_issues, proof_rules
+from app.cds.issued import card_issues, rule_names
 from app.cds.response_check import check_response
 from app.cds.run_story import by_reference, context_resources, detours, failed_actions, narration
 from app.cds.unsent import unsent_notices
@@ -67,7 +73,9 @@ def render(
         notices=[*notices, *unsent_notices(ontology, outcome.trace)],
         resources=by_reference([*resources, *context_resources(req.context)]),
         zone=zone,
+        proof=outcome.proof,
     )
+    proofs = ProofCache(world, focus_id, workflow.decides, outcome.proof)
     unread = unread_order_cards(
         ontology=ontology, service=service, unread=req.unread, run_url=run_url
     )
@@ -78,13 +86,14 @@ def render(
         world=world,
         run=view,
         run_url=run_url,
+        proofs=proofs,
     )
     cards = [*unread, *(card for _decl, card in declared)]
     # the decided proof the run already holds; an escalated run's cards show the rules' proof
-    # of what they still derived, computed here only then
+    # of what they still derived, built here only then (once, shared with the cards)
     proof = outcome.proof
     if proof is None and workflow.decides is not None and declared:
-        proof = world.proof(focus_id, workflow.decides).to_json()
+        proof = dict(proofs.of(workflow.decides))
     response: dict[str, Any] = {"cards": cards}
     actions = build_system_actions(service=service, workflow=workflow, world=world, run=view)
     if actions:
@@ -97,7 +106,7 @@ def render(
             f"run {outcome.run_id} built a response that breaks CDS Hooks 2.0 and was not "
             "answered: " + "; ".join(str(p) for p in problems),
         )
-    return Rendered(response=response, issued=card_issues(declared, unread, proof_rules(proof)))
+    return Rendered(response=response, issued=card_issues(declared, unread, rule_names(proof)))
 
 
 def _extension(outcome: Outcome) -> dict[str, Any]:

@@ -77,6 +77,10 @@ class World:
         self._version = 0
         self._history: list[tuple[int, int, int, list[tuple[Any, ...]]]] = []
         self._marks = 0
+        # proofs built at the current state (its mark); any transaction or restore moves the
+        # mark and the next proof is built afresh
+        self._proofs: dict[tuple[str, str, Value | None], Proof] = {}
+        self._proofs_at = 0
 
     # --- transactions --------------------------------------------------------------------
 
@@ -433,8 +437,19 @@ class World:
         return undecided(self, self._ix, self._st, self._engine, subject, goal, incomplete)
 
     def proof(self, subject: str, property: str, value: Value | None = None) -> Proof:
-        """The proof of ``subject``'s ``property`` (of one value when given)."""
-        return build_proof(self.ontology, self._engine, subject, self._p(property), value)
+        """The proof of ``subject``'s ``property`` (of one value when given). A proof is built
+        once per state of the World: asked again before the next transaction (a narration, then
+        the run's outcome, then its cards), the same proof is returned."""
+        mark = self._history[-1][0] if self._history else 0
+        if mark != self._proofs_at:
+            self._proofs.clear()
+            self._proofs_at = mark
+        key = (subject, self._p(property), value)
+        built = self._proofs.get(key)
+        if built is None:
+            built = build_proof(self.ontology, self._engine, key[0], key[1], value)
+            self._proofs[key] = built
+        return built
 
     # --- serialization -------------------------------------------------------------------
 
