@@ -33,6 +33,7 @@ from app.ontology.model import (
     WorkflowDef,
     humanise,
 )
+from app.ontology.workflows import PerceptionStep
 from app.ucum import is_ucum
 from app.world.facts import Violation
 from app.world.inputs import InputReason, InputState, InputStatus
@@ -287,7 +288,7 @@ def note_unread_text(
         return
     extracted: set[str] = set()
     for step in workflow.steps.values():
-        if step.kind == "PerceptionStep":
+        if isinstance(step, PerceptionStep):
             for c in step.extracts:
                 if c != workflow.focus:
                     extracted.update(ontology.subclasses(c))

@@ -25,6 +25,7 @@ from app.ontology.services import (
     TextSource,
 )
 from app.ontology.workflows import (
+    STEP_CLASSES,
     ArgBinding,
     Branch,
     CandidateQuery,
@@ -120,8 +121,8 @@ class FlowCompiler(CompilerBase):
                     outcomes.append(SubflowOutcome(terminal=term, next=nxt))
             f["outcomes"] = tuple(outcomes)
             f["otherwise"] = self._edge(node, "otherwise")
-        return StepDef(
-            iri=str(node), name=local_name(str(node)), kind=kind, label=self.label(node), **f
+        return STEP_CLASSES[kind](
+            iri=str(node), name=local_name(str(node)), label=self.label(node), **f
         )
 
     def _paths(self, node: Node, pred: str) -> tuple[tuple[str, ...], ...]:

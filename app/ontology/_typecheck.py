@@ -6,14 +6,10 @@ See ``app.ontology.verify`` for the whole list of checks.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from app.ontology._typecheck_conditions import DATES, NUMBERS, ConditionChecker
 from app.ontology.classes import DatedDef, PropertyDef, SharingDef, SpanDef
 from app.ontology.names import XSD, local_name
-from app.ontology.rules import Condition
 from app.ontology.templates import template_args
-from app.ontology.workflows import StepDef
 
 
 class TypeChecker(ConditionChecker):
@@ -429,14 +425,3 @@ def _reaches(edges: dict[str, set[str]], start: str, goal: str) -> bool:
         seen.add(n)
         todo.extend(edges.get(n, ()))
     return False
-
-
-def conditions_of(step: StepDef) -> Iterable[tuple[str, Condition]]:
-    """Every condition a step carries, with the predicate it hangs from."""
-    for c in step.requires:
-        yield "horis:requires", c
-    for c in step.goal:
-        yield "horis:goal", c
-    for b in step.branches:
-        for c in b.when:
-            yield "horis:branches", c

@@ -30,6 +30,15 @@ from app.ontology.hooks import HOOKS, USER_TOKENS, ContextField
 from app.ontology.model import Ontology
 from app.ontology.names import local_name
 from app.ontology.services import CdsServiceDef, PrefetchTemplate
+from app.ontology.workflows import (
+    ActionStep,
+    NarrationStep,
+    PerceptionStep,
+    ProposalStep,
+    StepDef,
+    SubflowStep,
+    WaitStep,
+)
 
 _TOKEN = re.compile(r"\{\{(.*?)\}\}")
 _NAME = re.compile(r"^\s*([A-Za-z0-9_.]+)\s*$")
@@ -170,7 +179,7 @@ class HookChecker(TypeChecker):
         context = {f.name for f in fields or ()}
         keys = {t.key for t in s.prefetch}
         for step in w.steps.values():
-            tool = self.o.tools.get(step.tool or "")
+            tool = self.o.tools.get(step.tool or "") if isinstance(step, ActionStep) else None
             if tool is None or tool.commits is None or not tool.commits.template:
                 continue
             where = f"{local_name(tool.iri)} horis:template"
@@ -227,11 +236,11 @@ class HookChecker(TypeChecker):
                 continue
             seen.add(w.iri)
             for step in w.steps.values():
-                why = _acts_outside(step.kind, step.rank_by)
-                tool = self.o.tools.get(step.tool or "")
+                why = _acts_outside(step)
+                tool = self.o.tools.get(step.tool or "") if isinstance(step, ActionStep) else None
                 if tool is not None and not tool.pure:
                     why = f"calls {local_name(tool.iri)}, which is not horis:pure"
-                if step.kind == "SubflowStep" and step.workflow:
+                if isinstance(step, SubflowStep) and step.workflow:
                     pending.append(step.workflow)
                 if why is not None:
                     self.add(
@@ -296,8 +305,7 @@ def _finer_than_a_day(o: Ontology) -> list[str]:
     conditions = [(r.name, c) for r in o.rules for c in r.when]
     for w in o.workflows.values():
         for step in w.steps.values():
-            conds = (*step.requires, *step.goal, *(c for b in step.branches for c in b.when))
-            conditions.extend((step.name or w.name, c) for c in conds)
+            conditions.extend((step.name or w.name, c) for _pred, c in step.conditions())
     for where, c in conditions:
         if c.op not in _WINDOWS or not isinstance(c.value, str):
             continue
@@ -310,11 +318,13 @@ def _finer_than_a_day(o: Ontology) -> list[str]:
 _WINDOWS = ("withinPast", "atMostAgo", "atLeastAgo")
 
 
-def _acts_outside(kind: str, rank_by: str | None) -> str | None:
+def _acts_outside(step: StepDef) -> str | None:
     """Why a step of this kind may not run ahead, or None."""
-    if kind in ("PerceptionStep", "NarrationStep") or (kind == "ProposalStep" and rank_by):
+    if isinstance(step, PerceptionStep | NarrationStep) or (
+        isinstance(step, ProposalStep) and step.rank_by
+    ):
         return "asks a language model"
-    if kind == "WaitStep":
+    if isinstance(step, WaitStep):
         return "waits for a resume"
     return None
 

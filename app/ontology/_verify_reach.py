@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from app.ontology._typecheck import TypeChecker, conditions_of
+from app.ontology._typecheck import TypeChecker
 from app.ontology.classes import PropertyDef
 from app.ontology.names import local_name
 from app.ontology.rules import Condition
+from app.ontology.workflows import ActionStep, NarrationStep, ProposalStep
 
 
 class ReachChecker(TypeChecker):
@@ -97,11 +98,12 @@ class ReachChecker(TypeChecker):
             if p.aggregate is not None:
                 yield from p.aggregate.where
         for step in self.steps.values():
-            for _pred, c in conditions_of(step):
+            for _pred, c in step.conditions():
                 yield c
-            if step.candidates is not None:
+            if isinstance(step, ProposalStep) and step.candidates is not None:
                 yield from step.candidates.where
-            yield from step.each_where
+            if isinstance(step, ActionStep):
+                yield from step.each_where
         for s in self.o.services.values():
             for card in s.cards:
                 yield from card.when
@@ -128,15 +130,17 @@ class ReachChecker(TypeChecker):
             if w.decides is not None:
                 yield w.decides
         for step in self.steps.values():
-            yield from (b.property for b in step.bindings if b.property is not None)
-            if step.narrates is not None:
+            if isinstance(step, ActionStep):
+                yield from (b.property for b in step.bindings if b.property is not None)
+                for path in step.for_each:
+                    yield from path
+            elif isinstance(step, NarrationStep) and step.narrates is not None:
                 yield step.narrates
-            if step.selects is not None:
-                yield step.selects
-            if step.candidates is not None:
-                yield from step.candidates.path
-            for path in step.for_each:
-                yield from path
+            elif isinstance(step, ProposalStep):
+                if step.selects is not None:
+                    yield step.selects
+                if step.candidates is not None:
+                    yield from step.candidates.path
         for s in self.o.services.values():
             for card in s.cards:
                 yield from (x.cites for x in card.suggestions if x.cites is not None)

@@ -32,6 +32,7 @@ from app.ontology.model import Ontology, OntologyPart
 from app.ontology.names import HORIS
 from app.ontology.schema import derive_schema
 from app.ontology.valuesets import folders_beside, load_value_sets_with_history
+from app.ontology.workflows import PerceptionStep
 from app.resources import resource_dir
 
 Registry = Mapping[str, Callable[..., Any]]
@@ -119,7 +120,7 @@ def load_ontology(paths: Sequence[str | Path], *, registry: Registry | None = No
     # Every PerceptionStep's schema is derived once here, so a run never derives one.
     for workflow in ontology.workflows.values():
         for step in workflow.steps.values():
-            if step.kind == "PerceptionStep" and step.extracts:
+            if isinstance(step, PerceptionStep) and step.extracts:
                 derive_schema(ontology, step.extracts)
     return ontology
 

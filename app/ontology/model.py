@@ -292,8 +292,7 @@ def _conditions_by_property(
     found: dict[str, list[Condition]] = {}
     groups: list[Iterable[Condition]] = [r.when for r in o.rules]
     for s in steps.values():
-        groups.extend((s.goal, s.requires))
-        groups.extend(b.when for b in s.branches)
+        groups.append(tuple(c for _pred, c in s.conditions()))
     for svc in o.services.values():
         groups.extend(c.when for c in svc.cards)
     groups.extend(p.aggregate.where for p in o.properties.values() if p.aggregate is not None)

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-from app.ontology._typecheck import conditions_of
 from app.ontology._verify_fhir import FhirChecker
 from app.ontology._verify_hooks import HookChecker
 from app.ontology._verify_reach import ReachChecker
@@ -43,7 +42,18 @@ from app.ontology._verify_terminology import TerminologyChecker
 from app.ontology.errors import Problem, in_files
 from app.ontology.model import Ontology
 from app.ontology.names import local_name
-from app.ontology.workflows import StepDef, WorkflowDef
+from app.ontology.workflows import (
+    ActionStep,
+    ChoiceStep,
+    NarrationStep,
+    PerceptionStep,
+    ProposalStep,
+    ReasoningStep,
+    StepDef,
+    SubflowStep,
+    WaitStep,
+    WorkflowDef,
+)
 
 
 def verify(ontology: Ontology) -> list[Problem]:
@@ -112,25 +122,25 @@ class _Verifier(FhirChecker, HookChecker, ReachChecker, TerminologyChecker, Serv
                 self.add("unresolved-edge", s.iri, f"edge to {edge} does not name a declared step")
         self._failure_edges(s)
         self._forward(s)
-        for pred, c in conditions_of(s):
+        for pred, c in s.conditions():
             self.condition_on(c, w.focus, s.iri, pred)
-        if s.kind == "ActionStep":
+        if isinstance(s, ActionStep):
             self._bindings(w, s)
-        elif s.kind == "PerceptionStep" and not s.extracts:
+        elif isinstance(s, PerceptionStep) and not s.extracts:
             self.add(
                 "type-check", s.iri, "a PerceptionStep needs horis:extracts (the classes it reads)"
             )
-        elif s.kind == "ReasoningStep" and not s.goal:
+        elif isinstance(s, ReasoningStep) and not s.goal:
             self.add("type-check", s.iri, "a ReasoningStep needs horis:goal [ … ]")
-        elif s.kind == "ProposalStep":
+        elif isinstance(s, ProposalStep):
             self._proposal(w, s)
-        elif s.kind == "WaitStep" and not s.awaits:
+        elif isinstance(s, WaitStep) and not s.awaits:
             self.add(
                 "type-check", s.iri, "a WaitStep needs horis:awaits (the properties it waits for)"
             )
-        elif s.kind == "SubflowStep":
+        elif isinstance(s, SubflowStep):
             self._subflow(w, s)
-        if s.kind == "NarrationStep" and s.narrates is None:
+        elif isinstance(s, NarrationStep) and s.narrates is None:
             self.add(
                 "type-check", s.iri, "a NarrationStep needs horis:narrates [ horis:property P ]"
             )
@@ -139,20 +149,20 @@ class _Verifier(FhirChecker, HookChecker, ReachChecker, TerminologyChecker, Serv
 
     def _failure_edges(self, s: StepDef) -> None:
         missing: str | None = None
-        if s.kind in ("PerceptionStep", "ProposalStep") and s.fallback is None:
+        if isinstance(s, PerceptionStep | ProposalStep) and s.fallback is None:
             missing = "horis:fallback (where to go when the Bridge fails or is unsure)"
-        elif s.kind == "ReasoningStep" and s.on_unreachable is None:
+        elif isinstance(s, ReasoningStep) and s.on_unreachable is None:
             missing = "horis:onUnreachable (where to go when the goal cannot hold)"
-        elif s.kind == "ActionStep" and not s.terminal and s.on_error is None:
+        elif isinstance(s, ActionStep) and not s.terminal and s.on_error is None:
             missing = "horis:onError (where to go when the tool fails)"
-        elif s.kind == "NarrationStep" and s.required and not s.terminal and s.on_error is None:
+        elif isinstance(s, NarrationStep) and s.required and not s.terminal and s.on_error is None:
             missing = (
                 "horis:onError (where to go when its required narration fails: no Bridge, a "
                 "Bridge error, nothing to narrate)"
             )
-        elif s.kind == "ChoiceStep" and s.otherwise is None:
+        elif isinstance(s, ChoiceStep) and s.otherwise is None:
             missing = "horis:otherwise (where to go when no branch matches)"
-        elif s.kind == "WaitStep" and s.timeout is not None and s.on_timeout is None:
+        elif isinstance(s, WaitStep) and s.timeout is not None and s.on_timeout is None:
             missing = "horis:onTimeout (where to go when the wait times out)"
         if missing:
             article = "an" if s.kind[0] in "AEIOU" else "a"
@@ -169,9 +179,9 @@ class _Verifier(FhirChecker, HookChecker, ReachChecker, TerminologyChecker, Serv
                 s.iri,
                 "is not terminal and has no horis:next: add horis:next, or horis:terminal true",
             )
-        elif s.kind == "ChoiceStep" and not s.branches and s.otherwise is None:
+        elif isinstance(s, ChoiceStep) and not s.branches and s.otherwise is None:
             self.add("no-terminal", s.iri, "a ChoiceStep needs horis:branches ( … )")
-        elif s.kind == "SubflowStep" and not s.outcomes and s.otherwise is None:
+        elif isinstance(s, SubflowStep) and not s.outcomes and s.otherwise is None:
             self.add("no-terminal", s.iri, "a SubflowStep needs horis:outcome or horis:otherwise")
 
     def _acyclic(self, w: WorkflowDef) -> None:
@@ -201,7 +211,7 @@ class _Verifier(FhirChecker, HookChecker, ReachChecker, TerminologyChecker, Serv
 
     # --- kinds ---------------------------------------------------------------------------
 
-    def _bindings(self, w: WorkflowDef, s: StepDef) -> None:
+    def _bindings(self, w: WorkflowDef, s: ActionStep) -> None:
         tool = self.o.tools.get(s.tool or "")
         if tool is None:
             self.add("type-check", s.iri, "an ActionStep needs horis:tool naming a declared tool")
@@ -266,7 +276,7 @@ class _Verifier(FhirChecker, HookChecker, ReachChecker, TerminologyChecker, Serv
                     f"{local_name(prop.range)}",
                 )
 
-    def _proposal(self, w: WorkflowDef, s: StepDef) -> None:
+    def _proposal(self, w: WorkflowDef, s: ProposalStep) -> None:
         if s.candidates is None:
             self.add("type-check", s.iri, "a ProposalStep needs horis:candidates [ … ]")
             return
@@ -297,7 +307,7 @@ class _Verifier(FhirChecker, HookChecker, ReachChecker, TerminologyChecker, Serv
         for c in cand.where:
             self.condition_on(c, subject, s.iri, "horis:candidates")
 
-    def _subflow(self, w: WorkflowDef, s: StepDef) -> None:
+    def _subflow(self, w: WorkflowDef, s: SubflowStep) -> None:
         target = self.o.workflows.get(s.workflow or "")
         if target is None:
             self.add("type-check", s.iri, "a SubflowStep needs horis:workflow naming a workflow")
@@ -305,7 +315,7 @@ class _Verifier(FhirChecker, HookChecker, ReachChecker, TerminologyChecker, Serv
         if target.iri == w.iri:
             self.add("subflow-depth", s.iri, f"{w.name} runs itself as a subflow")
             return
-        nested = [x for x in target.steps.values() if x.kind == "SubflowStep"]
+        nested = [x for x in target.steps.values() if isinstance(x, SubflowStep)]
         if nested:
             self.add(
                 "subflow-depth",
@@ -349,7 +359,7 @@ class _Verifier(FhirChecker, HookChecker, ReachChecker, TerminologyChecker, Serv
             todo.extend(preds.get(n, ()))
         out = [w.steps[n] for n in seen if n in w.steps]
         for s in list(out):
-            sub = self.o.workflows.get(s.workflow or "") if s.kind == "SubflowStep" else None
+            sub = self.o.workflows.get(s.workflow or "") if isinstance(s, SubflowStep) else None
             if sub is not None:
                 out.extend(sub.steps.values())
         return out
@@ -381,15 +391,15 @@ class _Verifier(FhirChecker, HookChecker, ReachChecker, TerminologyChecker, Serv
         if self.o.rules_for(iri) or p.from_fhir:
             return True
         for u in upstream:
-            tool = self.o.tools.get(u.tool or "") if u.kind == "ActionStep" else None
+            tool = self.o.tools.get(u.tool or "") if isinstance(u, ActionStep) else None
             if tool is not None and any(e.property == iri for e in tool.effects):
                 return True
-            if u.kind == "PerceptionStep" and not p.rules_only:
+            if isinstance(u, PerceptionStep) and not p.rules_only:
                 for c in u.extracts:
                     if self.o.is_subclass(c, p.domain) or self.o.is_subclass(p.domain, c):
                         return True
-            if u.kind == "WaitStep" and iri in u.awaits:
+            if isinstance(u, WaitStep) and iri in u.awaits:
                 return True
-            if u.kind == "ProposalStep" and u.selects == iri:
+            if isinstance(u, ProposalStep) and u.selects == iri:
                 return True
         return False

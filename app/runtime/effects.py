@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from app.ontology.model import XSD, Ontology, StepDef, ToolDef, local_name
+from app.ontology.model import XSD, Ontology, ToolDef, local_name
+from app.ontology.workflows import ActionStep
 from app.runtime.names import iri_for, is_subclass, namespace_of, show
 from app.world import World
 from app.world.facts import Assert, Change
@@ -29,7 +30,7 @@ class ContractError(Exception):
 
 
 def resolve_args(
-    ontology: Ontology, world: World, focus: str | None, step: StepDef, tool: ToolDef
+    ontology: Ontology, world: World, focus: str | None, step: ActionStep, tool: ToolDef
 ) -> dict[str, Any]:
     """The tool's arguments, read from the graph through the step's bindings."""
     bound = {b.arg: b for b in step.bindings}

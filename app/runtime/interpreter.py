@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 from app.ontology.model import Ontology, StepDef, WorkflowDef, humanise, local_name
+from app.ontology.workflows import SubflowStep
 from app.runtime.context import RunContext
 from app.runtime.documents import Decision, Undecided
 from app.runtime.names import show
@@ -122,7 +123,7 @@ class _Run(StepBodies):
         focus: str | None,
         depth: int,
     ) -> Body | Ended:
-        run_body = STEP_BODIES.get(step.kind)
+        run_body = STEP_BODIES.get(type(step))
         if run_body is None:  # a plain step has no body of its own
             return Edge("next", step.next)
         return run_body(self, StepAt(wf, step, entry, key, focus, depth))
@@ -173,7 +174,9 @@ def resume_workflow(
         ended = run.execute(wf, suspended.step, run.trace)
         return _outcome(run, root, ended)
     parent = _workflow(ontology, suspended.parent["workflow"])
-    sub_step = parent.steps[suspended.parent["step"]]
+    sub_step = parent.steps.get(suspended.parent["step"])
+    if not isinstance(sub_step, SubflowStep):
+        raise KeyError(f"{suspended.parent['step']!r} is not a SubflowStep of {parent.name}")
     entry = run.trace[-1]
     if entry.subflow is None:
         entry.subflow = SubflowTrace()

@@ -31,7 +31,8 @@ from sqlalchemy import Connection, Engine
 
 from app.bridge.protocol import Bridge
 from app.errors import Conflict, NotFound
-from app.ontology.model import Ontology, StepDef, WorkflowDef
+from app.ontology.model import Ontology, WorkflowDef
+from app.ontology.workflows import WaitStep
 from app.runtime.context import RunContext, ToolPort
 from app.runtime.host import FactsRejected, InputRejected, find_workflow
 from app.runtime.interpreter import resume_workflow, run_workflow
@@ -303,11 +304,11 @@ class Runner:
         return outcome
 
 
-def wait_step(ontology: Ontology, step_iri: str) -> tuple[WorkflowDef, StepDef]:
+def wait_step(ontology: Ontology, step_iri: str) -> tuple[WorkflowDef, WaitStep]:
     """The WaitStep ``step_iri`` and its workflow, or 409 when the ontology lacks it."""
     for wf in ontology.workflows.values():
         step = wf.steps.get(step_iri)
-        if step is not None and step.kind == "WaitStep":
+        if isinstance(step, WaitStep):
             return wf, step
     raise Conflict(
         where="position",

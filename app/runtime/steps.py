@@ -8,10 +8,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from app.bridge.protocol import BridgeError, BridgeResult, schema_hash
-from app.ontology.model import StepDef, StepKind, ToolDef, WorkflowDef, local_name
+from app.ontology.model import ToolDef, WorkflowDef, local_name
+from app.ontology.workflows import (
+    ActionStep,
+    ChoiceStep,
+    NarrationStep,
+    PerceptionStep,
+    ProposalStep,
+    ReasoningStep,
+    StepBase,
+    SubflowStep,
+    WaitStep,
+)
 from app.runtime.effects import ContractError, effect_changes, resolve_args
 from app.runtime.names import namespace_of, qualify_structured, show
 from app.runtime.perception import extraction_changes
@@ -24,13 +35,16 @@ from app.world.facts import Assert
 PERCEPTION_RETRIES = 2
 
 
+S = TypeVar("S", bound=StepBase)
+
+
 @dataclass(frozen=True)
-class StepAt:
+class StepAt(Generic[S]):
     """The step a body runs, where: its workflow, its trace entry, its key in the run (a
     subflow's steps under ``step/``), the focus, and how deep in subflows it is."""
 
     wf: WorkflowDef
-    step: StepDef
+    step: S
     entry: TraceEntry
     key: str
     focus: str | None
@@ -53,7 +67,7 @@ class StepBodies(RunState):
             depth: int = 0,
         ) -> Ended: ...
 
-    def reason(self, at: StepAt) -> Body:
+    def reason(self, at: StepAt[ReasoningStep]) -> Body:
         """Evaluate the goal; a goal that an incomplete input could change is *undecided*: the
         step takes ``horis:onIncomplete`` (else ``onUnreachable``) and names those inputs."""
         step, entry, focus = at.step, at.entry, at.focus
@@ -77,7 +91,7 @@ class StepBodies(RunState):
         self.goals.append(holds)
         return Edge("next", step.next) if holds else Edge("onUnreachable", step.on_unreachable)
 
-    def perceive(self, at: StepAt) -> Body:
+    def perceive(self, at: StepAt[PerceptionStep]) -> Body:
         wf, step, entry, key, focus = at.wf, at.step, at.entry, at.key, at.focus
         text = self.ctx.text
         if not text:
@@ -135,7 +149,7 @@ class StepBodies(RunState):
         entry.reason = "the extraction still failed validation after its retries"
         return Edge("fallback", step.fallback)
 
-    def act(self, at: StepAt) -> Body:
+    def act(self, at: StepAt[ActionStep]) -> Body:
         step, entry, key, focus = at.step, at.entry, at.key, at.focus
         tool = self.ontology.tools.get(step.tool or "")
         if tool is None:
@@ -151,14 +165,14 @@ class StepBodies(RunState):
                 return body
         return Edge("next", step.next)
 
-    def each_instance(self, step: StepDef, focus: str | None) -> list[str]:
+    def each_instance(self, step: ActionStep, focus: str | None) -> list[str]:
         """The instances a ``horis:forEach`` step calls its tool for, each once, in the order
         the paths reach them (hydration's order, so a replay takes its calls in the same order)."""
         return self.world.each(focus, step.for_each, step.each_where)
 
     def invoke(
         self,
-        step: StepDef,
+        step: ActionStep,
         tool: ToolDef,
         entry: TraceEntry,
         key: str,
@@ -216,7 +230,7 @@ class StepBodies(RunState):
             return Edge("next", step.next)
         return Edge("onError", step.on_error)
 
-    def narrate(self, at: StepAt) -> Body:
+    def narrate(self, at: StepAt[NarrationStep]) -> Body:
         step, entry, key, focus = at.step, at.entry, at.key, at.focus
         if focus is None or step.narrates is None or self.world.value(focus, step.narrates) is None:
             entry.narration = None
@@ -247,7 +261,7 @@ class StepBodies(RunState):
         entry.narration = Narration(text=rendered, generated=False)
         return self.narration_failed(step, entry)
 
-    def narration_failed(self, step: StepDef, entry: TraceEntry) -> Body:
+    def narration_failed(self, step: NarrationStep, entry: TraceEntry) -> Body:
         if not step.required:
             return Edge("next", step.next)
         entry.required = True
@@ -255,11 +269,9 @@ class StepBodies(RunState):
             return Edge("onError", step.on_error)
         if step.terminal:  # the run ends here all the same; the trace says the narration failed
             return Edge("onError", None)
-        if step.fallback:
-            return Edge("fallback", step.fallback)
         return Fail(f"the required narration of {step.name} failed")
 
-    def propose(self, at: StepAt) -> Body:
+    def propose(self, at: StepAt[ProposalStep]) -> Body:
         step, entry, key, focus = at.step, at.entry, at.key, at.focus
         query = step.candidates
         values: list[Any] = []
@@ -324,7 +336,7 @@ class StepBodies(RunState):
             return Edge("fallback", step.fallback)
         return Edge("next", step.next)
 
-    def choose(self, at: StepAt) -> Body:
+    def choose(self, at: StepAt[ChoiceStep]) -> Body:
         """The first branch whose ``horis:when`` holds on the focus, else ``otherwise``."""
         step, entry, focus = at.step, at.entry, at.focus
         for i, branch in enumerate(step.branches, start=1):
@@ -333,7 +345,7 @@ class StepBodies(RunState):
                 return Edge(f"branch{i}", branch.next)
         return Edge("otherwise", step.otherwise)
 
-    def wait(self, at: StepAt) -> Body:
+    def wait(self, at: StepAt[WaitStep]) -> Body:
         wf, step, entry = at.wf, at.step, at.entry
         facts = self.resume_facts
         if facts is None:
@@ -368,7 +380,7 @@ class StepBodies(RunState):
             return Suspend(step)
         return Edge("next", step.next)
 
-    def subflow(self, at: StepAt) -> Body | Ended:
+    def subflow(self, at: StepAt[SubflowStep]) -> Body | Ended:
         wf, step, entry, key, depth = at.wf, at.step, at.entry, at.key, at.depth
         sub = self.ontology.workflows.get(step.workflow or "")
         if sub is None:
@@ -381,7 +393,7 @@ class StepBodies(RunState):
         return self.after_subflow(wf, step, entry, ended)
 
     def after_subflow(
-        self, wf: WorkflowDef, step: StepDef, entry: TraceEntry, ended: Ended
+        self, wf: WorkflowDef, step: SubflowStep, entry: TraceEntry, ended: Ended
     ) -> Body | Ended:
         if ended.status == "suspended":
             ended.parent = {"workflow": wf.iri, "step": step.iri}
@@ -397,19 +409,19 @@ class StepBodies(RunState):
         return Edge("otherwise", step.otherwise)
 
 
-def _requested(step: StepDef) -> dict[str, str]:
+def _requested(step: PerceptionStep | NarrationStep | ProposalStep) -> dict[str, str]:
     """The step's own ``horis:model``, recorded next to the model that actually served it."""
     return {"requestedModel": step.model} if step.model else {}
 
 
-#: one body per step kind: a new kind adds its body here
-STEP_BODIES: Mapping[StepKind, Callable[[StepBodies, StepAt], Body | Ended]] = {
-    "PerceptionStep": StepBodies.perceive,
-    "ReasoningStep": StepBodies.reason,
-    "ActionStep": StepBodies.act,
-    "NarrationStep": StepBodies.narrate,
-    "ProposalStep": StepBodies.propose,
-    "WaitStep": StepBodies.wait,
-    "ChoiceStep": StepBodies.choose,
-    "SubflowStep": StepBodies.subflow,
+#: one body per step class: a new kind adds its class (app/ontology/workflows.py) and its body here
+STEP_BODIES: Mapping[type[StepBase], Callable[[StepBodies, Any], Body | Ended]] = {
+    PerceptionStep: StepBodies.perceive,
+    ReasoningStep: StepBodies.reason,
+    ActionStep: StepBodies.act,
+    NarrationStep: StepBodies.narrate,
+    ProposalStep: StepBodies.propose,
+    WaitStep: StepBodies.wait,
+    ChoiceStep: StepBodies.choose,
+    SubflowStep: StepBodies.subflow,
 }

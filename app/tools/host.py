@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.ontology.loader import Registry
 from app.ontology.model import Ontology, ToolDef
+from app.ontology.workflows import ActionStep, SubflowStep
 from app.tools.invoker import ToolInvoker
 from app.tools.mcp_contract import contract_problems
 from app.tools.packaged import PackagedTools, discover
@@ -221,10 +222,10 @@ def _servers_of(ontology: Ontology, workflow_iri: str, seen: set[str] | None = N
     seen.add(workflow_iri)
     out: set[str] = set()
     for step in ontology.workflows[workflow_iri].steps.values():
-        tool = ontology.tools.get(step.tool or "")
+        tool = ontology.tools.get(step.tool or "") if isinstance(step, ActionStep) else None
         target = _mcp_target(tool) if tool is not None else None
         if target is not None:
             out.add(target[0])
-        if step.kind == "SubflowStep" and step.workflow is not None:
+        if isinstance(step, SubflowStep) and step.workflow is not None:
             out |= _servers_of(ontology, step.workflow, seen)
     return out

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.ontology.model import XSD, Ontology, ToolDef, local_name
+from app.ontology.workflows import ActionStep
 from app.tools.errors import ToolError
 
 Schema = Mapping[str, Any]
@@ -60,7 +61,7 @@ def argument_shapes(ontology: Ontology, tool: ToolDef) -> dict[str, Shape]:
     lists: set[str] = set()
     for workflow in ontology.workflows.values():
         for step in workflow.steps.values():
-            if step.tool != tool.iri:
+            if not isinstance(step, ActionStep) or step.tool != tool.iri:
                 continue
             for binding in step.bindings:
                 prop = ontology.properties.get(binding.property or "")

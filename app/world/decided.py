@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from app.ontology.model import Condition, Ontology, Value, local_name
+from app.ontology.workflows import ActionStep
 from app.world.facts import FactKey
 
 if TYPE_CHECKING:
@@ -89,6 +90,8 @@ class _Deps:
                 direct.setdefault(p, set()).update(read)
         for wf in ontology.workflows.values():
             for step in wf.steps.values():
+                if not isinstance(step, ActionStep):
+                    continue
                 tool = ontology.tools.get(step.tool or "")
                 if tool is None or not tool.effects:
                     continue
