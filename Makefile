@@ -26,11 +26,12 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 
 .DEFAULT_GOAL := help
-.PHONY: help serve test deps lint typecheck pytest migrate openapi lock lock-upgrade bench terminology
+.PHONY: help serve test test-deep deps lint typecheck pytest migrate openapi lock lock-upgrade bench terminology
 
 help:
 	@echo "make serve   install the service if needed, migrate ./horismos.db, serve on http://$(HOST):$(PORT)"
 	@echo "make test    install the service and its dev tools if needed, then ruff, ruff format --check, mypy and pytest"
+	@echo "make test-deep  the same with ten times the property-test examples (a scheduled run)"
 	@echo "make lock    re-lock requirements/*.txt after editing the dependencies in pyproject.toml"
 	@echo "make terminology  fetch, check and index the HL7 Terminology package (serve and deps do it too)"
 	@echo "make bench   the hook benchmark (bench/hooks.py; BENCH_ARGS=... passes options), installs wrk if missing"
@@ -95,10 +96,19 @@ lint: deps
 typecheck: deps
 	$(BIN)/mypy
 
+# The suite runs on every core (pytest-xdist: each worker has its own PostgreSQL database, SQLite
+# files and FHIR test server) and ends with its 15 slowest tests, so a slow one is seen when it
+# lands. PYTEST_ARGS=... replaces both (e.g. PYTEST_ARGS="-n 0 tests/cds" for one part, in order).
+PYTEST_ARGS ?= -n auto --durations=15
 pytest: deps
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest
+
+# The same suite with ten times the property-test examples (tests/support/depth.py): for a
+# scheduled run, not for every change.
+test-deep:
+	HORISMOS_TEST_DEEP=1 $(MAKE) test
 
 openapi: $(RUNTIME_STAMP)
 	$(BIN)/horismos openapi

@@ -48,8 +48,59 @@ for (const file of SEARCH_PARAMETER_BUNDLE_FILES) {
   indexSearchParameterBundle(readJson(file));
 }
 
+// Medplum's memory repository matches a search by evaluating it on every stored resource of the
+// type (about a millisecond each), so a test session that stores thousands of records would
+// slow every later search. A search on a patient, subject, encounter, id or identifier narrows
+// the candidates first to the resources whose JSON holds that value (case aside); the
+// repository's own matching then decides among them, so the result is that of a full scan.
+const NARROWING_PARAMS = new Set(['patient', 'subject', 'encounter', '_id', 'identifier']);
+// a value JSON writes as it is, so finding it in a resource's JSON text is a fair test
+const PLAIN_VALUE = /^[A-Za-z0-9._:-]+$/;
+const resourceText = new WeakMap();
+
+function mentions(resource, needle) {
+  let text = resourceText.get(resource);
+  if (text === undefined) {
+    text = JSON.stringify(resource).toLowerCase();
+    resourceText.set(resource, text);
+  }
+  return text.includes(needle);
+}
+
+function narrowingValue(searchRequest) {
+  for (const filter of searchRequest.filters ?? []) {
+    const value = typeof filter.value === 'string' ? filter.value : '';
+    if (!NARROWING_PARAMS.has(filter.code) || filter.operator !== 'eq' || value.includes(',')) {
+      continue;
+    }
+    const needle = value.split('|').pop().split('/').pop().toLowerCase();
+    if (PLAIN_VALUE.test(needle)) {
+      return needle;
+    }
+  }
+  return null;
+}
+
+class NarrowingMemoryRepository extends MemoryRepository {
+  search(searchRequest) {
+    const needle = narrowingValue(searchRequest);
+    const all = needle ? this.resources.get(searchRequest.resourceType) : undefined;
+    if (!all) {
+      return super.search(searchRequest);
+    }
+    const candidates = new Map([...all].filter(([, resource]) => mentions(resource, needle)));
+    // the parent's search reads the map before it first awaits, so the swap is seen by it alone
+    this.resources.set(searchRequest.resourceType, candidates);
+    try {
+      return super.search(searchRequest);
+    } finally {
+      this.resources.set(searchRequest.resourceType, all);
+    }
+  }
+}
+
 const router = new FhirRouter();
-const repo = new MemoryRepository();
+const repo = new NarrowingMemoryRepository();
 const FHIR_JSON = 'application/fhir+json; charset=utf-8';
 
 function capabilityStatement() {

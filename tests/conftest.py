@@ -37,9 +37,10 @@ PG_BASE_URL = os.environ.get(
 PG_TEST_DB = f"horismos_test_{os.getpid()}"
 _PG_FIXTURES = {"pg_url", "pg_engine"}
 
-# Settings a developer exported for their own server must not leak into tests.
+# Settings a developer exported for their own server must not leak into tests (the suite's own,
+# HORISMOS_TEST_*, stay).
 for _name in [n for n in os.environ if n.startswith("HORISMOS_")]:
-    if _name != "HORISMOS_TEST_DATABASE_URL":
+    if not _name.startswith("HORISMOS_TEST_"):
         del os.environ[_name]
 
 

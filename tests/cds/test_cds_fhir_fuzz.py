@@ -40,6 +40,7 @@ from app.main import create_app
 from app.settings import Settings
 from tests.cds import clinical as fx
 from tests.support import opioid_cases as oc
+from tests.support.depth import examples
 
 Resource = dict[str, Any]
 LOINC, SNOMED, UCUM = "http://loinc.org", "http://snomed.info/sct", "http://unitsofmeasure.org"
@@ -48,7 +49,7 @@ TERMINOLOGY = "http://terminology.hl7.org/CodeSystem/"
 ZONE = "Pacific/Kiritimati"
 OPIOID_SERVICES = ("opioidcds-04-05", "opioidcds-07", "opioidcds-08")
 FUZZ = settings(
-    max_examples=30,
+    max_examples=examples(30),
     deadline=None,
     derandomize=True,
     database=None,

@@ -16,6 +16,7 @@ from markdown_it.common.utils import escapeHtml
 
 from app.clinical_text import proof_markdown
 from app.ontology.card_text import fill, markdown_escape, plain
+from tests.support.depth import examples
 
 MD = MarkdownIt("commonmark")
 
@@ -79,7 +80,7 @@ def test_markup_in_free_text_reads_as_written(text: str) -> None:
 MARKUP = "\\`*_[]()<>&#!|~-+=.:;{}\"' \t\n0123456789ab"
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.text(alphabet=MARKUP, min_size=1, max_size=24) | st.text(min_size=1, max_size=24))
 @example("1)")
 @example("-")

@@ -18,6 +18,7 @@ from schemathesis.python import asgi
 from app.main import create_app
 from app.settings import Settings
 from app.store.migrate import upgrade
+from tests.support.depth import examples
 
 LOOPBACK_FHIR = "http://127.0.0.1:9/fhir"
 DB = Path(tempfile.gettempdir()) / f"horismos_cds_fuzz_{os.getpid()}.db"
@@ -38,7 +39,7 @@ def client() -> Iterator[Any]:
 
 @SCHEMA.parametrize()
 @settings(
-    max_examples=30,
+    max_examples=examples(30),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

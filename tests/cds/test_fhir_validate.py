@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from app.cds.fhir_data import readable, resource_issues
 from app.fhir_validate import problems, required_codes
+from tests.support.depth import examples
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -162,7 +163,7 @@ def test_every_resource_in_the_repository_gets_the_models_verdict(seed: dict[str
 
 
 @settings(
-    max_examples=3000,
+    max_examples=examples(3000),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

@@ -108,16 +108,19 @@ class FhirServer:
         versions = [entry["resource"] for entry in entries]
         return sorted(versions, key=lambda r: str(r["meta"]["lastUpdated"]))
 
-    def requests(self, since: int = 0) -> list[dict[str, Any]]:
-        """The logged requests (method, url, ifMatch, authorization, status), oldest first."""
+    def _log_lines(self) -> list[bytes]:
         if not self.log_path.exists():
             return []
-        lines = self.log_path.read_text(encoding="utf-8").splitlines()
-        return [json.loads(line) for line in lines[since:] if line.strip()]
+        return [line for line in self.log_path.read_bytes().splitlines() if line.strip()]
+
+    def requests(self, since: int = 0) -> list[dict[str, Any]]:
+        """The logged requests (method, url, ifMatch, authorization, status), oldest first."""
+        return [json.loads(line) for line in self._log_lines()[since:]]
 
     def mark(self) -> int:
-        """A position in the request log; ``requests(since=mark)`` is what came after it."""
-        return len(self.requests())
+        """A position in the request log; ``requests(since=mark)`` is what came after it (the
+        lines are counted, not parsed: the log grows with the session)."""
+        return len(self._log_lines())
 
     def close(self) -> None:
         self._client.close()

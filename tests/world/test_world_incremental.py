@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from app.ontology.model import AggregateDef, Condition, Rule
 from app.world import AddInstance, Assert, Retract, World
 from app.world.naive import naive_fixpoint
+from tests.support.depth import examples
 from tests.world.builders import cls, cond, individual, iri, ontology, prop, rule
 
 BASE_INT = ("b0", "b1")
@@ -143,7 +144,7 @@ def _value(p: str, n: int) -> Any:
 
 
 @settings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

@@ -26,6 +26,7 @@ from app.runtime.context import RunContext
 from app.runtime.interpreter import run_workflow
 from app.world import World
 from app.world.facts import Violation
+from tests.support.depth import examples
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 LOINC, SNOMED, UCUM = "http://loinc.org", "http://snomed.info/sct", "http://unitsofmeasure.org"
@@ -220,7 +221,7 @@ def _triage(vitals: list[Resource], conditions: list[Resource] | None, **kw: Any
     return _decide(TRIAGE, "horismos-triage", data, {"patientId": PID, "encounterId": "e1"}, **kw)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     inputs=_triage_inputs(),
     which=st.integers(0, len(VITALS) - 1),
@@ -255,7 +256,7 @@ def _unread_condition(c: Resource, how: str) -> Resource:
     return {k: v for k, v in c.items() if k != "clinicalStatus"}
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     inputs=_triage_inputs(),
     which=st.integers(0, len(VITALS) - 1),
@@ -352,7 +353,7 @@ def _med(
     return _decide(MED, "horismos-med-safety", data, context, **kw)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     inputs=_med_inputs(),
     which=st.integers(0, len(LABS) - 1),
@@ -379,7 +380,7 @@ def _unread_order(rx: str) -> Resource:
     return {**_order(rx), "id": "o-unread", "medicationCodeableConcept": {"text": "a new drug"}}
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     inputs=_med_inputs(),
     which=st.integers(0, len(LABS) - 1),
