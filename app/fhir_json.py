@@ -18,3 +18,19 @@ def resources_of(value: Any) -> list[dict[str, Any]]:
             if isinstance(e, dict) and isinstance(e.get("resource"), dict)
         ]
     return [value]
+
+
+def full_urls(value: Any) -> dict[str, dict[str, Any]]:
+    """The resources of the Bundles in a prefetch/context value by their entry's ``fullUrl``
+    (``urn:uuid:…`` in a transaction Bundle): what a reference to that URL names."""
+    if isinstance(value, list):
+        return {k: r for v in value for k, r in full_urls(v).items()}
+    if not isinstance(value, dict) or value.get("resourceType") != "Bundle":
+        return {}
+    return {
+        e["fullUrl"]: e["resource"]
+        for e in value.get("entry") or []
+        if isinstance(e, dict)
+        and isinstance(e.get("fullUrl"), str)
+        and isinstance(e.get("resource"), dict)
+    }

@@ -10,9 +10,14 @@ Each rule here returns what it read and a ``DataNote`` the run records (``dataQu
   requires is answered as the service's hook: an ``order-select`` call to an ``order-sign``
   service (its ``draftOrders`` are the orders; ``selections`` is kept but not read);
   :data:`OLDER_HOOKS` lists them, ``app.cds.requests.as_service_hook`` reads such a call.
-- refused, ``shared-id``: two different resources under one ``Type/id`` in the prefetch the
-  client sent (a FHIR server holds one resource per id, so which is the record cannot be known):
-  400 naming the second one. The same resource twice (e.g. from two prefetch keys) is fine.
+- ``newer-version``: two different resources under one ``Type/id`` in the prefetch the client
+  sent whose versions say which is later (numeric ``meta.versionId``, else ``meta.lastUpdated``,
+  else an ``amended``/``corrected`` result beside its ``final`` one): the later is read, the
+  earlier is left out of its Bundle and named in the note.
+- refused, ``shared-id``: two different resources under one ``Type/id`` with nothing saying
+  which is the later (a FHIR server holds one resource per id, so which is the record cannot be
+  known): 400 naming the second one. The same resource twice (e.g. from two prefetch keys) is
+  fine.
 
 Hydration adds its own notes (a bare ``subject.reference``; app/fhir/hydrate.py).
 """
@@ -23,6 +28,7 @@ import copy
 import json
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from fhir.resources.R4B import get_fhir_model_class
@@ -31,6 +37,7 @@ from pydantic import BaseModel, ValidationError
 from app.cds.errors import Issue
 from app.cds.fhir_data import resource_issues
 from app.data_notes import DataNote
+from app.fhir_time import parse_datetime
 from app.fhir_validate import problems
 
 _REF = re.compile(r"^([A-Z][A-Za-z]+)/([A-Za-z0-9\-.]{1,64})$")
@@ -72,47 +79,138 @@ def _canonical(resource: Any) -> str:
     return json.dumps(resource, sort_keys=True, separators=(",", ":"))
 
 
-def shared_id_issues(prefetch: dict[str, Any]) -> list[Issue]:
-    """One issue per resource of the client's prefetch that differs from an earlier one named by
-    the same ``Type/id``."""
-    # Type/id -> (where, the resource, its canonical JSON once another resource shares the id):
-    # only resources that share an id are serialised to be compared
-    first: dict[str, tuple[str, Any, list[str]]] = {}
-    issues: list[Issue] = []
+#: statuses that replace an earlier version of the same result (FHIR R4 observation-status)
+_REPLACING_STATUSES = {"amended", "corrected"}
+_REPLACED_STATUSES = {"registered", "preliminary", "final"}
+
+
+def _version_order(a: dict[str, Any], b: dict[str, Any]) -> int | None:
+    """1 when ``a`` is a later version of the record than ``b``, -1 when earlier, None when
+    nothing in them says: numeric ``meta.versionId``s, else ``meta.lastUpdated``, else an
+    ``amended`` or ``corrected`` status beside a ``final`` (or earlier) one."""
+
+    def meta(r: dict[str, Any], key: str) -> Any:
+        m = r.get("meta")
+        return m.get(key) if isinstance(m, dict) else None
+
+    va, vb = meta(a, "versionId"), meta(b, "versionId")
+    numbered = isinstance(va, str) and isinstance(vb, str) and va.isdigit() and vb.isdigit()
+    if numbered and int(va) != int(vb):
+        return 1 if int(va) > int(vb) else -1
+    la, lb = (_instant(meta(r, "lastUpdated")) for r in (a, b))
+    if la is not None and lb is not None and la != lb:
+        return 1 if la > lb else -1
+    sa, sb = a.get("status"), b.get("status")
+    if sa in _REPLACING_STATUSES and sb in _REPLACED_STATUSES:
+        return 1
+    if sb in _REPLACING_STATUSES and sa in _REPLACED_STATUSES:
+        return -1
+    return None
+
+
+def _instant(value: Any) -> datetime | None:
+    """An instant with its offset (``meta.lastUpdated`` always has one); None otherwise."""
+    parsed = parse_datetime(value) if isinstance(value, str) else None
+    return parsed if parsed is not None and parsed.tzinfo is not None else None
+
+
+def _version_name(r: dict[str, Any]) -> str:
+    m = r["meta"] if isinstance(r.get("meta"), dict) else {}
+    parts = [f"version {m['versionId']}" if m.get("versionId") else None]
+    parts.append(f"updated {m['lastUpdated']}" if m.get("lastUpdated") else None)
+    parts.append(f"status {r['status']}" if isinstance(r.get("status"), str) else None)
+    return ", ".join(p for p in parts if p) or "no version"
+
+
+def _prefetch_resources(prefetch: dict[str, Any]) -> list[tuple[str, str, int | None, Any]]:
+    """(prefetch key, where, entry index or None, resource) for every resource of the prefetch."""
+    found: list[tuple[str, str, int | None, Any]] = []
     for key, value in prefetch.items():
         if not isinstance(value, dict):
             continue
         if value.get("resourceType") == "Bundle":
             entries = value.get("entry")
-            found = [
-                (f"prefetch.{key}.entry[{i}].resource", e.get("resource"))
+            found.extend(
+                (key, f"prefetch.{key}.entry[{i}].resource", i, e.get("resource"))
                 for i, e in enumerate(entries if isinstance(entries, list) else [])
                 if isinstance(e, dict)
-            ]
+            )
         else:
-            found = [(f"prefetch.{key}", value)]
-        for where, resource in found:
-            if not isinstance(resource, dict) or not isinstance(resource.get("id"), str):
-                continue
-            ref = f"{resource.get('resourceType')}/{resource['id']}"
-            seen = first.setdefault(ref, (where, resource, []))
-            if seen[1] is resource:
-                continue
-            if not seen[2]:
-                seen[2].append(_canonical(seen[1]))
-            if seen[2][0] != _canonical(resource):
-                issues.append(
-                    Issue(
-                        code="duplicate",
-                        diagnostics=(
-                            f"{where} is a different resource under {ref} than {seen[0]}: a FHIR "
-                            "server holds one resource per id, so which is the record cannot "
-                            "be known; give each its own id"
-                        ),
-                        expression=f"{where}.id",
-                    )
+            found.append((key, f"prefetch.{key}", None, value))
+    return found
+
+
+def shared_ids(
+    prefetch: dict[str, Any],
+) -> tuple[dict[str, Any], list[Issue], list[DataNote]]:
+    """The prefetch with one resource per ``Type/id``. Two different resources under one id are
+    two versions of one record when their versions say which is later (``meta.versionId``,
+    ``meta.lastUpdated``, or an amended result beside its final one): the later is read, the
+    earlier left out, and a ``newer-version`` note says so. When nothing says which is the
+    record, an issue names the second one (a 400)."""
+    # Type/id -> (where, the resource, its canonical JSON once another resource shares the id):
+    # only resources that share an id are serialised to be compared
+    first: dict[str, tuple[str, Any, list[str]]] = {}
+    issues: list[Issue] = []
+    notes: list[DataNote] = []
+    dropped: dict[str, set[int]] = {}  # prefetch key -> entries left out (older versions)
+    kept: dict[str, tuple[str, str, int | None, Any]] = {}
+    for key, where, index, resource in _prefetch_resources(prefetch):
+        if not isinstance(resource, dict) or not isinstance(resource.get("id"), str):
+            continue
+        ref = f"{resource.get('resourceType')}/{resource['id']}"
+        seen = first.setdefault(ref, (where, resource, []))
+        kept.setdefault(ref, (key, where, index, resource))
+        if seen[1] is resource:
+            continue
+        if not seen[2]:
+            seen[2].append(_canonical(seen[1]))
+        if seen[2][0] == _canonical(resource):
+            continue
+        current = kept[ref]
+        order = _version_order(resource, current[3])
+        if order is None:
+            issues.append(
+                Issue(
+                    code="duplicate",
+                    diagnostics=(
+                        f"{where} is a different resource under {ref} than {seen[0]}, and "
+                        "neither meta.versionId, meta.lastUpdated nor its status says which is "
+                        "the later version: a FHIR server holds one resource per id, so which "
+                        "is the record cannot be known; give each its own id"
+                    ),
+                    expression=f"{where}.id",
                 )
-    return issues
+            )
+            continue
+        newer, older = ((key, where, index, resource), current) if order > 0 else (current, None)
+        if older is None:
+            older = (key, where, index, resource)
+        kept[ref] = newer
+        if older[2] is not None:
+            dropped.setdefault(older[0], set()).add(older[2])
+        notes.append(
+            DataNote(
+                rule="newer-version",
+                field=older[1],
+                received=f"{ref} ({_version_name(older[3])})",
+                read_as=f"{ref} ({_version_name(newer[3])}) at {newer[1]}",
+                message=(
+                    f"two versions of {ref} were sent: the later ({_version_name(newer[3])}) "
+                    f"was read, the earlier ({_version_name(older[3])}, {older[1]}) was not"
+                ),
+            )
+        )
+    if not dropped:
+        return prefetch, issues, notes
+    out = dict(prefetch)
+    for key, indexes in dropped.items():
+        bundle = dict(out[key])
+        bundle["entry"] = [e for i, e in enumerate(bundle["entry"]) if i not in indexes]
+        if isinstance(bundle.get("total"), int):  # the older versions were counted as matches
+            bundle["total"] = max(0, bundle["total"] - len(indexes))
+        out[key] = bundle
+    return out, issues, notes
 
 
 # --- draft orders in the hook context ------------------------------------------------------

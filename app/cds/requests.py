@@ -16,7 +16,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.cds.errors import Issue, RequestInvalid
-from app.cds.leniency import OLDER_HOOKS, UnreadOrder, lenient_context, shared_id_issues
+from app.cds.leniency import OLDER_HOOKS, UnreadOrder, lenient_context, shared_ids
 from app.data_notes import DataNote
 from app.fhir_urls import path_escapes
 from app.ontology.hooks import HOOKS, ContextField
@@ -409,7 +409,8 @@ def parse_hook_request(body: Any, *, allowed_fhir_servers: Sequence[str] = ()) -
             )
     context, notes = lenient_context(model.context)
     issues.extend(_check_context(model.hook, context))
-    issues.extend(shared_id_issues(model.prefetch or {}))
+    prefetch, shared, versions = shared_ids(dict(model.prefetch or {}))
+    issues.extend(shared)
     if issues:
         raise RequestInvalid(issues=issues)
     return HookRequest(
@@ -418,9 +419,9 @@ def parse_hook_request(body: Any, *, allowed_fhir_servers: Sequence[str] = ()) -
         fhir_server=model.fhirServer.rstrip("/") if model.fhirServer else None,
         authorization=model.fhirAuthorization,
         context=context,
-        prefetch=dict(model.prefetch or {}),
+        prefetch=prefetch,
         extension=model.extension,
-        notes=tuple(notes),
+        notes=(*notes, *versions),
     )
 
 

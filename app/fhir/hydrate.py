@@ -54,7 +54,8 @@ from app.fhir.reading import evaluate, source_of
 from app.fhir.records import ABSENT, FOCUS_TYPE, about, is_bare, is_record, refers_to
 from app.fhir.systems import canonical_systems
 from app.fhir.times import effective, when_key
-from app.fhir_json import resources_of
+from app.fhir.values import values_in_components
+from app.fhir_json import full_urls, resources_of
 from app.ontology.model import (
     DEFAULT_CLOCK_SKEW,
     FhirMapping,
@@ -135,6 +136,15 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
         self.instances: dict[str, Instance] = {}
         self._about_focus_of: dict[tuple[str, str], bool] = {}
         self._from_context = {id(r) for v in context.values() for r in resources_of(v)}
+        #: what a reference may name besides the resources read: a Bundle entry by its
+        #: ``fullUrl`` (``urn:uuid:…``), and a resource the hook context carries beside the
+        #: orders (the Medication a draft order's ``medicationReference`` names)
+        self._by_url = full_urls([*data.values(), *context.values()])
+        self._in_context = {
+            (str(r.get("resourceType")), str(r.get("id"))): r
+            for v in context.values()
+            for r in resources_of(v)
+        }
         #: the EHR's records by type, for the prefetch mappings (the pool only grows by what the
         #: hook context carries, which they never read): one pass over the data, not one per
         #: mapping
@@ -222,15 +232,20 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
         if not self._record_facts(r)[0] or (m.where is not None and evaluate(r, m.where) != [True]):
             return []
         ref = source_of(r).reference
-        if not (m.codings or m.value_sets) or self._coded(m, r.get("code"), ref):
-            return [] if ABSENT in r else [r]
-        return [
+        coded: list[Mapping[str, Any]] = [
             comp
             for comp in r.get("component") or []
             if isinstance(comp, dict)
             and ABSENT not in comp
             and self._coded(m, comp.get("code"), ref)
         ]
+        if not (m.codings or m.value_sets) or self._coded(m, r.get("code"), ref):
+            if ABSENT in r:
+                return []
+            # a result whose value sits in its components (one per equation, method or
+            # part): those the mapping names are its readings
+            return coded if coded and values_in_components(r, m.fhir_path) else [r]
+        return coded
 
     def _linked(
         self,
@@ -247,8 +262,12 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
         out: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
         for t in targets:
             for value in evaluate(t, m.via):
-                found = resolve(r, value, self._seen)
+                found = resolve(r, value, self._seen, self._by_url) or resolve(
+                    r, value, self._in_context
+                )
                 if found is not None:
+                    if found[1] is not r:  # a resource read by reference is a source too
+                        self._remember(dict(found[1]))
                     out.append(found)
                 elif prop is not None and isinstance(value, dict) and value.get("reference"):
                     self.inputs.unresolved(prop, source_of(r).reference, str(value["reference"]))
@@ -278,6 +297,9 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
         focus = f"{FOCUS_TYPE}/{self.focus_id}"
         whom = about(r)
         ok = whom is not None and refers_to(whom, focus)
+        if not ok and whom is not None and whom in self._by_url:
+            target = self._by_url[whom]  # a Bundle entry's fullUrl, as transactions write them
+            ok = (target.get("resourceType"), target.get("id")) == (FOCUS_TYPE, self.focus_id)
         if not ok and whom is not None and is_bare(whom):
             ok = self._bare_subject(r, whom)
         if not ok:

@@ -2,7 +2,9 @@
 call, and the values read from them.
 
 A ``Reference`` names its target as ``#id`` (a resource contained in the one that refers to it),
-``Type/id`` or an absolute URL ending in ``Type/id`` (optionally ``/_history/N``). A target that
+``Type/id`` or an absolute URL ending in ``Type/id`` (optionally ``/_history/N``), or as the
+``fullUrl`` of a Bundle entry the call received (``urn:uuid:…``, as transaction Bundles write
+them). A target that
 is neither contained nor among the resources the call read is not followed: hydration never
 reads from the network, the prefetch (or the service's own reads) must bring it, e.g. with
 ``_include=MedicationRequest:medication``.
@@ -31,9 +33,12 @@ def resolve(
     container: Mapping[str, Any],
     value: Any,
     known: Mapping[tuple[str, str], Mapping[str, Any]],
+    by_url: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[Mapping[str, Any], Mapping[str, Any]] | None:
     """The resource a ``Reference`` value names, and the resource that stands for it in the
-    source-version vector (the container for a contained resource, else the target itself)."""
+    source-version vector (the container for a contained resource, else the target itself).
+    ``by_url``: the resources of the call's Bundles by ``fullUrl``, which a reference may name
+    as written (``urn:uuid:…``)."""
     if not isinstance(value, Mapping):
         return None
     ref = value.get("reference")
@@ -46,6 +51,8 @@ def resolve(
         return None
     key = reference_key(ref)
     target = known.get(key) if key is not None else None
+    if target is None and by_url is not None:
+        target = by_url.get(ref)
     return (target, target) if target is not None else None
 
 

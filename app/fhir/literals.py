@@ -29,7 +29,7 @@ from app.fhir.records import (
 )
 from app.fhir.times import UNDATED, effective, when_key, years_since
 from app.fhir.unread import filter_gap, record_name, system_name
-from app.fhir.values import NotANumber, other_value
+from app.fhir.values import NotANumber, other_value, values_in_components
 from app.ontology.model import XSD, FhirMapping, PropertyDef
 from app.ucum import UnitError, convert
 from app.ucum import display as unit_display
@@ -101,6 +101,14 @@ class LiteralReading:
                 values = evaluate(node, m.fhir_path)
                 if not values and (other := other_value(node, m.fhir_path)) is not None:
                     values = [other]  # a number written another way: parsed, or refused
+                if not values and node is r and values_in_components(r, m.fhir_path):
+                    # its values are in components none of which this reading is coded as:
+                    # the result is there, so it is never skipped for an older one
+                    why = "its values are in components, none coded as a reading this service lists"
+                    self.inputs.unread(
+                        prop, source_of(r).reference, record_name([r.get("code")]), why
+                    )
+                    continue
                 for v in values:
                     for item in as_codings(v, self.canonical) if prop.range == _STRING else (v,):
                         if item is not None:

@@ -51,6 +51,16 @@ def other_value(node: Mapping[str, Any], fhir_path: str) -> dict[str, Any] | Not
     return None
 
 
+def values_in_components(node: Mapping[str, Any], fhir_path: str) -> bool:
+    """Whether ``node`` carries the value ``fhir_path`` reads only in its ``component``s: it
+    reads a ``value[x]``, the node has none of its own, and it has components."""
+    if not fhir_path.startswith("value"):
+        return False
+    if any(key.startswith("value") for key in node):
+        return False
+    return bool(node.get("component"))
+
+
 def _read(element: str, value: Any) -> dict[str, Any] | NotANumber:
     if element == "valueInteger" and isinstance(value, int) and not isinstance(value, bool):
         return {"value": value}

@@ -260,6 +260,12 @@ def _field(owner: str, name: str, annotation: Any, extra: dict[str, Any]) -> _Fi
     return _Field(many=many, primitive=None, target=target)
 
 
+#: what a primitive's ``_element`` holds (FHIR R4 json.html#primitive): the models do not mark
+#: them as elements, yet the FHIR specification's own examples carry them (``_birthDate`` with
+#: the birth time extension)
+_PRIMITIVE_ELEMENTS = {("FHIRPrimitiveExtension", "id"), ("FHIRPrimitiveExtension", "extension")}
+
+
 def _compile(name: str) -> _Shape:
     """The shape of the model ``name`` (a resource, datatype or backbone element)."""
     shape = _SHAPES.get(name)
@@ -276,7 +282,7 @@ def _compile(name: str) -> _Shape:
         key = info.alias or attr
         if attr.endswith("__ext"):
             continue
-        if not extra.get("element_property"):
+        if not extra.get("element_property") and (name, key) not in _PRIMITIVE_ELEMENTS:
             continue  # fhir_comments and the like: not R4 JSON
         spec = _field(name, key, info.annotation, extra)
         fields[key] = spec
