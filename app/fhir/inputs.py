@@ -20,7 +20,7 @@ resource type its query reads (``Observation?patient=…`` feeds every ``Observa
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -185,6 +185,36 @@ class InputRecorder:
             return []
         return [t.key for t in self._prefetch if query_type(t.query) == m.resource_type]
 
+    def _other_records(self, key: str, resource_type: str) -> list[Mapping[str, Any]]:
+        """The records a search of ``resource_type`` answered under ``key`` that are of another
+        type (a MedicationStatement among the MedicationRequests of a medications search): a
+        match the service cannot read, never an included resource (``search.mode`` include,
+        or one another entry refers to) nor the server's OperationOutcome."""
+        value = self._data.get(key)
+        if not isinstance(value, Mapping) or value.get("resourceType") != "Bundle":
+            return []
+        entries = [
+            e
+            for e in value.get("entry") or []
+            if isinstance(e, Mapping) and isinstance(e.get("resource"), Mapping)
+        ]
+        referenced = {ref for e in entries for ref in _references(e["resource"])}
+        out: list[Mapping[str, Any]] = []
+        for e in entries:
+            r = e["resource"]
+            search = e.get("search")
+            mode = search.get("mode") if isinstance(search, Mapping) else None
+            rtype = r.get("resourceType")
+            if rtype in (resource_type, "OperationOutcome") or mode in ("include", "outcome"):
+                continue
+            if any(
+                ref == f"{rtype}/{r.get('id')}" or ref.endswith(f"/{rtype}/{r.get('id')}")
+                for ref in referenced
+            ):
+                continue
+            out.append(r)
+        return out
+
     def settle(self, prop: PropertyDef, *, has_value: bool) -> None:
         """After every mapping of ``prop`` was read: its truncated searches, and whether having
         no value is an absent input or (closed world, every search answered whole) none."""
@@ -210,6 +240,14 @@ class InputRecorder:
                     # an unknown type could be anything the key returns
                     if bad.resource_type in (m.resource_type, "Bundle", ""):
                         self.unread(prop, bad.reference, None, f"it is not valid FHIR: {bad.why}")
+                for other in self._other_records(key, m.resource_type):
+                    self.unread(
+                        prop,
+                        f"{other.get('resourceType')}/{other.get('id')}",
+                        None,
+                        f"it is a {other.get('resourceType')}, where this service reads "
+                        f"{m.resource_type} records in the {key!r} answer",
+                    )
                 if key in self._truncated:
                     self._note(
                         prop,
@@ -306,3 +344,16 @@ def note_unread_text(
                     f"{where}, which carries the {t.resource_type}'s text",
                 ),
             )
+
+
+def _references(node: Any) -> Iterator[str]:
+    """Every ``reference`` string in a resource's JSON."""
+    if isinstance(node, Mapping):
+        for k, v in node.items():
+            if k == "reference" and isinstance(v, str):
+                yield v
+            else:
+                yield from _references(v)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _references(item)

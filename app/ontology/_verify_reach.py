@@ -24,6 +24,9 @@ from app.ontology.names import local_name
 from app.ontology.rules import Condition
 from app.ontology.workflows import ActionStep, NarrationStep, ProposalStep
 
+#: the condition operators that test a value for a code (a category, a status, a code)
+_CODE_TESTS = frozenset({"is", "in", "inValueSet"})
+
 
 class ReachChecker(TypeChecker):
     """``run_reach`` reports every coded class a mapping produces that nothing reads, and
@@ -41,6 +44,7 @@ class ReachChecker(TypeChecker):
                 else:
                     whole.add(prop)
         self._absence(conditions)
+        self._record_filters(conditions)
         about = {r.about for r in self.o.rules}
         for p in self.o.properties.values():
             if p.from_fhir and p.is_object and p.iri not in whole:
@@ -65,6 +69,38 @@ class ReachChecker(TypeChecker):
                 "horis:absentMeans horis:Unknown (a measurement: undecided while the input is "
                 "incomplete) or horis:None (a record list: an answered search without a match "
                 "means none)",
+                "horis:absentMeans",
+            )
+
+    def _record_filters(self, conditions: list[Condition]) -> None:
+        """A record's element that a condition tests for a code (its category, status, code)
+        is false when the record does not carry it, and the record silently drops out: what
+        its absence means must be declared, ``horis:Unread`` (a record without it is unread,
+        and a decision it could change waits) or ``horis:None`` (a record that does not carry
+        it has none, as an encounter without a discharge disposition)."""
+        # the classes records are made of: the ranges of the links hydration makes instances for
+        records: set[str] = set()
+        for link in self.o.properties.values():
+            if link.is_object and link.from_fhir:
+                records |= {link.range, *self.o.subclasses(link.range)}
+        readers: dict[str, list[str]] = {}
+        for c in conditions:
+            if c.op in _CODE_TESTS:
+                readers.setdefault(c.path[-1], []).append(c.node or "")
+        for prop, nodes in readers.items():
+            p = self.o.properties.get(prop)
+            if p is None or not p.from_fhir or p.absent_means is not None:
+                continue
+            if p.domain not in records:
+                continue
+            who = ", ".join(sorted({local_name(n.split(" ", 1)[0]) for n in nodes if n}))
+            self.add(
+                "absent-means",
+                p.iri,
+                f"{p.name} is a record's element that {who or 'a condition'} tests for a code, "
+                "so a record without it would drop out unseen: declare what its absence means, "
+                "horis:absentMeans horis:Unread (the record is unread and a decision it could "
+                "change waits) or horis:None (a record that does not carry it has none)",
                 "horis:absentMeans",
             )
 

@@ -12,7 +12,11 @@ A conclusion is *decided* when no input that is not complete could change it:
 - no single-valued reading it rests on has an incomplete input (a newer reading may replace it).
 
 A positive premise read from an incomplete input stays true with more data (a heart rate of 160
-measured is 160 measured), so it does not block alone. A goal that does not hold is undecided
+measured is 160 measured), so it does not block alone. A condition reached through records (a
+path through the focus's conditions, orders, encounters) is judged record by record: it could
+come to hold only through a new record (the link's own input is incomplete) or a record whose
+rules are not ruled out by its complete data — an unread element of a record that cannot change
+the decision does not make it undecided. A goal that does not hold is undecided
 when an incomplete input could make it hold. Sound, not complete: where a fact has several
 derivations the first is examined, so a run may be called undecided when a second derivation
 would have carried it; it is never called decided when an input could change it.
@@ -76,6 +80,8 @@ class _Deps:
 
     def __init__(self, ix: OntologyIndex, ontology: Ontology) -> None:
         self.by_conclusion: dict[str, list[CompiledRule]] = {}
+        #: a property a tool asserts → what the steps calling that tool read
+        self.by_tool: dict[str, set[str]] = {}
         direct: dict[str, set[str]] = {}
         for rule in ix.rules:
             concluded = (
@@ -100,6 +106,7 @@ class _Deps:
                 read |= {p for cond in step.each_where for p in cond.path}
                 for effect in tool.effects:
                     direct.setdefault(effect.property, set()).update(read)
+                    self.by_tool.setdefault(effect.property, set()).update(read)
         for prop in ix.properties.values():
             for q in prop.inverse_of:
                 direct.setdefault(prop.iri, set()).add(q)
@@ -154,6 +161,10 @@ class Judged(Protocol):
 
     def holds(self, subject: str, conditions: Iterable[Condition]) -> bool: ...
 
+    def values(self, subject: str, property: str) -> tuple[Value, ...]: ...
+
+    def instance(self, id: str) -> object | None: ...
+
 
 class _Check:
     def __init__(
@@ -171,6 +182,8 @@ class _Check:
         self.deps = _deps(ix, world.ontology)
         self.incomplete = incomplete
         self.seen: dict[FactKey, tuple[Blocker, ...]] = {}
+        #: (subject, path) pairs whose reach is being judged: a rule cycle stops there
+        self.exploring: set[tuple[str, tuple[str, ...]]] = set()
 
     def touched(self, path: Iterable[str]) -> list[str]:
         return sorted(self.deps.path(path) & self.incomplete)
@@ -209,9 +222,16 @@ class _Check:
                     for q in sorted(self.deps.rule_reads(rule) & self.incomplete)
                 )
             for subject, path in act.absent:
+                # the absence holds unless the path could gain a value, record by record
                 found.extend(
-                    Blocker(input=q, concerns=p, subject=subject, how="absence", rule=rule.rule.iri)
-                    for q in self.touched(path)
+                    Blocker(
+                        input=b.input,
+                        concerns=p,
+                        subject=subject,
+                        how="absence",
+                        rule=rule.rule.iri,
+                    )
+                    for b in self.through(subject, tuple(path), p)
                 )
             for premise in act.premises:
                 found.extend(self.fact(premise))
@@ -256,25 +276,61 @@ class _Check:
         open_inputs: list[str] = []
         for cc in rule.conditions:
             touched = self.touched(cc.path)
-            if touched:
-                open_inputs.extend(touched)
-            elif not self.world.holds(s, [cc.condition]):
-                return []
+            if not touched:
+                if not self.world.holds(s, [cc.condition]):
+                    return []
+                continue
+            if not cc.negative and not self.world.holds(s, [cc.condition]):
+                # it could come to hold only through a value the property could gain: its own
+                # input, a rule deriving it that is not ruled out, or — reached through
+                # records — a new record or one that could come to satisfy the rest
+                reach = [b.input for b in self.through(s, cc.path, cc.path[-1])]
+                if not reach:
+                    return []
+                open_inputs.extend(reach)
+                continue
+            open_inputs.extend(touched)
         return list(dict.fromkeys(open_inputs))
+
+    def through(self, s: str, path: tuple[str, ...], concerns: str) -> list[Blocker]:
+        """The incomplete inputs through which ``path`` on ``s`` could reach a value it does
+        not reach now, record by record: the first link could gain a record (its own inputs,
+        its rules), or a record it links to now could gain the rest of the path. A record
+        whose complete data rule the rest out (a sprained ankle for a rule on substance
+        misuse) does not block, whatever else about it is incomplete."""
+        key = (s, path)
+        if key in self.exploring:
+            return []  # a rule cycle: what it could add is found where it was entered
+        self.exploring.add(key)
+        try:
+            return self._through(s, path, concerns)
+        finally:
+            self.exploring.discard(key)
+
+    def _through(self, s: str, path: tuple[str, ...], concerns: str) -> list[Blocker]:
+        head, rest = path[0], path[1:]
+        out = self.could_become(s, (head,), concerns)
+        if rest:
+            for v in self.world.values(s, head):
+                if isinstance(v, str) and self.world.instance(v) is not None:
+                    out.extend(self.could_become(v, rest, concerns))
+        return list(dict.fromkeys(out))
 
     def could_become(self, s: str, path: tuple[str, ...], concerns: str) -> list[Blocker]:
         """The incomplete inputs through which ``path`` on ``s`` could gain a value: the
         property's own input, and the inputs of each rule deriving it that is not ruled out.
         A longer path is judged by everything it reads."""
         if len(path) > 1:
-            return [
-                Blocker(input=q, concerns=concerns, subject=s, how="goal")
-                for q in self.touched(path)
-            ]
+            return self.through(s, path, concerns)
         p = path[0]
         out: list[Blocker] = []
         if p in self.incomplete:
             out.append(Blocker(input=p, concerns=concerns, subject=s, how="goal"))
+        if p in self.deps.by_tool:  # a tool's answer: judged by everything its calls read
+            out.extend(
+                Blocker(input=q, concerns=concerns, subject=s, how="goal")
+                for q in sorted(self.deps.path(self.deps.by_tool[p]) & self.incomplete)
+            )
         for rule in self.deps.by_conclusion.get(p, ()):
             if not self.world.is_a(s, rule.about):
                 continue

@@ -214,3 +214,40 @@ def test_a_subject_written_as_the_bundles_urn_uuid_is_the_patient(client: TestCl
         0, {"fullUrl": patient_urn, "resource": fx.patient(pid, "1970-01-01")}
     )
     assert _answer(_run(client, MED, body)) == "Contraindicated"
+
+
+# --- 9. context triage must not ignore ---------------------------------------------------------
+
+
+def _triage_with_spo2(pid: str, oxygen: tuple[str, float] | None) -> dict[str, Any]:
+    """Unremarkable vital signs and an SpO2 of 95 % as US Core's pulse oximetry profile writes
+    it, with the inhaled oxygen (LOINC code, value) as its component when given."""
+    vitals = fx.vital_signs(pid, skip={"59408-5"})
+    spo2 = fx.observation(pid, "59408-5", 95, "%")
+    spo2["code"]["coding"].append({"system": LOINC, "code": "2708-6"})
+    if oxygen is not None:
+        code, value = oxygen
+        unit = "L/min" if code == "3151-8" else "%"
+        spo2["component"] = [
+            {
+                "code": {"coding": [{"system": LOINC, "code": code}]},
+                "valueQuantity": {"value": value, "unit": unit, "system": UCUM, "code": unit},
+            }
+        ]
+    return fx.triage_request(pid, vitals=[*vitals, spo2])
+
+
+@pytest.mark.parametrize(
+    ("oxygen", "acuity"),
+    [
+        (("3151-8", 6), "Urgent"),  # 95 % on 6 L/min: not a reassuring saturation
+        (("3150-0", 40), "Urgent"),  # 95 % breathing 40 % oxygen
+        (("3151-8", 0), "NonUrgent"),  # measured on air, and said so
+        (None, "NonUrgent"),  # the complete twin: nothing says oxygen, on air
+    ],
+)
+def test_an_spo2_measured_on_supplemental_oxygen_is_not_reassuring(
+    client: TestClient, oxygen: tuple[str, float] | None, acuity: str
+) -> None:
+    pid = fx.new_id()
+    assert _answer(_run(client, TRIAGE, _triage_with_spo2(pid, oxygen))) == acuity

@@ -40,6 +40,7 @@ ORDERS = """
 :orderFor a horis:Property ; horis:domain :Order ; horis:range :Patient ;
     horis:inverseOf :hasOrder , :hasDraft .
 :medication a horis:Property ; horis:domain :Order ; horis:range xsd:string ;
+    horis:absentMeans horis:None ;
     horis:fromFhir [ horis:resourceType "MedicationRequest" ;
                      horis:fhirPath "medicationCodeableConcept" ; horis:pick horis:All ] ,
                    [ horis:resourceType "MedicationRequest" ; horis:via "medicationReference" ;

@@ -1,0 +1,142 @@
+"""Opioid services on records as Synthea and real EHRs write them, over HTTP in both modes.
+
+Synthea writes no ``Condition.category``. A condition the guide reads only when categorized
+(a problem-list item, an encounter diagnosis, a health concern) is then neither read nor "none":
+it is unread, and a decision it could change says so. A record that cannot change the decision
+(a sprained ankle without a category) leaves it decided.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.support.fhir_server import FhirServer
+from tests.support.opioid_cases import (
+    HYDROCODONE_10,
+    RXNORM,
+    TEMAZEPAM_20,
+    ago,
+    case,
+    condition,
+    order,
+    patient,
+    run_case,
+)
+from tests.support.opioid_examples import Example
+
+pytestmark = pytest.mark.fhirserver
+
+S = "opioidcds-08"
+P = "p08-charts"
+ADULT = patient(P)
+ALCOHOLISM = "7200002"  # SNOMED CT, in the guide's "conditions documenting substance misuse"
+ANKLE_SPRAIN = "44465007"  # SNOMED CT: no value set of the guide lists it
+
+
+def synthea(resource: dict[str, Any]) -> dict[str, Any]:
+    """The record as Synthea writes it: no category."""
+    return {k: v for k, v in resource.items() if k != "category"}
+
+
+def draft() -> dict[str, Any]:
+    """Hydrocodone 10 mg, three tablets a day for 30 days: 30 MME, under every dose threshold."""
+    return order("draft-hydrocodone", P, HYDROCODONE_10, dose=3)
+
+
+CASES = [
+    # the complete twin: a problem-list item documenting substance misuse is a risk factor
+    case("substance-misuse-on-the-problem-list", S, "order-sign", ADULT, drafts=[draft()],
+         stored=[condition("c-alcohol", P, ALCOHOLISM)], expected=["warning"]),
+    # the same condition without a category: not read as "no risk", but named, undecided
+    case("substance-misuse-without-a-category", S, "order-sign", ADULT, drafts=[draft()],
+         stored=[synthea(condition("c-alcohol", P, ALCOHOLISM))], expected=["warning"]),
+    # a record that cannot change the decision: decided, no card
+    case("unrelated-condition-without-a-category", S, "order-sign", ADULT, drafts=[draft()],
+         stored=[synthea(condition("c-ankle", P, ANKLE_SPRAIN))]),
+    case("no-condition", S, "order-sign", ADULT, drafts=[draft()]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["prefetch", "fetch"])
+@pytest.mark.parametrize("example", CASES, ids=[c.name for c in CASES])
+def test_recommendation_8_on_synthea_conditions(
+    example: Example, mode: str, client: TestClient, fhir_server: FhirServer
+) -> None:
+    cards = run_case(client, fhir_server, example, mode)
+    if example.name == "substance-misuse-without-a-category":
+        [card] = cards
+        assert "not" in card["summary"].lower(), card["summary"]
+        assert "category" in card["detail"], card["detail"]
+
+
+# --- MedicationStatement in a medications search ----------------------------------------------
+
+
+def _statement(sid: str, drug: tuple[str, str]) -> dict[str, Any]:
+    """A benzodiazepine the patient takes, as an EHR's medication list writes it."""
+    return {
+        "resourceType": "MedicationStatement",
+        "id": sid,
+        "status": "active",
+        "medicationCodeableConcept": {
+            "coding": [{"system": RXNORM, "code": drug[0], "display": drug[1]}]
+        },
+        "subject": {"reference": f"Patient/{P}"},
+        "effectivePeriod": {"start": ago(40)},
+    }
+
+
+def _rec08(medications: list[dict[str, Any]]) -> dict[str, Any]:
+    """An order-sign call to recommendation 8 with everything prefetched: the draft, and the
+    medications search answered with ``medications``."""
+
+    def searchset(resources: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "resourceType": "Bundle",
+            "type": "searchset",
+            "total": len(resources),
+            "entry": [{"resource": r, "search": {"mode": "match"}} for r in resources],
+        }
+
+    request = copy.deepcopy(
+        case("rec08-medications", S, "order-sign", ADULT, drafts=[draft()]).request
+    )
+    request["hookInstance"] = str(uuid.uuid4())
+    request["prefetch"] = {
+        "patient": ADULT,
+        "medications": searchset(medications),
+        "conditions": searchset([]),
+        "encounters": searchset([]),
+        "procedures": searchset([]),
+    }
+    return request
+
+
+def test_a_medication_statement_in_the_medications_answer_is_unread_not_ignored(
+    client: TestClient,
+) -> None:
+    """A benzodiazepine the patient takes, listed as a MedicationStatement: the service reads
+    medication orders, so it says it could not read it instead of calling the patient
+    benzodiazepine-free."""
+    body = client.post(f"/cds-services/{S}", json=_rec08([_statement("ms-benzo", TEMAZEPAM_20)]))
+    assert body.status_code == 200, body.text
+    [card] = body.json()["cards"]
+    assert card["indicator"] == "warning"
+    assert (
+        "MedicationStatement/ms-benzo" in card["detail"] or "MedicationStatement" in card["detail"]
+    )
+    assert "undecided" in body.json()["extension"]["dev.horismos.run"]
+
+
+def test_the_same_benzodiazepine_as_an_order_still_decides(client: TestClient) -> None:
+    stored = order("stored-benzo", P, TEMAZEPAM_20, authored=ago(40))
+    body = client.post(f"/cds-services/{S}", json=_rec08([stored]))
+    assert body.status_code == 200, body.text
+    run = body.json()["extension"]["dev.horismos.run"]
+    assert "decision" in run, run
+    assert [c["indicator"] for c in body.json()["cards"]] == ["warning"]
