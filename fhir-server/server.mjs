@@ -7,6 +7,9 @@
 // `_history` is served. Every request is logged as one JSON line (stdout, and the file given by
 // --log) so tests can prove what did and did not reach the server.
 //
+// Browsers may call it (CORS on every answer), and `POST [type]/_search` with a form-encoded body
+// searches as the GET would.
+//
 // Test-only: a PUT with `X-Test-Keep-Last-Updated: true` keeps the body's meta.lastUpdated, so a
 // test can store records as they were last changed in the past. `_include` is added to searches,
 // and a search limited by `_count` links its next page (`_offset`), as a paging server does.
@@ -202,29 +205,42 @@ function send(res, status, body, headers = {}) {
   res.end(payload);
 }
 
-async function readBody(req) {
+async function readText(req) {
   const chunks = [];
   for await (const chunk of req) {
     chunks.push(chunk);
   }
-  const text = Buffer.concat(chunks).toString('utf8');
-  return text ? JSON.parse(text) : undefined;
+  return Buffer.concat(chunks).toString('utf8');
 }
+
+// `POST [type]/_search` (FHIR R4 http.html#search, what the CDS Hooks Sandbox sends): the
+// form-encoded body's parameters join the URL's and the search runs as a GET.
+const SEARCH_POST = /^\/[A-Z][A-Za-z]+\/_search$/;
 
 async function handle(req, res, entry) {
   const url = new URL(req.url, 'http://localhost');
   if (base && !(url.pathname === base || url.pathname.startsWith(base + '/'))) {
     return send(res, 404, normalizeOperationOutcome(new Error('Outside the FHIR base ' + base)));
   }
-  const pathname = url.pathname.slice(base.length) || '/';
+  let pathname = url.pathname.slice(base.length) || '/';
   if (req.method === 'GET' && pathname === '/metadata') {
     return send(res, 200, capabilityStatement());
   }
+  const text = await readText(req);
+  let method = req.method;
   let body;
-  try {
-    body = await readBody(req);
-  } catch {
-    return send(res, 400, badRequest('Request body is not JSON'));
+  if (method === 'POST' && SEARCH_POST.test(pathname)) {
+    for (const [key, value] of new URLSearchParams(text)) {
+      url.searchParams.append(key, value);
+    }
+    pathname = pathname.slice(0, -'/_search'.length);
+    method = 'GET';
+  } else {
+    try {
+      body = text ? JSON.parse(text) : undefined;
+    } catch {
+      return send(res, 400, badRequest('Request body is not JSON'));
+    }
   }
   entry.resourceType = body?.resourceType;
   // The router parses the query from `url`, so qualified references go back into it.
@@ -260,12 +276,12 @@ function addNextLink(bundle, req, pathname, searchParams) {
     return send(res, 412, stale);
   }
   const [outcome, found] = await router.handleRequest(
-    { method: req.method, url: target, pathname: '', body, params: {}, query: {}, headers: req.headers },
+    { method, url: target, pathname: '', body, params: {}, query: {}, headers: req.headers },
     repo
   );
   const status = getStatus(outcome);
   let resource = found;
-  if (req.method === 'GET' && status === 200) {
+  if (method === 'GET' && status === 200) {
     try {
       resource = addNextLink(await addIncludes(found, url.searchParams), req, pathname, url.searchParams);
     } catch (err) {
@@ -304,7 +320,25 @@ async function staleVersion(pathname, ifMatch) {
   };
 }
 
+// Browsers may call it from any origin (the CDS Hooks Sandbox reads the patient's record from
+// the page): every answer allows it, and a preflight is answered here.
+const CORS = {
+  'access-control-allow-origin': '*',
+  'access-control-allow-methods': 'GET, POST, PUT, PATCH, DELETE, OPTIONS',
+  'access-control-allow-headers': 'authorization, content-type, accept, if-match, if-none-exist, prefer',
+  'access-control-expose-headers': 'etag, location, last-modified, content-location',
+  'access-control-max-age': '600',
+};
+
 const server = http.createServer((req, res) => {
+  for (const [name, value] of Object.entries(CORS)) {
+    res.setHeader(name, value);
+  }
+  if (req.method === 'OPTIONS') {
+    res.writeHead(204);
+    res.end();
+    return;
+  }
   const entry = {
     method: req.method,
     url: req.url,

@@ -126,3 +126,50 @@ def test_a_create_with_if_none_exist_happens_once(fhir_server: FhirServer) -> No
     assert answers[0].json()["id"] == answers[1].json()["id"]
     logged = fhir_server.requests(since=mark)
     assert [r["ifNoneExist"] for r in logged] == [f"identifier={token}"] * 2
+
+
+def _observation(fhir_server: FhirServer, patient: str, code: str) -> dict[str, object]:
+    return fhir_server.create(
+        {
+            "resourceType": "Observation",
+            "id": fhir_server.new_id(),
+            "status": "final",
+            "code": {"coding": [{"system": "http://loinc.org", "code": code}]},
+            "subject": {"reference": f"Patient/{patient}"},
+        }
+    )
+
+
+def test_post_search_with_a_form_body_answers_as_the_get_search(fhir_server: FhirServer) -> None:
+    """What the CDS Hooks Sandbox sends: ``POST [type]/_search``, parameters in the body."""
+    patient = fhir_server.new_id()
+    wanted = _observation(fhir_server, patient, "8867-4")
+    _observation(fhir_server, patient, "9279-1")
+    _observation(fhir_server, fhir_server.new_id(), "8867-4")  # another patient's
+    with httpx.Client(base_url=fhir_server.base_url + "/") as client:
+        posted = client.post(
+            "Observation/_search?code=8867-4",
+            content=f"patient={patient}",
+            headers={"content-type": "application/x-www-form-urlencoded"},
+        )
+        got = client.get("Observation", params={"patient": patient, "code": "8867-4"})
+    assert posted.status_code == 200, posted.text
+    assert [e["resource"]["id"] for e in posted.json()["entry"]] == [wanted["id"]]
+    assert posted.json()["entry"] == got.json()["entry"]
+
+
+def test_a_browser_may_call_it_from_another_origin(fhir_server: FhirServer) -> None:
+    with httpx.Client(base_url=fhir_server.base_url + "/") as client:
+        preflight = client.options(
+            "Patient/_search",
+            headers={
+                "origin": "http://localhost:8080",
+                "access-control-request-method": "POST",
+                "access-control-request-headers": "authorization, content-type",
+            },
+        )
+        answer = client.get("metadata", headers={"origin": "http://localhost:8080"})
+    assert preflight.status_code == 204
+    assert "POST" in preflight.headers["access-control-allow-methods"]
+    assert "authorization" in preflight.headers["access-control-allow-headers"]
+    assert answer.headers["access-control-allow-origin"] == "*"
