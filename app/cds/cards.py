@@ -455,6 +455,9 @@ def unread_order_cards(
                 "links": [{"label": RUN_LINK_LABEL, "url": run_url, "type": "absolute"}],
             }
         )
+        reasons = override_reasons(ontology, service.override_reasons)
+        if reasons:  # a warning card, like every other: the prescriber may say why not
+            cards[-1]["overrideReasons"] = reasons
     return cards
 
 

@@ -228,6 +228,9 @@ class UnreadOrder:
     name: str  # the drug as the EHR displays it, else the reference
     element: str  # where it failed: "context.draftOrders.entry[0].resource.intent"
     reason: str  # in a clinician's words: "no drug is chosen yet: …", or the invalid element
+    #: False for an order that names no drug yet: while the drug is being chosen (order-select)
+    #: there is nothing to check and no card; an order signed so is still said
+    chosen: bool = True
 
     def to_note(self) -> DataNote:
         """The run's data-quality note for it (the order was left out, not read another way)."""
@@ -355,6 +358,7 @@ def read_draft_orders(
                         name=name,
                         element=f"{where}.medication[x]",
                         reason=missing,
+                        chosen=False,
                     )
                 )
             elif issues:

@@ -76,8 +76,14 @@ def render(
         proof=outcome.proof,
     )
     proofs = ProofCache(world, focus_id, workflow.decides, outcome.proof)
+    # while a drug is being chosen (order-select), an order that names none yet has nothing to
+    # check: no card (its note stays on the run); signed so, it is said
+    selecting = (req.sent_hook or req.hook) == "order-select"
     unread = unread_order_cards(
-        ontology=ontology, service=service, unread=req.unread, run_url=run_url
+        ontology=ontology,
+        service=service,
+        unread=[o for o in req.unread if o.chosen or not selecting],
+        run_url=run_url,
     )
     declared = declared_cards(
         ontology=ontology,

@@ -82,6 +82,8 @@ class HookRequest:
     notes: tuple[DataNote, ...] = ()
     #: draft orders of the context that could not be read and were left out (not checked)
     unread: tuple[UnreadOrder, ...] = ()
+    #: the hook the client called (``hook`` is the service's, for an older hook it answers)
+    sent_hook: str | None = None
 
 
 # --- per-hook context ---------------------------------------------------------------------
@@ -223,7 +225,7 @@ def as_service_hook(req: HookRequest, hook: str) -> HookRequest:
             "are the orders considered"
         ),
     )
-    return replace(req, hook=hook, notes=(*req.notes, note))
+    return replace(req, hook=hook, sent_hook=req.hook, notes=(*req.notes, note))
 
 
 # --- the envelope -------------------------------------------------------------------------

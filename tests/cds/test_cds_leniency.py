@@ -252,6 +252,7 @@ def test_an_unreadable_draft_order_is_not_checked_and_the_others_are(
     assert "not checked" in not_checked["summary"]
     assert f"MedicationRequest/{unreadable['id']}" in not_checked["detail"]
     assert named in not_checked["detail"]
+    assert not_checked["overrideReasons"] == answer.json()["cards"][1]["overrideReasons"]
     [note] = stored_run(client, answer)["dataQuality"]
     assert note["rule"] == "unread-draft-order"
     assert note["field"].startswith("context.draftOrders.entry[1].resource")

@@ -103,9 +103,10 @@ def test_every_service_answers_the_sandbox_with_a_valid_response(
             assert card["source"]["label"] and "ontology" not in card["source"]["label"]
             assert card["source"]["url"].startswith("https://"), card["source"]
     carded = {sid for sid, cards in answered.items() if cards}
-    # patient-view: each service finds what it looks for; order-select: each says its draft
-    # order (no drug chosen yet) was not checked
-    assert carded == (ORDER_SIGN_CARDS if hook == "order-sign" else set(answered))
+    # patient-view: each service finds what it looks for; order-select: no drug is chosen yet,
+    # so nothing is checked and no service shows a card
+    expected = {"order-sign": ORDER_SIGN_CARDS, "order-select": set()}.get(hook, set(answered))
+    assert carded == expected
 
 
 def test_a_draft_category_sent_as_one_object_is_read_as_a_list_with_a_note(
@@ -120,14 +121,35 @@ def test_a_draft_category_sent_as_one_object_is_read_as_a_list_with_a_note(
     assert [n["field"] for n in notes] == ["context.draftOrders.entry[0].resource.category"]
 
 
-def test_an_order_select_before_a_drug_is_chosen_says_the_order_was_not_checked(
+def test_an_order_select_before_a_drug_is_chosen_warns_nothing_and_keeps_a_note(
     client: TestClient, fhir_server: FhirServer, patient: str
 ) -> None:
+    """Rx View calls order-select before a drug is picked: there is nothing to check yet, so no
+    service shows a card about the empty order (the prescriber would see a warning for every
+    order they start); the run still notes that the order was left out."""
     for sid in services_for(client, "order-select"):
         answer = call(client, fhir_server, "order-select", patient, sid)
 
         assert answer.status_code == 200, (sid, answer.text)
-        [unread] = [c for c in answer.json()["cards"] if "not checked" in c["summary"]]
-        assert unread["indicator"] == "warning"
-        assert "MedicationRequest/request-123" in unread["detail"]
-        assert "no drug is chosen yet: the order names no medication" in unread["detail"]
+        cards = answer.json()["cards"]
+        assert not [c for c in cards if "request-123" in c["detail"]], (sid, cards)
+        notes = [n for n in stored_run(client, answer)["dataQuality"]]
+        assert [n["received"] for n in notes if n["rule"] == "unread-draft-order"] == [
+            "MedicationRequest/request-123"
+        ], sid
+
+
+def test_an_order_signed_with_no_drug_chosen_is_still_said_not_checked(
+    client: TestClient, fhir_server: FhirServer, patient: str
+) -> None:
+    """The same empty order at signing: an answer without a card would read as all clear."""
+    body = sandbox_request("order-select", patient)
+    body["hook"] = "order-sign"
+    body["context"].pop("selections")
+    body["fhirServer"] = fhir_server.base_url
+    answer = client.post("/cds-services/horismos-med-safety", json=body)
+    assert answer.status_code == 200, answer.text
+    [unread] = [c for c in answer.json()["cards"] if "not checked" in c["summary"]]
+    assert unread["indicator"] == "warning"
+    assert "no drug is chosen yet: the order names no medication" in unread["detail"]
+    assert unread["overrideReasons"], unread
