@@ -139,9 +139,14 @@ def check_card(detail: str, words: Iterable[str] = ()) -> str:
     return shown
 
 
+#: what a prescriber reads at a glance: every bundled summary fits (CDS Hooks allows 140)
+SUMMARY_BUDGET = 100
+
+
 def check_summary(summary: str) -> None:
-    """A card summary within the one limit CDS Hooks sets, with no engine wording."""
-    assert len(summary) <= SUMMARY_MAX_LENGTH, (len(summary), summary)
+    """A card summary within the budget a prescriber reads at a glance (and so within the one
+    limit CDS Hooks sets), with no engine wording."""
+    assert len(summary) <= min(SUMMARY_BUDGET, SUMMARY_MAX_LENGTH), (len(summary), summary)
     for word in (*ENGINE_WORDS, *PROOF_WORDS):
         assert word not in summary, (word, summary)
     assert not BARE_CODE.search(summary), summary

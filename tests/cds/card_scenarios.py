@@ -192,8 +192,7 @@ SCENARIOS: dict[tuple[str, str], tuple[Callable[[], dict[str, Any]], tuple[str, 
     ),
     (
         OPIOID_PV,
-        "Opioid and benzodiazepine or other CNS depressant on record together: weigh the risks "
-        "of concurrent use",
+        "Weigh the risks: opioid and benzodiazepine or other CNS depressant on record together",
     ): (
         lambda: opioid(
             OPIOID_PV, "patient-view", stored=[_opioid_on_record(), _benzodiazepine_on_record()]
@@ -211,8 +210,7 @@ SCENARIOS: dict[tuple[str, str], tuple[Callable[[], dict[str, Any]], tuple[str, 
     ),
     (
         OPIOID_OS,
-        "{{instance.drugName}}: opioid with a benzodiazepine or other CNS depressant; use "
-        "particular caution",
+        "Caution: {{instance.shortDrugName}} with a benzodiazepine or CNS depressant",
     ): (
         lambda: opioid(
             OPIOID_OS,
@@ -269,13 +267,11 @@ RECORD_WORDS: dict[tuple[str, str], tuple[str, ...]] = {
     (MED_SAFETY, "Medication order needs caution"): ("Serum potassium: 5.9 mmol/L", "Lisinopril"),
     (
         OPIOID_PV,
-        "Opioid and benzodiazepine or other CNS depressant on record together: weigh the risks "
-        "of concurrent use",
+        "Weigh the risks: opioid and benzodiazepine or other CNS depressant on record together",
     ): ("RxNorm 1049621", "RxNorm 104693", "Age: 40 years"),
     (
         OPIOID_OS,
-        "{{instance.drugName}}: opioid with a benzodiazepine or other CNS depressant; use "
-        "particular caution",
+        "Caution: {{instance.shortDrugName}} with a benzodiazepine or CNS depressant",
     ): ("RxNorm 1049502", "RxNorm 104693"),
     (OPIOID_PV, "Opioid and benzodiazepine check not completed: data missing"): (
         "Not decided — data it depends on is missing or was not used (age)",

@@ -25,8 +25,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from app.ontology.card_text import markdown_escape
 from tests.support.fhir_server import FhirServer
 from tests.support.opioid_examples import Example, call_service, deployed_services, load_examples
+from toolkits.opioid_cds.names import short_name
 
 pytestmark = pytest.mark.fhirserver
 
@@ -98,10 +100,12 @@ def test_example_answers_as_the_reference(
         else example.expected_indicators
     )
     assert sorted(card["indicator"] for card in cards) == expected, [c["summary"] for c in cards]
-    # each card is about the order being signed and opens with its drug, as the order names it
+    # each card is about the order being signed: its summary names the drug short, its detail
+    # as the order names it
     drugs = _draft_drugs(example)
     for card in cards:
-        assert any(card["summary"].startswith(f"{d}: ") for d in drugs), (card["summary"], drugs)
+        assert any(short_name(d) in card["summary"] for d in drugs), (card["summary"], drugs)
+        assert any(markdown_escape(d) in card["detail"] for d in drugs), (card["detail"], drugs)
 
 
 def _draft_drugs(example: Example) -> list[str]:

@@ -35,6 +35,7 @@ from tests.support.opioid_cases import (
     today,
 )
 from tests.support.opioid_examples import Example, call_service
+from toolkits.opioid_cds.names import short_name
 
 pytestmark = pytest.mark.fhirserver
 
@@ -90,13 +91,13 @@ def test_two_extended_release_orders_get_a_card_each_naming_its_drug(
 
     assert [c["indicator"] for c in found] == ["warning", "warning"], found
     oxy, fent = found
-    assert oxy["summary"].startswith(OXYCODONE_ER_10[1] + ": "), oxy["summary"]
-    assert fent["summary"].startswith(FENTANYL_75[1] + ": "), fent["summary"]
+    assert oxy["summary"].endswith(": oxycodone ER 10 mg tablet"), oxy["summary"]
+    assert fent["summary"].endswith(": " + short_name(FENTANYL_75[1])), fent["summary"]
     # each card is about its own order: the other drug is not its subject
     assert f"**{_md(FENTANYL_75[1])}**" not in oxy["detail"]
     assert f"**{_md(OXYCODONE_ER_10[1])}**" in oxy["detail"]
     # the immediate-release order is no subject of a card
-    assert not any(c["summary"].startswith(OXYCODONE_IR_5[1]) for c in found)
+    assert not any(short_name(OXYCODONE_IR_5[1]) in c["summary"] for c in found)
 
 
 @MODES
@@ -107,7 +108,7 @@ def test_the_orders_own_text_comes_before_the_codings_display(
     example = case("text", "opioidcds-03", "order-sign", ADULT, drafts=[draft])
     [card] = cards(client, fhir_server, example, mode)
 
-    assert card["summary"].startswith("OxyContin 10 mg 12-hour tablet: "), card["summary"]
+    assert card["summary"].endswith(": OxyContin 10 mg 12-hour tablet"), card["summary"]
 
 
 @MODES
@@ -118,7 +119,7 @@ def test_a_contained_medication_is_named_by_its_own_code_text(
     example = case("contained", "opioidcds-03", "order-sign", ADULT, drafts=[draft])
     [card] = cards(client, fhir_server, example, mode)
 
-    assert card["summary"].startswith("Fentanyl 75 mcg/h patch: "), card["summary"]
+    assert card["summary"].endswith(": Fentanyl 75 mcg/h patch"), card["summary"]
 
 
 @MODES
@@ -129,7 +130,7 @@ def test_a_code_only_opioid_is_named_from_the_drug_data(
     example = case("code-only", "opioidcds-03", "order-sign", ADULT, drafts=[draft])
     [card] = cards(client, fhir_server, example, mode)
 
-    assert card["summary"].startswith(DATA_NAME_OXYCODONE_ER + ": "), card["summary"]
+    assert card["summary"].endswith(": " + short_name(DATA_NAME_OXYCODONE_ER)), card["summary"]
     assert "rxnorm" not in card["summary"].lower()
 
 
@@ -178,8 +179,13 @@ def test_two_opioid_orders_get_a_card_each_with_its_own_mme_and_the_total(
 
     assert [c["indicator"] for c in found] == ["warning", "warning"], found
     hyd, oxy = found
-    assert hyd["summary"].startswith(f"{HYDROCODONE_10[1]}: 52.5 MME/day in all"), hyd["summary"]
-    assert oxy["summary"].startswith(f"{OXYCODONE_IR_5[1]}: 52.5 MME/day in all"), oxy["summary"]
+    # each summary names its own drug once, short, after the advice and the total
+    assert hyd["summary"] == (
+        "Calibrate or taper: 52.5 MME/day with acetaminophen/hydrocodone 660/10 mg tablet"
+    ), hyd["summary"]
+    assert oxy["summary"] == "Calibrate or taper: 52.5 MME/day with oxycodone 5 mg tablet", oxy[
+        "summary"
+    ]
     assert hyd["detail"].startswith(f"**{_md(HYDROCODONE_10[1])}**: 30 MME/day, of a total")
     assert oxy["detail"].startswith(f"**{_md(OXYCODONE_IR_5[1])}**: 22\\.5 MME/day, of a total")
 
@@ -196,8 +202,8 @@ def test_only_the_order_the_recommendation_is_about_gets_a_card(
     )  # fmt: skip
     [card] = cards(client, fhir_server, example, mode)
 
-    assert card["summary"].startswith("Oxycodone 5 mg x 14 d: "), card["summary"]
-    assert OXYCODONE_IR_5[1] not in card["summary"]
+    assert "Oxycodone 5 mg x 14 d for over 7 days" in card["summary"], card["summary"]
+    assert short_name(OXYCODONE_IR_5[1]) not in card["summary"]
 
 
 @MODES
@@ -213,7 +219,7 @@ def test_a_code_only_benzodiazepine_is_named_by_its_code_said_plainly(
     )  # fmt: skip
     [card] = cards(client, fhir_server, example, mode)
 
-    assert card["summary"].startswith(f"RxNorm {FLURAZEPAM_15[0]}: opioid with a benzo"), card
+    assert card["summary"].startswith(f"Caution: RxNorm {FLURAZEPAM_15[0]} with a benzo"), card
     assert f"**RxNorm {FLURAZEPAM_15[0]}**" in card["detail"]
     assert "http" not in card["summary"]
 
@@ -229,7 +235,7 @@ def test_each_order_sign_service_names_the_drug_of_its_card(
     for service in ("opioidcds-02", "opioidcds-09", "opioidcds-10-order-sign"):
         example = case(f"chronic-{service}", service, "order-sign", ADULT, drafts=[draft])
         [card] = cards(client, fhir_server, example, mode)
-        assert card["summary"].startswith("Oxycodone IR 5 mg tablet: "), (service, card)
+        assert card["summary"].endswith(": Oxycodone IR 5 mg tablet"), (service, card)
         assert "**Oxycodone IR 5 mg tablet**" in card["detail"], (service, card["detail"])
 
 

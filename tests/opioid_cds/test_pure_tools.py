@@ -35,7 +35,7 @@ def _service(tmp_path: Path, sqlite_template: Path, *, pure: bool) -> Iterator[T
     shutil.copytree(ROOT / "ontologies" / "opioid-cds", folder)
     common = folder / "common.ttl"
     text = common.read_text(encoding="utf-8")
-    assert text.count("horis:pure true") == 3
+    assert text.count("horis:pure true") == 4  # MME, supply, drug name, short drug name
     if not pure:
         common.write_text(text.replace(" ; horis:pure true .", " ."), encoding="utf-8")
         rec08 = folder / "rec08.ttl"

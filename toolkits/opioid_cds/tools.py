@@ -28,6 +28,12 @@ whose FHIR resource gives no name (no ``text``, no coding ``display``). Argument
 said plainly (``RxNorm 1049621``), ``null`` without any coding. Nothing is made up: a code the
 data does not list is never given a name.
 
+``short_drug_name`` (binding ``python:toolkits.opioid_cds.tools.short_drug_name``), one
+medication order. Argument: ``drugName`` (xsd:string). Effect: ``shortDrugName`` (xsd:string):
+the name as a prescriber writes it in a summary, shortened by rule from RxNorm's normalized
+name ("12 HR Oxycodone Hydrochloride 20 MG Extended Release Oral Tablet" is "oxycodone ER 20 mg
+tablet", ``toolkits/opioid_cds/names.py``), any other name unchanged.
+
 docs/opioid-cds.md has the same contract with the FHIR paths each argument is read from.
 """
 
@@ -45,6 +51,7 @@ from app.tools.invoker import tool_aware
 from toolkits.opioid_cds.drugs import drug_data
 from toolkits.opioid_cds.mme import KNOWN, Dosage, MmeStatus, find_drug
 from toolkits.opioid_cds.mme import order_mme as compute_mme
+from toolkits.opioid_cds.names import short_name
 from toolkits.opioid_cds.supply import supply_days, supply_end, validity_days
 
 MME_ARGS = frozenset(
@@ -60,6 +67,7 @@ MME_ARGS = frozenset(
     }
 )
 NAME_ARGS = frozenset({"medication"})
+SHORT_NAME_ARGS = frozenset({"drugName"})
 SUPPLY_ARGS = frozenset({"supplyValue", "supplyUnit", "validityStart", "validityEnd", "authoredOn"})
 
 
@@ -202,3 +210,12 @@ def drug_name(call: ToolCall) -> Mapping[str, Any]:
     drug = find_drug(codes, drug_data())
     name = drug.name if drug is not None else (code_text(codes[0]) if codes else None)
     return _answer(call, {"drugName": name})
+
+
+@tool_aware
+def short_drug_name(call: ToolCall) -> Mapping[str, Any]:
+    """The drug's name as a prescriber writes it in a summary ("oxycodone ER 20 mg tablet"),
+    from its RxNorm normalized name; any other name as it is."""
+    _check_args(call, SHORT_NAME_ARGS)
+    name = _text(call.args, "drugName")
+    return _answer(call, {"shortDrugName": short_name(name) if name is not None else None})
