@@ -36,7 +36,7 @@ from app.world.facts import FactKey
 
 if TYPE_CHECKING:
     from app.world.engine import Engine
-    from app.world.index import CompiledRule, OntologyIndex
+    from app.world.index import CompiledCondition, CompiledRule, OntologyIndex
     from app.world.store import Store
 
 #: how an incomplete input could change the conclusion
@@ -219,7 +219,7 @@ class _Check:
             if rule.aggregate is not None:
                 found.extend(
                     Blocker(input=q, concerns=p, subject=s, how="aggregate", rule=rule.rule.iri)
-                    for q in sorted(self.deps.rule_reads(rule) & self.incomplete)
+                    for q in self.aggregate_open(s, rule)
                 )
             for subject, path in act.absent:
                 # the absence holds unless the path could gain a value, record by record
@@ -273,8 +273,50 @@ class _Check:
     def could_fire(self, rule: CompiledRule, s: str) -> list[str]:
         """The incomplete inputs on which ``rule`` firing on ``s`` depends; empty when a condition
         that reads only complete inputs rules it out (or it fires already)."""
+        return self.could_hold(s, rule.conditions)
+
+    def aggregate_open(self, s: str, rule: CompiledRule) -> list[str]:
+        """The incomplete inputs through which ``rule``'s aggregate on ``s`` could change. A
+        Count over records with a filter is judged record by record (its filter is positive, so
+        a record counted now stays counted): a new record along a path, or a record not counted
+        now that could come to pass the filter. Any other aggregate (a sum, a span of days, a
+        dated or shared relation) is judged by everything it reads."""
+        agg = rule.aggregate
+        assert agg is not None
+        if (
+            agg.function != "Count"
+            or agg.of is not None
+            or agg.dated is not None
+            or agg.sharing is not None
+            or agg.span is not None
+            or any(cc.negative for cc in agg.where)
+        ):
+            return sorted(self.deps.rule_reads(rule) & self.incomplete)
+        out: list[str] = []
+        concerns = agg.property
+        for path in agg.over:
+            nodes = [s]
+            for prop in path:
+                reached: list[str] = []
+                for node in nodes:
+                    out.extend(b.input for b in self.could_become(node, (prop,), concerns))
+                    reached.extend(
+                        v
+                        for v in self.world.values(node, prop)
+                        if isinstance(v, str) and self.world.instance(v) is not None
+                    )
+                nodes = list(dict.fromkeys(reached))
+            for record in nodes:
+                if all(self.world.holds(record, [cc.condition]) for cc in agg.where):
+                    continue  # counted now, and stays counted
+                out.extend(self.could_hold(record, agg.where))
+        return list(dict.fromkeys(out))
+
+    def could_hold(self, s: str, conditions: Iterable[CompiledCondition]) -> list[str]:
+        """The incomplete inputs on which every one of ``conditions`` holding on ``s`` depends;
+        empty when one that reads only complete inputs fails (or they all hold already)."""
         open_inputs: list[str] = []
-        for cc in rule.conditions:
+        for cc in conditions:
             touched = self.touched(cc.path)
             if not touched:
                 if not self.world.holds(s, [cc.condition]):
@@ -335,7 +377,7 @@ class _Check:
             if not self.world.is_a(s, rule.about):
                 continue
             reads = (
-                sorted(self.deps.rule_reads(rule) & self.incomplete)
+                self.aggregate_open(s, rule)
                 if rule.aggregate is not None
                 else self.could_fire(rule, s)
             )

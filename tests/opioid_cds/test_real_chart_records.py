@@ -59,6 +59,14 @@ CASES = [
     case("unrelated-condition-without-a-category", S, "order-sign", ADULT, drafts=[draft()],
          stored=[synthea(condition("c-ankle", P, ANKLE_SPRAIN))]),
     case("no-condition", S, "order-sign", ADULT, drafts=[draft()]),
+    # a risk factor on record and an unrelated condition without a category: the recommendation
+    # applies, decided (the sprain can change none of the exclusions: cancer, sickle cell, end
+    # of life, counted record by record)
+    case("benzodiazepine-and-unrelated-condition-without-a-category", S, "order-sign", ADULT,
+         drafts=[draft()],
+         stored=[order("stored-benzo", P, TEMAZEPAM_20, authored=ago(40)),
+                 synthea(condition("c-ankle", P, ANKLE_SPRAIN))],
+         expected=["warning"]),
 ]  # fmt: skip
 
 
@@ -68,6 +76,9 @@ def test_recommendation_8_on_synthea_conditions(
     example: Example, mode: str, client: TestClient, fhir_server: FhirServer
 ) -> None:
     cards = run_case(client, fhir_server, example, mode)
+    if example.name == "benzodiazepine-and-unrelated-condition-without-a-category":
+        [card] = cards
+        assert card["summary"].startswith("Offer naloxone"), card["summary"]
     if example.name == "substance-misuse-without-a-category":
         [card] = cards
         assert "not" in card["summary"].lower(), card["summary"]
