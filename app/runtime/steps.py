@@ -75,7 +75,7 @@ class StepBodies(RunState):
         entry.goal = ConditionCheck(conditions=self.conds(step.goal), holds=holds)
         inputs = self.ctx.inputs
         blockers = (
-            self.world.undecided(focus, step.goal, inputs.incomplete())
+            self.world.undecided(focus, step.goal, inputs.incomplete(), inputs.incomplete_records())
             if inputs is not None and focus is not None
             else ()
         )

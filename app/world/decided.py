@@ -26,7 +26,7 @@ Pure: reads the World's store and index, changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -174,8 +174,16 @@ class _Check:
         st: Store,
         engine: Engine,
         incomplete: frozenset[str],
+        focus: str,
+        records: Mapping[str, frozenset[str]],
     ) -> None:
         self.world = world
+        self.focus = focus
+        # a record is an instance named by its resource id, or by Type/id when that id is taken
+        self.records = {
+            p: frozenset({*refs, *(r.split("/", 1)[1] for r in refs)})
+            for p, refs in records.items()
+        }
         self.ix = ix
         self.st = st
         self.engine = engine
@@ -188,6 +196,33 @@ class _Check:
     def touched(self, path: Iterable[str]) -> list[str]:
         return sorted(self.deps.path(path) & self.incomplete)
 
+    def incomplete_on(self, s: str, q: str) -> bool:
+        """Whether input ``q`` read on ``s`` is incomplete: on any subject when it is
+        incomplete as a whole or ``s`` is the focus; on a record, only when one of its reasons
+        names that record (a sprained ankle without a category leaves no other condition's
+        category incomplete)."""
+        if q not in self.incomplete:
+            return False
+        named = self.records.get(q)
+        return named is None or s == self.focus or s in named
+
+    def touched_on(self, s: str, path: tuple[str, ...]) -> list[str]:
+        """``touched(path)``, where a path of one input read on ``s`` itself is judged on
+        ``s``'s own record."""
+        if len(path) == 1 and self.deps.of(path[0]) == frozenset(path):
+            return [path[0]] if self.incomplete_on(s, path[0]) else []
+        return self.touched(path)
+
+    def tool_open(self, s: str, p: str) -> list[str]:
+        """The incomplete inputs a tool's answer ``p`` on ``s`` rests on: everything its calls
+        read, the inputs read on ``s``'s own record judged on it."""
+        out: list[str] = []
+        for q in sorted(self.deps.path(self.deps.by_tool[p]) & self.incomplete):
+            if self.deps.of(q) == frozenset((q,)) and not self.incomplete_on(s, q):
+                continue
+            out.append(q)
+        return out
+
     # --- a fact that holds ---------------------------------------------------------------
 
     def fact(self, key: FactKey) -> tuple[Blocker, ...]:
@@ -199,7 +234,7 @@ class _Check:
         support = self.st.support.get(key)
         if key in self.st.base:
             prop = self.ix.properties.get(p)
-            if p in self.incomplete and prop is not None and prop.single_valued:
+            if self.incomplete_on(s, p) and prop is not None and prop.single_valued:
                 out.append(Blocker(input=p, concerns=p, subject=s, how="reading"))
         elif support:
             out.extend(self.derivations(s, p, list(support)))
@@ -277,15 +312,16 @@ class _Check:
 
     def aggregate_open(self, s: str, rule: CompiledRule) -> list[str]:
         """The incomplete inputs through which ``rule``'s aggregate on ``s`` could change. A
-        Count over records with a filter is judged record by record (its filter is positive, so
-        a record counted now stays counted): a new record along a path, or a record not counted
-        now that could come to pass the filter. Any other aggregate (a sum, a span of days, a
-        dated or shared relation) is judged by everything it reads."""
+        Count, Sum, Min or Max over records with a positive filter is judged record by record (a
+        record counted now stays counted): a new record along a path, a record not counted now
+        that could come to pass the filter, or the summed value of one counted. Any other
+        aggregate (a span of days, a dated or shared relation) is judged by everything it
+        reads."""
         agg = rule.aggregate
         assert agg is not None
         if (
-            agg.function != "Count"
-            or agg.of is not None
+            agg.function not in ("Count", "Sum", "Min", "Max")
+            or (agg.function == "Count") != (agg.of is None)
             or agg.dated is not None
             or agg.sharing is not None
             or agg.span is not None
@@ -308,16 +344,29 @@ class _Check:
                 nodes = list(dict.fromkeys(reached))
             for record in nodes:
                 if all(self.world.holds(record, [cc.condition]) for cc in agg.where):
-                    continue  # counted now, and stays counted
+                    # counted now, and stays counted; a summed value could still change
+                    if agg.of is not None:
+                        out.extend(self.value_open(record, agg.of))
+                    continue
                 out.extend(self.could_hold(record, agg.where))
         return list(dict.fromkeys(out))
+
+    def value_open(self, s: str, p: str) -> list[str]:
+        """The incomplete inputs through which the value of ``p`` on ``s`` could change: a
+        tool's answer by what its calls read, an input by ``s``'s own record, anything derived
+        by everything it reads."""
+        if p in self.deps.by_tool:
+            return self.tool_open(s, p)
+        if self.deps.of(p) == frozenset((p,)):
+            return [p] if self.incomplete_on(s, p) else []
+        return self.touched((p,))
 
     def could_hold(self, s: str, conditions: Iterable[CompiledCondition]) -> list[str]:
         """The incomplete inputs on which every one of ``conditions`` holding on ``s`` depends;
         empty when one that reads only complete inputs fails (or they all hold already)."""
         open_inputs: list[str] = []
         for cc in conditions:
-            touched = self.touched(cc.path)
+            touched = self.touched_on(s, cc.path)
             if not touched:
                 if not self.world.holds(s, [cc.condition]):
                     return []
@@ -366,12 +415,12 @@ class _Check:
             return self.through(s, path, concerns)
         p = path[0]
         out: list[Blocker] = []
-        if p in self.incomplete:
+        if self.incomplete_on(s, p):
             out.append(Blocker(input=p, concerns=concerns, subject=s, how="goal"))
         if p in self.deps.by_tool:  # a tool's answer: judged by everything its calls read
             out.extend(
                 Blocker(input=q, concerns=concerns, subject=s, how="goal")
-                for q in sorted(self.deps.path(self.deps.by_tool[p]) & self.incomplete)
+                for q in self.tool_open(s, p)
             )
         for rule in self.deps.by_conclusion.get(p, ()):
             if not self.world.is_a(s, rule.about):
@@ -412,10 +461,13 @@ def undecided(
     subject: str,
     goal: Iterable[Condition],
     incomplete: Iterable[str],
+    records: Mapping[str, frozenset[str]] | None = None,
 ) -> tuple[Blocker, ...]:
     """Why the ``goal`` on ``subject`` is not decided given the ``incomplete`` input properties
-    (empty: decided). See the module docstring for the rules."""
+    (empty: decided); ``records`` narrows a property of a record to the records it is
+    incomplete on. See the module docstring for the rules."""
     missing = frozenset(incomplete)
     if not missing:
         return ()
-    return tuple(_Check(world, ix, st, engine, missing).goal(subject, goal))
+    check = _Check(world, ix, st, engine, missing, subject, records or {})
+    return tuple(check.goal(subject, goal))

@@ -22,6 +22,7 @@ A refused, stale, conflicting, unread or truncated input is never closed-world. 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
@@ -32,6 +33,9 @@ INPUT_STATES: tuple[InputState, ...] = get_args(InputState)
 #: When a property's inputs disagree, the one that says most about what may be missing wins:
 #: more data exists (truncated), a record could not be read (unread), data was turned away
 #: (refused), readings disagree (conflicting), data too old (stale), none.
+#: a reason's source that names one record: ``Type/id``
+_RECORD = re.compile(r"^[A-Z][A-Za-z]+/[A-Za-z0-9\-.]{1,64}$")
+
 _WEIGHT: dict[InputState, int] = {
     "complete": 0,
     "absent": 1,
@@ -99,6 +103,20 @@ class InputStatus:
     def incomplete(self) -> frozenset[str]:
         """The properties whose inputs could still change a conclusion."""
         return frozenset(p for p, s in self.props.items() if not s.complete)
+
+    def incomplete_records(self) -> dict[str, frozenset[str]]:
+        """For each incomplete property every reason of which names one record
+        (``MedicationRequest/o1``), those records: the property is incomplete on them only.
+        A property with a reason about a whole search, a key or nothing in particular is not
+        here (incomplete on every record)."""
+        out: dict[str, frozenset[str]] = {}
+        for prop, status in self.props.items():
+            if status.complete:
+                continue
+            sources = [r.source for r in status.reasons]
+            if sources and all(isinstance(x, str) and _RECORD.match(x) for x in sources):
+                out[prop] = frozenset(str(x) for x in sources)
+        return out
 
     def __iter__(self) -> Iterator[PropertyInput]:
         return iter(sorted(self.props.values(), key=lambda s: s.prop))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from decimal import Decimal
@@ -430,11 +430,16 @@ class World:
         return tuple(self._engine.fact_of(k) for k in st.base)
 
     def undecided(
-        self, subject: str, goal: Iterable[Condition], incomplete: Iterable[str]
+        self,
+        subject: str,
+        goal: Iterable[Condition],
+        incomplete: Iterable[str],
+        records: Mapping[str, frozenset[str]] | None = None,
     ) -> tuple[Blocker, ...]:
         """Why ``goal`` on ``subject`` is not decided while the ``incomplete`` input properties
-        may still change (empty: decided) — ``app.world.decided``."""
-        return undecided(self, self._ix, self._st, self._engine, subject, goal, incomplete)
+        may still change (empty: decided) — ``app.world.decided``. ``records``: for a property
+        incomplete on some records only, those records (``Type/id``)."""
+        return undecided(self, self._ix, self._st, self._engine, subject, goal, incomplete, records)
 
     def proof(self, subject: str, property: str, value: Value | None = None) -> Proof:
         """The proof of ``subject``'s ``property`` (of one value when given). A proof is built
