@@ -251,3 +251,20 @@ def test_an_spo2_measured_on_supplemental_oxygen_is_not_reassuring(
 ) -> None:
     pid = fx.new_id()
     assert _answer(_run(client, TRIAGE, _triage_with_spo2(pid, oxygen))) == acuity
+
+
+# --- 3. real codes outside the lists: a temperature taken at one site ---------------------------
+
+
+@pytest.mark.parametrize("code", ["8331-1", "8333-7", "8328-7", "76010-8", "8310-5"])
+def test_a_temperature_coded_by_its_site_is_a_body_temperature(
+    client: TestClient, code: str
+) -> None:
+    """Synthea writes an oral temperature (LOINC 8331-1) alone, without FHIR's 8310-5: a fever of
+    39.4 °C is read, not ignored (8310-5 is the complete twin)."""
+    pid = fx.new_id()
+    vitals = fx.vital_signs(pid, skip={"8310-5"})
+    fever = fx.observation(pid, code, 39.4, "Cel")
+    assert _answer(_run(client, TRIAGE, fx.triage_request(pid, vitals=[*vitals, fever]))) == (
+        "Urgent"
+    )
