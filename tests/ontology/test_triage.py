@@ -82,7 +82,10 @@ def test_inputs_and_their_fhir_sources(triage: Ontology) -> None:
     assert loinc("respRate") == ("http://loinc.org|9279-1",)
     assert loinc("spo2") == ("http://loinc.org|59408-5", "http://loinc.org|2708-6")
     assert loinc("systolicBP") == ("http://loinc.org|8480-6",)
-    assert loinc("temperature") == ("http://loinc.org|8310-5",)
+    # FHIR's body temperature code, and the same measurement coded by its site (8331-1 oral...)
+    assert loinc("temperature") == tuple(
+        f"http://loinc.org|{c}" for c in ("8310-5", "8331-1", "8333-7", "8328-7", "76010-8")
+    )
     units = {
         p: triage.properties[N + p].unit
         for p in ("age", "heartRate", "respRate", "spo2", "systolicBP", "temperature")
