@@ -93,7 +93,8 @@ def check(
                 "paths",
                 f"{path} is outside deployment {base.id}: a change may write its own files "
                 f"({own}) and the value sets and concept maps beside them (valuesets/*.json, "
-                "valuesets/history/*.json, conceptmaps/*.json), nothing else",
+                "valuesets/history/*.json, valuesets/supplements/*.json, conceptmaps/*.json), "
+                "nothing else",
             )
     if len(set(paths)) != len(paths):
         return verdict.refuse("paths", "a path is given twice")

@@ -24,7 +24,7 @@ from app.ontology.conceptmaps import FOLDER as MAP_FOLDER
 from app.ontology.conceptmaps import map_folders_beside
 from app.ontology.deployments import find_deployments
 from app.ontology.loader import vocabulary_path
-from app.ontology.valuesets import FOLDER, HISTORY, folders_beside
+from app.ontology.valuesets import FOLDER, HISTORY, SUPPLEMENTS, folders_beside
 from app.tools.packaged import PackagedTools
 
 
@@ -38,7 +38,8 @@ class Material:
 
     def editable(self, path: str) -> bool:
         """Whether a change to this deployment may write ``path``: one of its own Turtle files,
-        or a value set (``valuesets/*.json``, an earlier expansion in ``valuesets/history``) or
+        or a value set (``valuesets/*.json``, an earlier expansion in ``valuesets/history``, a
+        supplement in ``valuesets/supplements``) or
         concept map (``conceptmaps/*.json``) beside one of them. Imported files are shared
         with other deployments and are not this deployment's to change."""
         if path in self.own:
@@ -47,7 +48,7 @@ class Material:
         folders = {
             str(PurePosixPath(own).parent / sub)
             for own in self.own
-            for sub in (FOLDER, f"{FOLDER}/{HISTORY}", MAP_FOLDER)
+            for sub in (FOLDER, f"{FOLDER}/{HISTORY}", f"{FOLDER}/{SUPPLEMENTS}", MAP_FOLDER)
         }
         return pure.suffix == ".json" and str(pure.parent) in {
             f.removeprefix("./") for f in folders
@@ -80,7 +81,8 @@ def release_material(deployment: Deployment) -> Material:
     for path in [*own, *imports]:
         files[_rel(path, root)] = path.read_text(encoding="utf-8")
     for folder in [*folders_beside([*own, *imports]), *map_folders_beside([*own, *imports])]:
-        for vs in sorted([*folder.glob("*.json"), *(folder / HISTORY).glob("*.json")]):
+        extra = [*(folder / HISTORY).glob("*.json"), *(folder / SUPPLEMENTS).glob("*.json")]
+        for vs in sorted([*folder.glob("*.json"), *extra]):
             files[_rel(vs, root)] = vs.read_text(encoding="utf-8")
     return Material(
         own=tuple(_rel(p, root) for p in own),

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from app.data_notes import DataNote
 from app.fhir.unread import system_name
-from app.ontology.model import Ontology
+from app.ontology.model import EarlierMember, Ontology
 from app.terminology.port import (
     COUNTING_EQUIVALENCES,
     TIMED_OUT,
@@ -82,14 +82,14 @@ class CodeClassifier:
     def _earlier(self, coding: str, tree: set[str], ref: str) -> list[str]:
         members = [m for m in self.o.earlier_members(coding) if m.class_iri in tree]
         for m in members:
-            self._earlier_note(coding, m.url, m.version, m.earlier_version, ref)
+            self._earlier_note(coding, m, ref)
         return [m.class_iri for m in members]
 
     def note_earlier(self, coding: str, url: str, ref: str) -> None:
         """Note that ``coding`` counted as a member of ``url`` through an earlier expansion."""
         for m in self.o.earlier_expansions(coding):
             if m.url == url:
-                self._earlier_note(coding, m.url, m.version, m.earlier_version, ref)
+                self._earlier_note(coding, m, ref)
                 return
 
     def note_tested(self, prop: str, coding: str, ref: str) -> None:
@@ -101,13 +101,27 @@ class CodeClassifier:
         tested = {str(c.value) for c in self.o.conditions_on(prop) if c.op == "inValueSet"}
         for m in earlier:
             if m.url in tested:
-                self._earlier_note(coding, m.url, m.version, m.earlier_version, ref)
+                self._earlier_note(coding, m, ref)
 
-    def _earlier_note(
-        self, coding: str, url: str, version: str | None, earlier: str, ref: str
-    ) -> None:
+    def _earlier_note(self, coding: str, m: EarlierMember, ref: str) -> None:
+        url, version, earlier = m.url, m.version, m.earlier_version
         system, _, code = coding.partition("|")
         current = f"version {version}" if version is not None else "the current expansion"
+        if m.derived is not None:
+            self._note(
+                DataNote(
+                    rule="value-set-supplement",
+                    field=f"{ref} code",
+                    received=coding,
+                    read_as=f"{url}|{earlier}",
+                    message=(
+                        f"{ref}: {system_name(system)} code {code} is not in {current} of the "
+                        f"value set {self.o.value_sets[url].name}; its supplement {earlier} lists "
+                        f"it ({m.derived}), so the record is read as a member"
+                    ),
+                )
+            )
+            return
         self._note(
             DataNote(
                 rule="earlier-expansion",

@@ -203,6 +203,9 @@ class ValueSetDef:
     codes: frozenset[str]
     source: str
     version: str | None = None
+    #: for a supplement (``valuesets/supplements``): how its codes derive from the value set's
+    #: own members (its ``description``), said in the note of a record it counts
+    derived: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -234,6 +237,8 @@ class EarlierMember:
     url: str
     version: str | None  # the current expansion's
     earlier_version: str
+    #: set when the code comes from a supplement, not an earlier expansion: how it derives
+    derived: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -405,6 +405,7 @@ class _Index:
                                 url=url,
                                 version=current.version,
                                 earlier_version=old.version,
+                                derived=old.derived,
                             )
                         )
         earlier_any: dict[str, list[EarlierMember]] = {}
@@ -419,6 +420,7 @@ class _Index:
                             url=url,
                             version=current.version,
                             earlier_version=old.version,
+                            derived=old.derived,
                         )
                     )
         mapped: dict[str, list[MappedCode]] = {}

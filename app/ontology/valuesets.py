@@ -13,7 +13,10 @@ code's version and display do not matter.
 **Earlier expansions.** A folder ``valuesets/history`` may hold earlier versions of those value
 sets (same canonical ``url``, another ``version``): a record coded with a code that only an
 earlier expansion lists still counts as a member, and the run says so in a data-quality note
-(real charts keep codes a value set has since dropped). ``load_value_sets`` returns them apart,
+(real charts keep codes a value set has since dropped). **Supplements** (``valuesets/supplements``,
+same canonical, a version of their own) count the same way: codes derived from the value set's
+members by the rule their ``description`` states (the branded products of its clinical drugs),
+noted as such. ``load_value_sets`` returns them apart,
 by canonical, and refuses one without a version, of a canonical no current file defines, or of
 the current version.
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -32,6 +36,9 @@ from app.ontology.errors import Problem, ProblemCode
 FOLDER = "valuesets"
 #: the subfolder of ``valuesets`` holding earlier expansions
 HISTORY = "history"
+#: the subfolder of ``valuesets`` holding supplements: codes derived from a value set's members
+#: by a stated rule (the branded products of its clinical drugs)
+SUPPLEMENTS = "supplements"
 
 
 def folders_beside(paths: Iterable[str | Path], name: str = FOLDER) -> list[Path]:
@@ -76,9 +83,13 @@ def load_value_sets_with_history(
                     )
                 )
     earlier: dict[str, list[ValueSetDef]] = {}
-    for folder in folders if history else []:
-        for path in sorted((folder / HISTORY).glob("*.json")):
+    for folder, sub in (
+        (f, s) for f in (folders if history else []) for s in (HISTORY, SUPPLEMENTS)
+    ):
+        for path in sorted((folder / sub).glob("*.json")):
             vs, problem = _read_once(path)
+            if vs is not None and sub == SUPPLEMENTS:
+                vs = _as_supplement(vs, path)
             if problem is None:
                 assert vs is not None
                 problem = _earlier_problem(vs, found.get(vs.url), earlier.get(vs.url, []))
@@ -88,6 +99,13 @@ def load_value_sets_with_history(
             assert vs is not None
             earlier.setdefault(vs.url, []).append(vs)
     return found, {url: tuple(v) for url, v in earlier.items()}, problems
+
+
+def _as_supplement(vs: ValueSetDef, path: Path) -> ValueSetDef:
+    """A supplement's codes, with how they derive (its ``description``) to say in a note."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    said = data.get("description") if isinstance(data, dict) else None
+    return replace(vs, derived=str(said) if said else "a supplement of the value set")
 
 
 def _earlier_problem(

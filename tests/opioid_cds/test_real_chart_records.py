@@ -151,3 +151,21 @@ def test_the_same_benzodiazepine_as_an_order_still_decides(client: TestClient) -
     run = body.json()["extension"]["dev.horismos.run"]
     assert "decision" in run, run
     assert [c["indicator"] for c in body.json()["cards"]] == ["warning"]
+
+
+# --- a branded product of a drug the guide lists ---------------------------------------------
+
+VICODIN_5 = ("1310202", "acetaminophen 300 MG / hydrocodone bitartrate 5 MG Oral Tablet [Vicodin]")
+
+
+@pytest.mark.parametrize("mode", ["prefetch", "fetch"])
+def test_a_branded_opioid_on_record_counts_towards_the_total(
+    mode: str, client: TestClient, fhir_server: FhirServer
+) -> None:
+    """Vicodin (an SBD) is the trade name of a clinical drug the guide's opioid list names: four
+    tablets a day (20 MME) with the draft's 30 MME reach 50, where Vicodin counted for nothing."""
+    stored = order("stored-vicodin", P, VICODIN_5, authored=ago(10), frequency=4)
+    example = case("branded-opioid", "opioidcds-04-05", "order-sign", ADULT, drafts=[draft()],
+                   stored=[stored], expected=["warning"])  # fmt: skip
+    [card] = run_case(client, fhir_server, example, mode)
+    assert card["summary"].startswith("Calibrate or taper: 50 MME/day"), card["summary"]

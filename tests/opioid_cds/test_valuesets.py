@@ -103,3 +103,33 @@ def test_an_earlier_expansion_keeps_the_opioid_use_disorder_codes_the_current_on
     [older] = history[current["url"]]
     assert older.version == "2022.1.0"
     assert {tuple(code.split("|", 1)) for code in older.codes} >= RETIRED_OUD
+
+
+def test_the_branded_products_supplement_is_what_the_script_derives() -> None:
+    """The supplement adds only branded products (SBD) of clinical drugs the guide's list names,
+    each derived by RxNorm's naming; the committed file is the script's output."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location(
+        "branded_products", root / "scripts" / "branded_products.py"
+    )
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    folder = root / "ontologies" / "opioid-cds" / "valuesets"
+    name = "opioid-analgesics-with-ambulatory-misuse-potential"
+    valueset = json.loads((folder / f"{name}.json").read_text(encoding="utf-8"))
+    drugs = json.loads(
+        (root / "toolkits" / "opioid_cds" / "data" / "opioid-drugs.json").read_text(
+            encoding="utf-8"
+        )
+    )
+    committed = json.loads(
+        (folder / "supplements" / f"{name}-brands.json").read_text(encoding="utf-8")
+    )
+    assert committed == script.branded(valueset, drugs)
+    members = {c["code"] for c in valueset["expansion"]["contains"]}
+    added = committed["expansion"]["contains"]
+    assert added and all(c["code"] not in members and c["display"].endswith("]") for c in added)
+    assert "1310202" in {c["code"] for c in added}  # Vicodin 5/300
