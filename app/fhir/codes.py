@@ -104,34 +104,25 @@ class CodeClassifier:
                 self._earlier_note(coding, m, ref)
 
     def _earlier_note(self, coding: str, m: EarlierMember, ref: str) -> None:
+        """A note that ``coding`` counted as a member of ``m.url`` through an earlier
+        expansion, or through a supplement (then saying how the code derives)."""
         url, version, earlier = m.url, m.version, m.earlier_version
         system, _, code = coding.partition("|")
         current = f"version {version}" if version is not None else "the current expansion"
         if m.derived is not None:
-            self._note(
-                DataNote(
-                    rule="value-set-supplement",
-                    field=f"{ref} code",
-                    received=coding,
-                    read_as=f"{url}|{earlier}",
-                    message=(
-                        f"{ref}: {system_name(system)} code {code} is not in {current} of the "
-                        f"value set {self.o.value_sets[url].name}; its supplement {earlier} lists "
-                        f"it ({m.derived}), so the record is read as a member"
-                    ),
-                )
-            )
-            return
+            rule, lists = "value-set-supplement", f"its supplement {earlier} lists it ({m.derived})"
+        else:
+            rule, lists = "earlier-expansion", f"its earlier version {earlier} lists it"
         self._note(
             DataNote(
-                rule="earlier-expansion",
+                rule=rule,
                 field=f"{ref} code",
                 received=coding,
                 read_as=f"{url}|{earlier}",
                 message=(
                     f"{ref}: {system_name(system)} code {code} is not in {current} of the "
-                    f"value set {self.o.value_sets[url].name}; its earlier version {earlier} "
-                    "lists it, so the record is read as a member"
+                    f"value set {self.o.value_sets[url].name}; {lists}, so the record is read "
+                    "as a member"
                 ),
             )
         )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,6 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.main import create_app
-from app.settings import Settings
 from tests.support.depth import examples
 from tests.support.opioid_cases import (
     HYDROCODONE_10,
@@ -51,14 +48,6 @@ SERVICES = {
         order("stored-oxy", P, OXYCODONE_IR_5, authored=ago(10), frequency=3, supply_days=30)
     ],
 }
-
-
-@pytest.fixture(scope="module")
-def client(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    path = tmp_path_factory.mktemp("irrelevant") / "horismos.db"
-    path.write_bytes(sqlite_template.read_bytes())
-    with TestClient(create_app(Settings(database_url=f"sqlite:///{path}"))) as app_client:
-        yield app_client
 
 
 def _decision(client: TestClient, service: str, stored: list[dict[str, Any]]) -> str:
