@@ -36,6 +36,7 @@ P = "p08-charts"
 ADULT = patient(P)
 ALCOHOLISM = "7200002"  # SNOMED CT, in the guide's "conditions documenting substance misuse"
 ANKLE_SPRAIN = "44465007"  # SNOMED CT: no value set of the guide lists it
+DRUG_OVERDOSE = "55680006"  # SNOMED CT: Drug overdose
 
 
 def synthea(resource: dict[str, Any]) -> dict[str, Any]:
@@ -59,6 +60,10 @@ CASES = [
     case("unrelated-condition-without-a-category", S, "order-sign", ADULT, drafts=[draft()],
          stored=[synthea(condition("c-ankle", P, ANKLE_SPRAIN))]),
     case("no-condition", S, "order-sign", ADULT, drafts=[draft()]),
+    # a history of overdose (CDC 2022, recommendation 8), as Synthea writes it: a risk factor
+    case("overdose-on-record-without-a-category", S, "order-sign", ADULT, drafts=[draft()],
+         stored=[synthea(condition("c-overdose", P, DRUG_OVERDOSE, status="resolved"))],
+         expected=["warning"]),
     # a risk factor on record and an unrelated condition without a category: the recommendation
     # applies, decided (the sprain can change none of the exclusions: cancer, sickle cell, end
     # of life, counted record by record)
@@ -79,6 +84,9 @@ def test_recommendation_8_on_synthea_conditions(
     if example.name == "benzodiazepine-and-unrelated-condition-without-a-category":
         [card] = cards
         assert card["summary"].startswith("Offer naloxone"), card["summary"]
+    if example.name == "overdose-on-record-without-a-category":
+        [card] = cards
+        assert "with an overdose on record" in card["detail"], card["detail"]
     if example.name == "substance-misuse-without-a-category":
         [card] = cards
         assert "not" in card["summary"].lower(), card["summary"]

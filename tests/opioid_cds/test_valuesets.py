@@ -4,6 +4,7 @@ own), each listing its member codes."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,8 @@ from app.ontology.valuesets import load_value_sets, load_value_sets_with_history
 
 FOLDER = Path(__file__).resolve().parents[2] / "ontologies" / "opioid-cds" / "valuesets"
 CANONICAL_BASE = "http://fhir.org/guides/cdc/opioid-cds/ValueSet/"
-#: value sets Horismos adds beside the guide's (what a coded urine screen result means)
+#: value sets Horismos adds beside the guide's (what a coded urine screen result means, a history
+#: of overdose)
 OWN_BASE = "https://horismos.dev/opioid-cds/ValueSet/"
 FILES = sorted(FOLDER.glob("*.json"))
 
@@ -41,7 +43,7 @@ def members(resource: dict[str, Any]) -> set[tuple[str, str]]:
 
 def test_the_folder_holds_every_value_set_the_guide_logic_names() -> None:
     guide = [f for f in FILES if _base(json.loads(f.read_text(encoding="utf-8"))) == CANONICAL_BASE]
-    assert len(guide) == 58 and len(FILES) == 60
+    assert len(guide) == 58 and len(FILES) == 61
     urls = [json.loads(f.read_text(encoding="utf-8"))["url"] for f in FILES]
     assert len(set(urls)) == len(urls), "two files claim one canonical"
 
@@ -108,7 +110,6 @@ def test_an_earlier_expansion_keeps_the_opioid_use_disorder_codes_the_current_on
 def test_the_branded_products_supplement_is_what_the_script_derives() -> None:
     """The supplement adds only branded products (SBD) of clinical drugs the guide's list names,
     each derived by RxNorm's naming; the committed file is the script's output."""
-    import importlib.util
 
     root = Path(__file__).resolve().parents[2]
     spec = importlib.util.spec_from_file_location(
@@ -133,3 +134,20 @@ def test_the_branded_products_supplement_is_what_the_script_derives() -> None:
     added = committed["expansion"]["contains"]
     assert added and all(c["code"] not in members and c["display"].endswith("]") for c in added)
     assert "1310202" in {c["code"] for c in added}  # Vicodin 5/300
+
+
+def test_the_overdose_history_value_set_is_what_the_script_derives() -> None:
+    """The guide's opioid poisonings and Synthea's Drug overdose, nothing else."""
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location(
+        "overdose_history", root / "scripts" / "overdose_history.py"
+    )
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    misuse = json.loads((FOLDER / "opioid-misuse-disorders.json").read_text(encoding="utf-8"))
+    committed = json.loads((FOLDER / "overdose-history.json").read_text(encoding="utf-8"))
+    assert committed == script.overdose_history(misuse)
+    codes = {c["code"] for c in committed["expansion"]["contains"]}
+    assert "55680006" in codes and "13187008" in codes  # drug overdose; heroin poisoning
+    assert codes - {"55680006"} <= {c["code"] for c in misuse["expansion"]["contains"]}
