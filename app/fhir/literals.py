@@ -277,8 +277,15 @@ class LiteralReading:
                         self._problem("unit", prop, raw.get("value"), src, str(exc), said)
                         return None
             comparator = raw.get("comparator")
+            bounded_by_context = False
+            if comparator is None and m.upper_bound_when is not None:
+                # what was measured bounds the quantity the rules are about from above
+                bounded_by_context = evaluate(r, m.upper_bound_when) == [True]
+                comparator = "<=" if bounded_by_context else None
             if comparator in COMPARATORS:
-                return self._bounded(prop, src, raw, str(comparator), value, unit)
+                return self._bounded(
+                    prop, src, raw, str(comparator), value, unit, in_context=bounded_by_context
+                )
         elif isinstance(raw, float):
             value = Decimal(repr(raw))
         if prop.range == XSD + "integer" and isinstance(value, Decimal):
@@ -293,9 +300,13 @@ class LiteralReading:
         comparator: str,
         bound: Decimal,
         unit: str | None,
+        *,
+        in_context: bool = False,
     ) -> tuple[Any, str | None] | None:
-        """A reading given as a bound (``<30``): read as one value inside it when every
-        condition on the property answers alike for the whole interval, else refused."""
+        """A reading given as a bound (``<30``), or one its context makes a bound
+        (``in_context``: the mapping's ``horis:upperBoundWhen`` holds): read as one value inside
+        it when every condition on the property answers alike for the whole interval, else
+        refused."""
         written = f"{comparator}{raw.get('value')}" + (
             f" {raw.get('unit') or raw.get('code')}" if raw.get("unit") or raw.get("code") else ""
         )
@@ -305,7 +316,12 @@ class LiteralReading:
             shown = f"{comparator}{raw.get('value')}" + (
                 f" {unit_display(str(shown_unit))}" if shown_unit else ""
             )
-            why = f"it was reported as {shown!r}, a bound, and the rules' thresholds lie within it"
+            how = (
+                f"it was taken where it is only an upper bound ({shown})"
+                if in_context
+                else f"it was reported as {shown!r}, a bound"
+            )
+            why = f"{how}, and the rules' thresholds lie within it"
             self._problem("range", prop, raw.get("value"), src, why)
             return None
         self.out.notes.append(

@@ -395,6 +395,7 @@ class Compiler(FlowCompiler, ToolCompiler):
             value_sets=self.value_set_refs(node, H("inValueSet")),
             via=self._via(node),
             missing_excludes=self.strings(node, H("missingExcludes")),
+            upper_bound_when=self.string(node, H("upperBoundWhen")),
         )
 
     def _via(self, node: Node) -> str | None:

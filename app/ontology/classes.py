@@ -79,6 +79,9 @@ class FhirMapping:
     #: horis:missingExcludes "category": elements ``where`` reads whose absence means the record
     #: is not one this mapping reads (else a record missing one is *unread*, not left out)
     missing_excludes: tuple[str, ...] = ()
+    #: horis:upperBoundWhen: a FHIRPath boolean; where true, the value read is an upper bound
+    #: of the quantity (read as ``<=`` the value)
+    upper_bound_when: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -219,11 +219,13 @@ def test_a_subject_written_as_the_bundles_urn_uuid_is_the_patient(client: TestCl
 # --- 9. context triage must not ignore ---------------------------------------------------------
 
 
-def _triage_with_spo2(pid: str, oxygen: tuple[str, float] | None) -> dict[str, Any]:
-    """Unremarkable vital signs and an SpO2 of 95 % as US Core's pulse oximetry profile writes
-    it, with the inhaled oxygen (LOINC code, value) as its component when given."""
+def _triage_with_spo2(
+    pid: str, oxygen: tuple[str, float] | None, saturation: float = 95
+) -> dict[str, Any]:
+    """Unremarkable vital signs and an SpO2 as US Core's pulse oximetry profile writes it, with
+    the inhaled oxygen (LOINC code, value) as its component when given."""
     vitals = fx.vital_signs(pid, skip={"59408-5"})
-    spo2 = fx.observation(pid, "59408-5", 95, "%")
+    spo2 = fx.observation(pid, "59408-5", saturation, "%")
     spo2["code"]["coding"].append({"system": LOINC, "code": "2708-6"})
     if oxygen is not None:
         code, value = oxygen
@@ -238,19 +240,21 @@ def _triage_with_spo2(pid: str, oxygen: tuple[str, float] | None) -> dict[str, A
 
 
 @pytest.mark.parametrize(
-    ("oxygen", "acuity"),
+    ("oxygen", "spo2", "acuity"),
     [
-        (("3151-8", 6), "Urgent"),  # 95 % on 6 L/min: not a reassuring saturation
-        (("3150-0", 40), "Urgent"),  # 95 % breathing 40 % oxygen
-        (("3151-8", 0), "NonUrgent"),  # measured on air, and said so
-        (None, "NonUrgent"),  # the complete twin: nothing says oxygen, on air
+        # 95 % on 6 L/min: the saturation on air could be below 90: not decided, and said so
+        (("3151-8", 6), 95, "undecided: spo2=refused"),
+        (("3150-0", 40), 95, "undecided: spo2=refused"),  # breathing 40 % oxygen
+        (("3151-8", 6), 85, "Immediate"),  # below 90 even on oxygen: below 90 on air too
+        (("3151-8", 0), 95, "NonUrgent"),  # measured on air, and said so
+        (None, 95, "NonUrgent"),  # the complete twin: nothing says oxygen, on air
     ],
 )
 def test_an_spo2_measured_on_supplemental_oxygen_is_not_reassuring(
-    client: TestClient, oxygen: tuple[str, float] | None, acuity: str
+    client: TestClient, oxygen: tuple[str, float] | None, spo2: float, acuity: str
 ) -> None:
     pid = fx.new_id()
-    assert _answer(_run(client, TRIAGE, _triage_with_spo2(pid, oxygen))) == acuity
+    assert _answer(_run(client, TRIAGE, _triage_with_spo2(pid, oxygen, spo2))) == acuity
 
 
 # --- 3. real codes outside the lists: a temperature taken at one site ---------------------------
