@@ -183,9 +183,8 @@ def shared_ids(
                 )
             )
             continue
-        newer, older = ((key, where, index, resource), current) if order > 0 else (current, None)
-        if older is None:
-            older = (key, where, index, resource)
+        this = (key, where, index, resource)
+        newer, older = (this, current) if order > 0 else (current, this)
         kept[ref] = newer
         if older[2] is not None:
             dropped.setdefault(older[0], set()).add(older[2])

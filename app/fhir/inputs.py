@@ -24,6 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from app.fhir.records import refers_to
 from app.ontology.model import (
     FhirMapping,
     Ontology,
@@ -131,6 +132,8 @@ class InputRecorder:
         self._truncated = truncated
         self._errors = errors or {}
         self._invalid = invalid or {}
+        #: (key, type searched) -> the records of another type it answered, found once per call
+        self._others: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
 
     def read(self, prop: PropertyDef) -> None:
         self.status.read(prop.iri)
@@ -190,6 +193,13 @@ class InputRecorder:
         type (a MedicationStatement among the MedicationRequests of a medications search): a
         match the service cannot read, never an included resource (``search.mode`` include,
         or one another entry refers to) nor the server's OperationOutcome."""
+        known = self._others.get((key, resource_type))
+        if known is not None:
+            return known
+        found = self._others[(key, resource_type)] = self._find_others(key, resource_type)
+        return found
+
+    def _find_others(self, key: str, resource_type: str) -> list[Mapping[str, Any]]:
         value = self._data.get(key)
         if not isinstance(value, Mapping) or value.get("resourceType") != "Bundle":
             return []
@@ -207,10 +217,7 @@ class InputRecorder:
             rtype = r.get("resourceType")
             if rtype in (resource_type, "OperationOutcome") or mode in ("include", "outcome"):
                 continue
-            if any(
-                ref == f"{rtype}/{r.get('id')}" or ref.endswith(f"/{rtype}/{r.get('id')}")
-                for ref in referenced
-            ):
+            if any(refers_to(ref, f"{rtype}/{r.get('id')}") for ref in referenced):
                 continue
             out.append(r)
         return out

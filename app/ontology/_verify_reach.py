@@ -56,16 +56,12 @@ class ReachChecker(TypeChecker):
             if c.op == "isAssigned" and c.value is False:
                 for prop in c.path:
                     readers.setdefault(prop, []).append(c.node or "")
-        for prop, nodes in readers.items():
-            p = self.o.properties.get(prop)
-            if p is None or not p.from_fhir or p.absent_means is not None:
-                continue
-            who = ", ".join(sorted({local_name(n.split(" ", 1)[0]) for n in nodes if n}))
+        for p, who in self._undeclared(readers, None):
             self.add(
                 "absent-means",
                 p.iri,
                 f"the absence of {p.name} is read (horis:isAssigned false) by "
-                f"{who or 'a condition'}, so what no value means must be declared: "
+                f"{who}, so what no value means must be declared: "
                 "horis:absentMeans horis:Unknown (a measurement: undecided while the input is "
                 "incomplete) or horis:None (a record list: an answered search without a match "
                 "means none)",
@@ -87,22 +83,33 @@ class ReachChecker(TypeChecker):
         for c in conditions:
             if c.op in _CODE_TESTS:
                 readers.setdefault(c.path[-1], []).append(c.node or "")
-        for prop, nodes in readers.items():
-            p = self.o.properties.get(prop)
-            if p is None or not p.from_fhir or p.absent_means is not None:
-                continue
-            if p.domain not in records:
-                continue
-            who = ", ".join(sorted({local_name(n.split(" ", 1)[0]) for n in nodes if n}))
+        for p, who in self._undeclared(readers, records):
             self.add(
                 "absent-means",
                 p.iri,
-                f"{p.name} is a record's element that {who or 'a condition'} tests for a code, "
+                f"{p.name} is a record's element that {who} tests for a code, "
                 "so a record without it would drop out unseen: declare what its absence means, "
                 "horis:absentMeans horis:Unread (the record is unread and a decision it could "
                 "change waits) or horis:None (a record that does not carry it has none)",
                 "horis:absentMeans",
             )
+
+    def _undeclared(
+        self, readers: dict[str, list[str]], domains: set[str] | None
+    ) -> list[tuple[PropertyDef, str]]:
+        """The FHIR-mapped properties among ``readers`` (property → the nodes that read it),
+        of one of ``domains`` when given, that do not declare what absence means, each with
+        who reads it."""
+        out: list[tuple[PropertyDef, str]] = []
+        for prop, nodes in readers.items():
+            p = self.o.properties.get(prop)
+            if p is None or not p.from_fhir or p.absent_means is not None:
+                continue
+            if domains is not None and p.domain not in domains:
+                continue
+            who = ", ".join(sorted({local_name(n.split(" ", 1)[0]) for n in nodes if n}))
+            out.append((p, who or "a condition"))
+        return out
 
     def _classes(self, p: PropertyDef, tested: set[str], about: set[str]) -> None:
         for cls in self._produced(p):

@@ -206,10 +206,14 @@ class _Check:
         named = self.records.get(q)
         return named is None or s == self.focus or s in named
 
+    def is_input(self, q: str) -> bool:
+        """Whether ``q`` is read from the data itself (nothing derives it)."""
+        return self.deps.of(q) == frozenset((q,))
+
     def touched_on(self, s: str, path: tuple[str, ...]) -> list[str]:
         """``touched(path)``, where a path of one input read on ``s`` itself is judged on
         ``s``'s own record."""
-        if len(path) == 1 and self.deps.of(path[0]) == frozenset(path):
+        if len(path) == 1 and self.is_input(path[0]):
             return [path[0]] if self.incomplete_on(s, path[0]) else []
         return self.touched(path)
 
@@ -218,7 +222,7 @@ class _Check:
         read, the inputs read on ``s``'s own record judged on it."""
         out: list[str] = []
         for q in sorted(self.deps.path(self.deps.by_tool[p]) & self.incomplete):
-            if self.deps.of(q) == frozenset((q,)) and not self.incomplete_on(s, q):
+            if self.is_input(q) and not self.incomplete_on(s, q):
                 continue
             out.append(q)
         return out
@@ -357,7 +361,7 @@ class _Check:
         by everything it reads."""
         if p in self.deps.by_tool:
             return self.tool_open(s, p)
-        if self.deps.of(p) == frozenset((p,)):
+        if self.is_input(p):
             return [p] if self.incomplete_on(s, p) else []
         return self.touched((p,))
 
@@ -409,8 +413,9 @@ class _Check:
 
     def could_become(self, s: str, path: tuple[str, ...], concerns: str) -> list[Blocker]:
         """The incomplete inputs through which ``path`` on ``s`` could gain a value: the
-        property's own input, and the inputs of each rule deriving it that is not ruled out.
-        A longer path is judged by everything it reads."""
+        property's own input (on ``s``'s own record), the inputs of a tool asserting it, and the
+        inputs of each rule deriving it that is not ruled out. A longer path is walked record
+        by record (``through``)."""
         if len(path) > 1:
             return self.through(s, path, concerns)
         p = path[0]
