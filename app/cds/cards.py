@@ -25,7 +25,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, tzinfo
 from typing import Any
 
-from app.cds.leniency import UnreadOrder
+from app.cds.card_parts import (
+    CARD_EXTENSION,
+    RUN_LINK_LABEL,
+    SUMMARY_LIMIT,
+    about,
+    override_reasons,
+    source,
+)
 from app.cds.suggestions import alternative_actions, alternative_for, drug_codes, order_name
 from app.clinical_text import deciding_facts, proof_rules
 from app.ontology import card_text
@@ -44,9 +51,7 @@ from app.runtime.documents import Undecided
 from app.world.facts import Violation
 from app.world.world import World
 
-SUMMARY_LIMIT = card_text.SUMMARY_MAX_LENGTH
 DETAIL_LIMIT = 8000
-RUN_LINK_LABEL = "Decision record: proof and trace"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,6 +76,8 @@ class RunView:
     zone: tzinfo = UTC
     #: the run's proof of the decided property (``Outcome.proof``), reused rather than rebuilt
     proof: Mapping[str, Any] | None = None
+    #: ``Type/id`` of the draft orders the hook's context carries
+    drafts: frozenset[str] = frozenset()
 
 
 class ProofCache:
@@ -295,7 +302,10 @@ def _suggestions(
         action = cited_action(decl.action_type, decl.description or label, ref, run.resources)
         if action is None:
             continue
-        shown = label if decl.cites is None else f"{label} ({ref})"
+        # a button names the order by its drug, as the prescriber wrote it, never by its id
+        order = run.resources.get(ref)
+        named = order_name(order) if order is not None else None
+        shown = label if decl.cites is None or len(refs) == 1 else f"{label} ({named or ref})"
         out.append({"label": shown, "uuid": str(uuid.uuid4()), "actions": [action]})
     return out
 
@@ -412,66 +422,6 @@ def _texts(
     return lookup, holds
 
 
-def _source(service: CdsServiceDef) -> dict[str, Any]:
-    """The card's ``source``: the service's title, its deployment's documentation page and the
-    coded topic where the deployment declares them (the versions are in the response's
-    ``dev.horismos.run`` extension and the run record)."""
-    source: dict[str, Any] = {"label": service.title or service.id}
-    if service.documentation is not None:
-        source["url"] = service.documentation
-    if service.topic is not None:
-        system, code, display = service.topic
-        source["topic"] = {"system": system, "code": code, "display": display}
-    return source
-
-
-def unread_order_cards(
-    *,
-    ontology: Ontology,
-    service: CdsServiceDef,
-    unread: Sequence[UnreadOrder],
-    run_url: str,
-) -> list[dict[str, Any]]:
-    """One warning card per draft order that could not be read: it was not checked, and an
-    answer without a card for it would read as "all clear"."""
-    cards: list[dict[str, Any]] = []
-    for order in unread:
-        name = order.name if order.name != order.reference else "A draft order"
-        summary = card_text.shorten(
-            f"{name} not checked: the draft order could not be read", SUMMARY_LIMIT
-        )
-        detail = (
-            f"{name} ({order.reference}) was not checked by {service.title}: the draft order "
-            f"could not be read: {order.reason}. Complete the order and sign it again to have "
-            "it checked."
-        )
-        cards.append(
-            {
-                "uuid": str(uuid.uuid4()),
-                "summary": summary,
-                "indicator": "warning",
-                "detail": card_text.markdown_escape(detail),
-                "source": _source(service),
-                "links": [{"label": RUN_LINK_LABEL, "url": run_url, "type": "absolute"}],
-            }
-        )
-        reasons = override_reasons(ontology, service.override_reasons)
-        if reasons:  # a warning card, like every other: the prescriber may say why not
-            cards[-1]["overrideReasons"] = reasons
-    return cards
-
-
-def override_reasons(ontology: Ontology, reasons: Sequence[str]) -> list[dict[str, str]]:
-    """The CDS Hooks ``overrideReasons`` (Codings) of the override-reason individuals given
-    (the loader made sure each has one ``system|code`` and a label)."""
-    out: list[dict[str, str]] = []
-    for iri in reasons:
-        reason = ontology.individuals[iri]
-        system, _, code = reason.codes[0].rpartition("|")
-        out.append({"system": system, "code": code, "display": reason.label or code})
-    return out
-
-
 def build_cards(
     *,
     ontology: Ontology,
@@ -543,7 +493,7 @@ def declared_cards(
                 "detail": detail
                 if len(detail) <= DETAIL_LIMIT
                 else detail[: DETAIL_LIMIT - 1] + "…",
-                "source": _source(service),
+                "source": source(service),
                 "links": [{"label": RUN_LINK_LABEL, "url": run_url, "type": "absolute"}],
             }
             suggestions = [
@@ -564,8 +514,28 @@ def declared_cards(
             reasons = override_reasons(ontology, service.reasons_for(decl))
             if reasons:
                 card["overrideReasons"] = reasons
+            orders = _orders_of(decl, world, workflow, run, instance)
+            line = _fill(decl.line, lookup=lookup, holds=holds) if decl.line else None
+            if orders or line:
+                card["extension"] = {CARD_EXTENSION: about(orders, line)}
             cards.append((decl, card))
     return cards
+
+
+def _orders_of(
+    decl: CardDecl, world: World, workflow: WorkflowDef, run: RunView, instance: str | None
+) -> list[str]:
+    """``Type/id`` of the draft orders a card is about: its own instance's (a ``horis:forEach``
+    card), else those its suggestions cite."""
+    refs: dict[str, None] = {}
+    found = world.instance(instance) if instance is not None else None
+    if found is not None and found.source is not None:
+        refs[found.source.reference] = None
+    else:
+        for s in decl.suggestions:
+            if s.cites is not None:
+                refs.update(dict.fromkeys(cited_resources(world, workflow, run.focus_id, s.cites)))
+    return [ref for ref in refs if ref in run.drafts]
 
 
 def build_system_actions(

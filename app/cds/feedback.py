@@ -10,7 +10,7 @@ committed; the commit adapter uses this to reconcile the effect of an accepted s
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -104,12 +104,13 @@ def _shown(card_uuid: str) -> str:
 
 
 def _issued(
-    session: Any, service_id: str, items: list[FeedbackItem]
+    session: Any, service_id: str, items: list[FeedbackItem], issuers: Sequence[str]
 ) -> dict[str, tuple[feedback_store.IssuedCardInfo, dict[str, Any] | None]]:
-    """``{card uuid: (what it was issued against, card)}`` for every item, looked up by key;
+    """``{card uuid: (what it was issued against, card)}`` for every item, looked up by key
+    among the cards of ``issuers`` (the service, or the services a combined service combines);
     refuses the request (400 naming each item, nothing stored) when it names a card the
     service never issued."""
-    runs = feedback_store.issued_cards(session, service_id, [item.card for item in items])
+    runs = feedback_store.issued_cards(session, issuers, [item.card for item in items])
     unknown = [
         Issue(
             code="not-found",
@@ -124,6 +125,17 @@ def _issued(
         raise RequestInvalid(issues=unknown[:_MAX_ISSUES])
     responses = feedback_store.run_responses(session, [i.run_id for i in runs.values()])
     return {uuid: (i, _card_of(responses.get(i.run_id), uuid)) for uuid, i in runs.items()}
+
+
+def _add(session: Any, rows: list[feedback_store.FeedbackRow], issuers: list[str]) -> list[bool]:
+    """Store ``rows``, each under the service that issued its card; per row, whether it was
+    new."""
+    created: dict[int, bool] = {}
+    for issuer in dict.fromkeys(issuers):
+        mine = [i for i, s in enumerate(issuers) if s == issuer]
+        news = feedback_store.add_feedbacks(session, issuer, [rows[i] for i in mine])
+        created.update(zip(mine, news, strict=True))
+    return [created[i] for i in range(len(rows))]
 
 
 def reason_code(item: FeedbackItem) -> str | None:
@@ -143,9 +155,12 @@ def store_feedback(
     service_id: str,
     body: Any,
     listeners: list[FeedbackListener],
+    members: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """Store feedback on cards ``service_id`` returned; ``services`` are the service ids the
-    deployments declare (feedback on a deployment not served now is still stored)."""
+    deployments declare (feedback on a deployment not served now is still stored);
+    ``members``: each combined service's services, whose cards its cards are (feedback on a
+    combined card is stored against the service that issued its lead card)."""
     if service_id not in services:
         raise ServiceNotFound.one("not-found", f"no CDS service {service_id!r} is declared", "id")
     items = parse_feedback(body).feedback
@@ -153,7 +168,8 @@ def store_feedback(
     stamps = [_timestamp(item, i) for i, item in enumerate(items)]
     try:
         with session_scope(engine) as session:
-            issued = _issued(session, service_id, items)
+            issuers = (members or {}).get(service_id, (service_id,))
+            issued = _issued(session, service_id, items, issuers)
             rows = [
                 feedback_store.FeedbackRow(
                     card_uuid=item.card,
@@ -169,10 +185,10 @@ def store_feedback(
                 )
                 for item, stamp in zip(items, stamps, strict=True)
             ]
-            created = feedback_store.add_feedbacks(session, service_id, rows)
+            created = _add(session, rows, [issued[i.card][0].service_id for i in items])
         fresh = [
             StoredFeedback(
-                service_id=service_id,
+                service_id=issued[item.card][0].service_id,
                 run_id=issued[item.card][0].run_id,
                 card_uuid=item.card,
                 outcome=item.outcome,

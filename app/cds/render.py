@@ -16,12 +16,12 @@ from typing import Any
 
 from app.cds.accept import HookCall
 from app.cds.ahead import EXTENSION_KEY
+from app.cds.card_parts import unread_order_cards
 from app.cds.cards import (
     ProofCache,
     RunView,
     build_system_actions,
     declared_cards,
-    unread_order_cards,
 )
 from app.cds.errors import RunFailed
 from app.cds.issued import card_issues, rule_names
@@ -74,6 +74,7 @@ def render(
         resources=by_reference([*resources, *context_resources(req.context)]),
         zone=zone,
         proof=outcome.proof,
+        drafts=frozenset(by_reference(context_resources(req.context))),
     )
     proofs = ProofCache(world, focus_id, workflow.decides, outcome.proof)
     # while a drug is being chosen (order-select), an order that names none yet has nothing to

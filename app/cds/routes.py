@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app import json_input
 from app.cds.auth import called_url
-from app.cds.discovery import discovery
+from app.cds.discovery import discovery, individual_discovery
 from app.cds.errors import PayloadTooLarge, RequestInvalid, UnsupportedMediaType
 from app.cds.feedback import FeedbackListener, store_feedback
 from app.cds.schemas import (
@@ -91,6 +91,25 @@ def get_services(deployments: DeploymentsDep) -> dict[str, Any]:
     return discovery(deployments)
 
 
+@router.get(
+    "/individual/cds-services",
+    summary="CDS Hooks discovery: every service on its own, none combined",
+    response_model=Discovery,
+    response_model_exclude_none=True,
+)
+def get_individual_services(deployments: DeploymentsDep) -> dict[str, Any]:
+    return individual_discovery(deployments)
+
+
+@router.post(
+    "/individual/cds-services/{service_id}",
+    summary="Call a CDS service listed by the individual discovery document",
+    openapi_extra=HOOK_REQUEST_BODY,
+    responses={
+        200: {"model": CdsResponse, "description": "Cards, and the run that produced them"},
+        **error_responses(400, 401, 404, 409, 412, 413, 415, 500, 503),
+    },
+)
 @router.post(
     "/cds-services/{service_id}",
     summary="Call a CDS service (CDS Hooks 2.0 hook request)",
@@ -119,6 +138,15 @@ async def call_service(service_id: str, request: Request) -> JSONResponse:
 
 
 @router.post(
+    "/individual/cds-services/{service_id}/feedback",
+    summary="Feedback on cards a service listed by the individual discovery document returned",
+    openapi_extra=FEEDBACK_REQUEST_BODY,
+    responses={
+        200: {"model": FeedbackResult, "description": "Stored; duplicates are counted, not errors"},
+        **error_responses(400, 401, 404, 413, 415, 503),
+    },
+)
+@router.post(
     "/cds-services/{service_id}/feedback",
     summary="Feedback on cards a service returned (accepted or overridden)",
     openapi_extra=FEEDBACK_REQUEST_BODY,
@@ -141,6 +169,7 @@ async def post_feedback(
             service_id=service_id,
             body=body,
             listeners=parts.feedback_listeners,
+            members={c.id: c.members for c, _d in deployments.combined()},
         )
     )
     return JSONResponse(result)

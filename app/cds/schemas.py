@@ -67,20 +67,16 @@ class Card(_Open):
     suggestions: list[Suggestion] | None = None
     selectionBehavior: Literal["at-most-one", "any"] | None = None
     links: list[Link] | None = None
-
-
-class RunExtension(_Open):
-    runId: str
-    workflow: str
-    version: str
-    terminal: str | None
-    decision: dict[str, Any] | None = None
+    #: ``dev.horismos.card``: the draft orders the card is about, its short line
+    extension: dict[str, Any] | None = None
 
 
 class CdsResponse(_Open):
     cards: list[Card]
     systemActions: list[Action] | None = None
-    extension: dict[str, RunExtension] | None = None
+    #: ``dev.horismos.run`` (a RunExtension) from a service, ``dev.horismos.runs`` (one per
+    #: service it combines) from a combined service
+    extension: dict[str, Any] | None = None
 
 
 class OperationOutcomeIssue(_Open):

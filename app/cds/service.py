@@ -49,7 +49,14 @@ from app.cds.ahead import input_key, order_sign_services, reuse, sign_request
 from app.cds.assemble import Assembled, CallInput, assemble_input
 from app.cds.auth import ClientAuthenticator
 from app.cds.claim import ClaimFirstTools, ClaimLost, RunClaim, claim_first_bridge
-from app.cds.errors import CdsError, HookDeadlinePassed, RunFailed, StoreUnavailable
+from app.cds.combined import combine, combined_prefetch, combined_service, member_body
+from app.cds.errors import (
+    CdsError,
+    HookDeadlinePassed,
+    RequestInvalid,
+    RunFailed,
+    StoreUnavailable,
+)
 from app.cds.leases import LeaseKeeper
 from app.cds.prefetch import Gathered, gather
 from app.cds.record import record_failed, run_record, store_run
@@ -139,9 +146,9 @@ class HookService:
         the run carries on in its thread and stores its answer for a retry)."""
         deadline = self.deps.deadline
         if deadline is None:
-            return await self._on_active(service_id, body, authorization, audience, base_url)
+            return await self._answer(service_id, body, authorization, audience, base_url)
         with anyio.move_on_after(deadline) as scope:
-            return await self._on_active(service_id, body, authorization, audience, base_url)
+            return await self._answer(service_id, body, authorization, audience, base_url)
         assert scope.cancelled_caught
         log.warning("a call to %s passed its %g s deadline", service_id, deadline)
         raise HookDeadlinePassed.one(
@@ -150,7 +157,7 @@ class HookService:
             "carries on and is recorded: send the same hookInstance again to get its answer",
         )
 
-    async def _on_active(
+    async def _answer(
         self,
         service_id: str,
         body: Any,
@@ -158,12 +165,58 @@ class HookService:
         audience: str,
         base_url: str,
     ) -> dict[str, Any]:
+        """The answer of a service, or of a combined service (``app.cds.combined``)."""
+        found = combined_service(self.deps.catalog.current(), service_id)
+        if found is None:
+            return await self._on_active(service_id, body, authorization, audience, base_url)
+        combined, members = found
+        await self.deps.authenticator.verify(authorization, audience)
+        if not isinstance(body, dict):
+            raise RequestInvalid.one("structure", "the body must be a JSON object")
+        prefetch = combined_prefetch(members)
+
+        async def one(member: CdsServiceDef, keys: dict[str, str]) -> dict[str, Any]:
+            sent = member_body(body, keys)
+            return await self._on_active(
+                member.id, sent, authorization, audience, base_url, verified=True
+            )
+
+        answers: list[dict[str, Any] | BaseException] = [{} for _ in members]
+
+        async def into(i: int, member: CdsServiceDef, keys: dict[str, str]) -> None:
+            try:
+                answers[i] = await one(member, keys)
+            except Exception as exc:  # every member ends; the first failure is answered
+                answers[i] = exc
+
+        async with anyio.create_task_group() as group:
+            for i, (member, keys) in enumerate(zip(members, prefetch.keys, strict=True)):
+                group.start_soon(into, i, member, keys)
+        failed = next((a for a in answers if isinstance(a, BaseException)), None)
+        if failed is not None:
+            raise failed
+        done = [(m, a) for m, a in zip(members, answers, strict=True) if isinstance(a, dict)]
+        return combine(combined, done)
+
+    async def _on_active(
+        self,
+        service_id: str,
+        body: Any,
+        authorization: str | None,
+        audience: str,
+        base_url: str,
+        *,
+        verified: bool = False,
+    ) -> dict[str, Any]:
         """The call on the active version of its deployment: when an activation or rollback
         committed while it ran, nothing of the run was stored or sent, and it runs again on the
-        version now active."""
+        version now active. ``verified``: the caller's JWT was checked already (a combined
+        service's call)."""
         for _attempt in range(_VERSION_ATTEMPTS):
             try:
-                return await self._call(service_id, body, authorization, audience, base_url)
+                return await self._call(
+                    service_id, body, authorization, audience, base_url, verified=verified
+                )
             except VersionMoved as exc:
                 log.info("%s; the call to %s runs again on the new version", exc, service_id)
                 await to_thread.run_sync(self.deps.catalog.refresh, self.deps.engine)
@@ -180,16 +233,18 @@ class HookService:
         base_url: str,
         *,
         ahead: bool = False,
+        verified: bool = False,
     ) -> dict[str, Any]:
         """The call's answer; with ``ahead``, the service's run computed ahead of an order-sign
-        call (``app.cds.ahead``: sent by this service, not a client), its answer stored only."""
+        call (``app.cds.ahead``: sent by this service, not a client), its answer stored only;
+        ``verified``: the caller's JWT was checked already."""
         d = self.deps
         started = time.monotonic()
         call = await accept(
             d.catalog.current(),
             service_id,
             body,
-            authenticator=None if ahead else d.authenticator,
+            authenticator=None if ahead or verified else d.authenticator,
             authorization=authorization,
             audience=audience,
             allowed_fhir_servers=d.allowed_fhir_servers,
@@ -289,6 +344,27 @@ class HookService:
         the same patient and draft orders; None when there is none."""
         if self.deps.answer_ahead_seconds <= 0 or not isinstance(body, dict):
             return None
+        try:
+            combined = combined_service(self.deps.catalog.current(), service_id)
+        except CdsError:
+            return None
+        if combined is not None:  # the order-select services it combines compute ahead
+            members = combined[1]
+            found_jobs = (
+                self.ahead_job(
+                    member.id, member_body(body, keys), audience=audience, base_url=base_url
+                )
+                for member, keys in zip(members, combined_prefetch(members).keys, strict=True)
+            )
+            jobs = [j for j in found_jobs if j is not None]
+            if not jobs:
+                return None
+
+            async def all_jobs() -> None:
+                for each in jobs:
+                    await each()
+
+            return all_jobs
         if (found := order_sign_services(self.deps.catalog.current(), service_id)) is None:
             return None
         select, signs = found

@@ -13,7 +13,8 @@ actions that swap the alternative in:
 
 The draft's dosage instructions and dispensed quantity (``dispenseRequest.quantity``,
 ``initialFill``) were written for the drug it replaces: they are left out unless the
-alternative says ``horis:keepDosage true``; its narrative (``text``) described the old drug and
+alternative says ``horis:keepDosage true``, and the alternative's own ``horis:dosage`` (a FHIR
+R4 Dosage) takes their place where it gives one; its narrative (``text``) described the old drug and
 is left out. Everything else (status, intent, category, subject, encounter, requester, dates,
 supply duration, validity period, repeats) is kept. The codes come from the declaration, which
 the loader checked are codes the deployment knows; nothing here names a drug of its own.
@@ -22,6 +23,7 @@ the loader checked are codes the deployment knows; nothing here names a drug of 
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -90,7 +92,9 @@ def alternative_order(order: Mapping[str, Any], alt: AlternativeDecl) -> dict[st
         "text": alt.display,
     }
     new.pop("text", None)
-    if not alt.keep_dosage:
+    if alt.dosage is not None:
+        new["dosageInstruction"] = [json.loads(alt.dosage)]
+    elif not alt.keep_dosage:
         new.pop("dosageInstruction", None)
         dispense = new.get("dispenseRequest")
         if isinstance(dispense, dict):

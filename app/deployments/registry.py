@@ -22,6 +22,7 @@ from app.ontology import OntologyError, Problem, load_ontology, verify
 from app.ontology.deployments import DeploymentSource, find_deployments
 from app.ontology.loader import vocabulary_path
 from app.ontology.model import CdsServiceDef, Ontology, OntologyPart, WorkflowDef, local_name
+from app.ontology.services import CombinedServiceDef
 from app.tools.packaged import PackagedTools
 
 DeploymentStatus = Literal["serving", "refused"]
@@ -128,6 +129,31 @@ class Deployments:
             if service.id in d.services
         ]
         return sorted(out, key=lambda pair: pair[0].id)
+
+    def combined(self) -> list[tuple[CombinedServiceDef, Deployment]]:
+        """The combined services of every serving deployment, by service id."""
+        out = [
+            (service, d)
+            for d in self.serving
+            for service in (d.ontology.combined.values() if d.ontology else ())
+            if service.id in d.services
+        ]
+        return sorted(out, key=lambda pair: pair[0].id)
+
+    def combined_members(self, combined: CombinedServiceDef) -> list[CdsServiceDef] | str:
+        """The services ``combined`` combines, in its order, or why it cannot serve: a member
+        that is not served or not of its hook (a combined service never answers for part of
+        what it names)."""
+        served = {s.id: s for s, _d in self.services()}
+        members: list[CdsServiceDef] = []
+        for member in combined.members:
+            found = served.get(member)
+            if found is None:
+                return f"service {member!r} it combines is not served"
+            if found.hook != combined.hook:
+                return f"service {member!r} it combines answers {found.hook}, not {combined.hook}"
+            members.append(found)
+        return members
 
     def with_workflow(self, name: str) -> list[tuple[Deployment, WorkflowDef]]:
         """Serving deployments that declare a workflow named ``name`` (local name or IRI) in

@@ -15,7 +15,7 @@ from app.fhir.inputs import is_stale
 from app.fhir.reading import codings, evaluate, source_of
 from app.fhir.records import is_record
 from app.fhir.times import UNDATED, effective, when_key
-from app.fhir.unread import Verdict, code_verdict, filter_gap, record_name
+from app.fhir.unread import Verdict, code_verdict, filter_gap, outside_scope, record_name
 from app.ontology.model import FhirMapping, PropertyDef
 from app.world.facts import Assert
 
@@ -166,6 +166,8 @@ class ObjectReading:
                 self.inputs.unread(prop, source_of(r).reference, name, why)
             if not acted_on:
                 return  # none of ours, or unread: not a fact of the range tree
+            if verdict == "not-ours" and outside_scope(self.o, prop, concepts, self.canonical):
+                return  # outside the service's scope: nothing it checks or acts on
             cls = prop.range  # acted on: an instance, whatever is known of it
         if not self._about_focus(r, prop.iri):
             return

@@ -9,7 +9,9 @@ is not there. Two questions decide it here (hydration asks them, ``app.fhir.lite
   string property). A record with no coding at all (text only) is unread. A record whose
   codings are all unlisted is *none of ours* only when one of them is of a code system the
   property declares ``horis:closedOver`` (its lists are complete there); otherwise it is unread
-  — a product code where the deployment lists ingredients, an allergy coded in another system.
+  — a product code where the deployment lists ingredients, an allergy coded in another system —
+  unless one of them is in a value set the property declares ``horis:knownOutside`` (codes the
+  deployment knows are none of its own: an opioid, to a check that has no rule about opioids).
 - **The elements its filter reads** (:func:`filter_gap`). A ``horis:where`` that is not true
   only because an element it reads is missing (no ``clinicalStatus``, no ``category``) does not
   say the record is not one of ours: it is unread, unless the mapping declares that missing
@@ -84,6 +86,23 @@ def code_verdict(
     return "unread", "it has no code"
 
 
+def outside_scope(
+    o: Ontology,
+    prop: PropertyDef,
+    concepts: Sequence[Any],
+    canonical: Callable[[str], str] | None = None,
+) -> bool:
+    """Whether a record coded with ``concepts`` is one ``prop`` declares outside its scope
+    (``horis:knownOutside``): a draft order for such a drug is no instance at all, where a
+    record merely none of ours may still be one the service acts on."""
+    return bool(prop.known_outside) and any(
+        o.known_outside(prop, c)
+        for concept in concepts
+        for c in (as_codings(concept, canonical) if concept else ())
+        if isinstance(c, str)
+    )
+
+
 def _concept_verdict(
     o: Ontology,
     prop: PropertyDef,
@@ -96,6 +115,8 @@ def _concept_verdict(
         return ("unread", "it has no code, only its text") if record_name([concept]) else (None, "")
     if any(known(c) for c in found):
         return "read", ""
+    if prop.known_outside and any(o.known_outside(prop, c) for c in found):
+        return "not-ours", ""
     systems = list(dict.fromkeys(c.split("|", 1)[0] for c in found))
     if any(s in prop.closed_over for s in systems):
         return "not-ours", ""

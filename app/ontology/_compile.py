@@ -54,6 +54,7 @@ class Compiler(FlowCompiler, ToolCompiler):
         steps = {str(n): self._step(n) for n in self._of("step")}
         workflows = {str(n): self._workflow(n, steps) for n in self._of("workflow")}
         services = {str(n): self._service(n) for n in self._of("service")}
+        combined = {str(n): self._combined(n) for n in self._of("combined")}
         self._check_override_reasons(services, individuals)
         for n in self._of("ontology"):
             self.r.consume_all(n, [OWL.versionInfo, OWL.imports, RDF.type])
@@ -67,6 +68,7 @@ class Compiler(FlowCompiler, ToolCompiler):
             "tools": tools,
             "workflows": workflows,
             "services": services,
+            "combined": combined,
             "unreachable_steps": tuple(
                 iri for iri in steps if not any(iri in w.steps for w in workflows.values())
             ),
@@ -244,6 +246,7 @@ class Compiler(FlowCompiler, ToolCompiler):
             inverse_of=self.refs(node, H("inverseOf"), ("property",)),
             aggregate=aggregate,
             closed_over=self.strings(node, H("closedOver")),
+            known_outside=self.value_set_refs(node, H("knownOutside")),
         )
 
     def _aggregate(self, node: Node) -> AggregateDef | None:

@@ -44,6 +44,7 @@ KIND_TYPES: dict[Node, str] = {
     H("Tool"): "tool",
     H("Workflow"): "workflow",
     H("CdsService"): "service",
+    H("CombinedService"): "combined",
     **{t: "step" for t in STEP_KINDS},
 }
 ANNOTATIONS = frozenset({RDFS.label, RDFS.comment, RDFS.seeAlso, RDFS.isDefinedBy})
@@ -66,6 +67,7 @@ KIND_WORDS = {
     "step": "step",
     "workflow": "workflow",
     "service": "CDS service",
+    "combined": "combined CDS service",
     "ontology": "ontology header",
 }
 

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 from typing import Any, cast
-from urllib.parse import urlsplit
 
-from rdflib import RDFS, Literal, URIRef
+from rdflib import Literal, URIRef
 from rdflib.term import Node
 
-from app.ontology import _values as V
 from app.ontology import card_text
-from app.ontology._compile_base import CompilerBase, H
-from app.ontology._rdf import literal_kind
+from app.ontology._compile_base import H
+from app.ontology._compile_services import ServicePartsCompiler
 from app.ontology.classes import Individual
 from app.ontology.names import local_name
 from app.ontology.services import (
-    DEFAULT_CLOCK_SKEW,
-    AlternativeDecl,
     CardDecl,
     CdsServiceDef,
     PrefetchTemplate,
@@ -35,7 +31,7 @@ from app.ontology.workflows import (
 )
 
 
-class FlowCompiler(CompilerBase):
+class FlowCompiler(ServicePartsCompiler):
     """Steps with their edges, workflows, CDS services and cards."""
 
     # --- steps and workflows -------------------------------------------------------------
@@ -212,55 +208,6 @@ class FlowCompiler(CompilerBase):
             answered_ahead=bool(self.boolean(node, H("answeredAhead"))),
         )
 
-    def _documentation(self, node: Node) -> str | None:
-        """``horis:documentation <https://…>``: the deployment's page a card's source links to;
-        an absolute http(s) URL, else a load error."""
-        raw = self.r.one(node, H("documentation"))
-        if raw is None:
-            return None
-        url = str(raw)
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            self.r.problem(
-                "literal-type",
-                node,
-                f"horis:documentation {url!r} is not an absolute http(s) URL",
-                via=H("documentation"),
-            )
-            return None
-        return url
-
-    def _topic(self, node: Node) -> tuple[str, str, str] | None:
-        """``horis:topic [ horis:code "system|code" ; rdfs:label "display" ]``: the coded topic
-        of the service's cards (CDS Hooks ``source.topic``), as (system, code, display)."""
-        topic = self.r.one(node, H("topic"))
-        if topic is None:
-            return None
-        code = self.string(topic, H("code"), required=True) or ""
-        display = self.string(topic, RDFS.label, required=True) or ""
-        system, _, value = code.rpartition("|")
-        if not system or not value:
-            self.r.problem(
-                "literal-type", topic, 'horis:code on a topic is "system|code"', via=H("code")
-            )
-            return None
-        return system, value, display
-
-    def _clock_skew(self, node: Node) -> float:
-        raw = self.r.one(node, H("clockSkew"))
-        if raw is None:
-            return DEFAULT_CLOCK_SKEW
-        seconds = V.parse_iso_duration(raw)
-        if seconds is not None and seconds >= 0:
-            return seconds
-        self.r.problem(
-            "literal-type",
-            node,
-            f'expects an ISO 8601 duration like "PT5M", got {literal_kind(raw)}',
-            via=H("clockSkew"),
-        )
-        return DEFAULT_CLOCK_SKEW
-
     def _check_override_reasons(
         self, services: dict[str, CdsServiceDef], individuals: dict[str, Individual]
     ) -> None:
@@ -302,9 +249,12 @@ class FlowCompiler(CompilerBase):
             r.problem("missing", node, "horis:where on a card filters horis:forEach instances")
         summary = self.string(node, H("summary"), required=True) or ""
         detail = self.string(node, H("detail"))
+        line = self.string(node, H("line"))
         texts: list[tuple[Node, Node, str]] = [(node, H("summary"), summary)]
         if detail is not None:
             texts.append((node, H("detail"), detail))
+        if line is not None:
+            texts.append((node, H("line"), line))
         suggestions: list[SuggestionDecl] = []
         for s in r.objects(node, H("suggest")):
             label = self.string(s, H("label"), required=True) or ""
@@ -338,6 +288,7 @@ class FlowCompiler(CompilerBase):
             for_each=for_each,
             each_where=each_where,
             detail=detail,
+            line=line,
             variables=variables,
             paths=paths,
             rules=rules,
@@ -461,64 +412,6 @@ class FlowCompiler(CompilerBase):
             if kind == "property" and local_name(str(n)) == name
         ]
         return matches[0] if len(matches) == 1 else None
-
-    def _replaced(self, node: Node) -> tuple[str, ...]:
-        """An alternative's ``horis:replaces``: codes given as ``"system|code"``, and the
-        members of every value set named by its canonical (``horis:replaces <url>``), so that
-        a class read by products (a value set) is replaced by product as by ingredient."""
-        out: list[str] = []
-        for member in self.r.members(node, H("replaces")):
-            if isinstance(member, URIRef):
-                url = self.value_set(node, H("replaces"), member)
-                if url is not None and url in self.value_sets:
-                    out.extend(sorted(self.value_sets[url].codes))
-                continue
-            text = V.as_string(member)
-            if text is None:
-                self.r.problem(
-                    "literal-type",
-                    node,
-                    f"expects strings or value sets, got {literal_kind(member)}",
-                    via=H("replaces"),
-                )
-            elif not V.valid_coding(text):
-                self.r.problem("literal-type", node, f'code "{text}" must be "system|code"')
-            else:
-                out.append(text)
-        return tuple(dict.fromkeys(out))
-
-    def _alternative(self, node: Node) -> AlternativeDecl:
-        """``[ horis:replaces "system|code" … ; horis:medication "system|code" ;
-        horis:display "…" ; horis:keepDosage false ]``."""
-        replaces = self._replaced(node)
-        if not replaces:
-            self.r.problem(
-                "missing",
-                node,
-                'an alternative needs horis:replaces "system|code" (the drugs it stands in for)',
-            )
-        advice = self.string(node, H("advice"))
-        medication = self.string(node, H("medication"), required=advice is None)
-        display = self.string(node, H("display"), required=medication is not None)
-        if advice is not None and (medication is not None or display is not None):
-            self.r.problem(
-                "duplicate",
-                node,
-                "an alternative names an order (horis:medication, horis:display) or gives "
-                "horis:advice, not both",
-            )
-        if medication is not None and not V.valid_coding(medication):
-            self.r.problem("literal-type", node, f'code "{medication}" must be "system|code"')
-        keep = self.boolean(node, H("keepDosage"))
-        if keep is not None and medication is None:
-            self.r.problem("missing", node, "horis:keepDosage needs horis:medication")
-        return AlternativeDecl(
-            replaces=replaces,
-            medication=medication,
-            display=display,
-            keep_dosage=bool(keep),
-            advice=advice,
-        )
 
     def _action_type(self, node: Node, *, required: bool = True) -> Any:
         """``horis:actionType`` of a suggestion or system action (a suggestion whose

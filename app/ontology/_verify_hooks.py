@@ -29,7 +29,7 @@ from app.ontology.durations import parse_window
 from app.ontology.hooks import HOOKS, USER_TOKENS, ContextField
 from app.ontology.model import Ontology
 from app.ontology.names import local_name
-from app.ontology.services import CdsServiceDef, PrefetchTemplate
+from app.ontology.services import CdsServiceDef, CombinedServiceDef, PrefetchTemplate
 from app.ontology.workflows import (
     ActionStep,
     NarrationStep,
@@ -57,8 +57,10 @@ class HookChecker(TypeChecker):
             self._writes(s, fields)
             if s.answered_ahead:
                 self._ahead(s)
+        for c in self.o.combined.values():  # its services' hooks are checked where they are
+            self._hook(c)
 
-    def _hook(self, s: CdsServiceDef) -> tuple[ContextField, ...] | None:
+    def _hook(self, s: CdsServiceDef | CombinedServiceDef) -> tuple[ContextField, ...] | None:
         """The hook's context fields; None for a custom (or unknown) hook."""
         fields = HOOKS.get(s.hook)
         if s.custom_hook:

@@ -173,6 +173,9 @@ class PropertyDef:
     #: range's classes, or the value sets its conditions test) are complete, so that a code of
     #: such a system that none lists is *none of ours*; a code of any other system is *unread*
     closed_over: tuple[str, ...] = ()
+    #: horis:knownOutside <ValueSet>…: value sets of codes known to be none of this property's
+    #: (a record coded with one is *none of ours*, whatever its system)
+    known_outside: tuple[str, ...] = ()
 
     @property
     def closed_world(self) -> bool:

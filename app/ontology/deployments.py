@@ -29,6 +29,7 @@ from app.ontology.errors import Problem
 from app.ontology.names import HORIS
 
 _CDS_SERVICE = URIRef(HORIS + "CdsService")
+_COMBINED_SERVICE = URIRef(HORIS + "CombinedService")
 _WORKFLOW = URIRef(HORIS + "Workflow")
 _ID = URIRef(HORIS + "id")
 
@@ -42,7 +43,8 @@ class FileHeader:
     ontologies: tuple[str, ...] = ()
     imports: tuple[str, ...] = ()
     version: str | None = None
-    #: ``horis:id`` of the CDS services the file declares (read even if it will not compile)
+    #: ``horis:id`` of the CDS services the file declares, combined ones too (read even if it
+    #: will not compile)
     services: tuple[str, ...] = ()
     #: IRIs of the workflows the file declares
     workflows: tuple[str, ...] = ()
@@ -107,7 +109,8 @@ def _read_header(key: tuple[str, int, int]) -> FileHeader:
         versions.extend(str(v) for v in graph.objects(node, OWL.versionInfo))
     services = sorted(
         str(i)
-        for s in graph.subjects(RDF.type, _CDS_SERVICE)
+        for kind in (_CDS_SERVICE, _COMBINED_SERVICE)
+        for s in graph.subjects(RDF.type, kind)
         for i in graph.objects(s, _ID)
         if isinstance(i, Literal)
     )

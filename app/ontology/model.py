@@ -42,6 +42,7 @@ from app.ontology.services import (
     AlternativeDecl,
     CardDecl,
     CdsServiceDef,
+    CombinedServiceDef,
     Indicator,
     PrefetchTemplate,
     SuggestionDecl,
@@ -140,6 +141,8 @@ class Ontology:
     tools: dict[str, ToolDef]
     workflows: dict[str, WorkflowDef]
     services: dict[str, CdsServiceDef]
+    #: combined services (``horis:CombinedService``), by IRI
+    combined: dict[str, CombinedServiceDef] = field(default_factory=dict)
     sources: tuple[str, ...] = ()  # the files it was loaded from
     namespaces: tuple[str, ...] = ()  # every deployment file's default namespace, in load order
     unreachable_steps: tuple[str, ...] = ()  # declared steps no workflow's start reaches
@@ -228,6 +231,16 @@ class Ontology:
         """Whether ``"system|code"`` is named anywhere in the deployment (a class's or an
         individual's code, a value set member, a mapping's coding)."""
         return coding in self._index.known_codes
+
+    def known_outside(self, prop: PropertyDef, coding: str) -> bool:
+        """Whether ``"system|code"`` is in a value set ``prop`` declares ``horis:knownOutside``:
+        a code the deployment knows is none of its own (an opioid to a medication-safety
+        check that has no rule about opioids)."""
+        return any(
+            coding in self.value_sets[url].codes
+            for url in prop.known_outside
+            if url in self.value_sets
+        )
 
     def names_system(self, system: str) -> bool:
         """Whether any code the deployment names is of code system ``system``."""
@@ -381,11 +394,19 @@ class _Index:
         for r in o.rules:
             for prop in dict.fromkeys(t.property for t in r.then):
                 by_prop.setdefault(prop, []).append(r)
+        # a value set a property names as outside its lists (horis:knownOutside) names codes
+        # the deployment knows are not its own, not codes it reads
+        outside = {u for p in o.properties.values() for u in p.known_outside}
         known = frozenset(
             {
                 *(code for c in o.classes.values() for code in c.codes),
                 *(code for i in o.individuals.values() for code in i.codes),
-                *(code for vs in o.value_sets.values() for code in vs.codes),
+                *(
+                    code
+                    for vs in o.value_sets.values()
+                    if vs.url not in outside
+                    for code in vs.codes
+                ),
                 *(code for p in o.properties.values() for m in p.from_fhir for code in m.codings),
             }
         )

@@ -39,8 +39,10 @@ class AlternativeDecl:
     A cited draft order whose drug is coded with one of ``replaces`` gets, as the suggestion's
     action, the same order with ``medication`` (and its display) in place of its drug; its
     dosage and dispensed quantity are kept only with ``keep_dosage`` (they were written for the
-    drug it replaces). ``horis:advice "…"`` in place of a medication: no order is named, the
-    suggestion is that advice without action (what to do with the dose, say).
+    drug it replaces); ``horis:dosage`` gives the alternative's own (a FHIR R4 Dosage in JSON),
+    so that the order swapped in is complete. ``horis:advice "…"`` in place of a medication: no
+    order is named, the suggestion is that advice without action (what to do with the dose,
+    say).
     """
 
     replaces: tuple[str, ...]
@@ -48,6 +50,9 @@ class AlternativeDecl:
     display: str | None
     keep_dosage: bool = False
     advice: str | None = None
+    #: horis:dosage: the swapped-in order's dosage (a FHIR R4 Dosage, JSON), in place of the
+    #: draft's: the order the prescriber accepts is complete
+    dosage: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,6 +98,8 @@ class CardDecl:
     #: horis:where on a horis:forEach card: conditions each instance must satisfy
     each_where: tuple[Condition, ...] = ()
     detail: str | None = None  # horis:detail: Markdown shown before the run's own detail
+    #: horis:line: the card as one short line of a combined card (None: its summary)
+    line: str | None = None
     #: each placeholder name its texts use (``instance.mme``) → the first property it reads
     variables: tuple[tuple[str, str], ...] = ()
     #: each value placeholder → its steps: (property IRI, filter property IRI or None)
@@ -153,3 +160,21 @@ class CdsServiceDef:
     def reasons_for(self, card: CardDecl) -> tuple[str, ...]:
         """The override reasons ``card`` offers: its own, else the service's."""
         return self.override_reasons if card.override_reasons is None else card.override_reasons
+
+
+@dataclass(frozen=True, kw_only=True)
+class CombinedServiceDef:
+    """``S a horis:CombinedService``: a CDS service answering with the cards of ``members``
+    (services of the same hook, by ``horis:id``, in order of importance) combined into one
+    card per draft order (``app.cds.combined``)."""
+
+    iri: str
+    id: str
+    hook: str
+    title: str
+    description: str
+    members: tuple[str, ...]
+    #: horis:maxLines: how many other findings a combined card lists under its lead
+    max_lines: int = 3
+    documentation: str | None = None
+    custom_hook: bool = False

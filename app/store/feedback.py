@@ -140,13 +140,16 @@ class IssuedCardInfo:
     card_key: str | None
     rules: tuple[str, ...]
     deployment_version: str | None
+    #: the service that issued the card
+    service_id: str = ""
 
 
 def issued_cards(
-    session: Session, service_id: str, card_uuids: Iterable[str]
+    session: Session, service_ids: str | Sequence[str], card_uuids: Iterable[str]
 ) -> dict[str, IssuedCardInfo]:
-    """``{card uuid: IssuedCardInfo}`` for those of ``card_uuids`` the service issued (by key,
-    in batches; an id longer than any stored one is not looked up)."""
+    """``{card uuid: IssuedCardInfo}`` for those of ``card_uuids`` the services issued (by
+    key, in batches; an id longer than any stored one is not looked up)."""
+    ids = [service_ids] if isinstance(service_ids, str) else list(service_ids)
     wanted = [u for u in dict.fromkeys(card_uuids) if 0 < len(u) <= CARD_UUID_LENGTH]
     found: dict[str, IssuedCardInfo] = {}
     for start in range(0, len(wanted), _IN_BATCH):
@@ -158,13 +161,18 @@ def issued_cards(
                 IssuedCard.card_key,
                 IssuedCard.rules,
                 Run.deployment_version,
+                IssuedCard.service_id,
             )
             .join(Run, Run.id == IssuedCard.run_id)
-            .where(IssuedCard.service_id == service_id, IssuedCard.card_uuid.in_(chunk))
+            .where(IssuedCard.service_id.in_(ids), IssuedCard.card_uuid.in_(chunk))
         )
-        for uuid, run_id, key, rules, version in rows:
+        for uuid, run_id, key, rules, version, service in rows:
             found[uuid] = IssuedCardInfo(
-                run_id=run_id, card_key=key, rules=tuple(rules or ()), deployment_version=version
+                run_id=run_id,
+                card_key=key,
+                rules=tuple(rules or ()),
+                deployment_version=version,
+                service_id=service,
             )
     return found
 

@@ -15,6 +15,7 @@ from tests.support import opioid_cases as oc
 
 TRIAGE = "horismos-triage"
 MED_SAFETY = "horismos-med-safety"
+MED_SAFETY_SELECT = "horismos-med-safety-order-select"
 #: when every reading was taken: half an hour ago, on the minute (fresh for every horis:maxAge)
 TAKEN = (datetime.now(UTC) - timedelta(minutes=30)).replace(second=0, microsecond=0).isoformat()
 
@@ -68,6 +69,13 @@ def med_safety(*, orders: list[str], labs: Sequence[tuple[str, float, str]] = ()
             ),
         },
     )
+
+
+def _as_order_select(body: dict[str, Any]) -> dict[str, Any]:
+    drafts = body["context"]["draftOrders"]["entry"]
+    body["hook"] = "order-select"
+    body["context"]["selections"] = [f"MedicationRequest/{e['resource']['id']}" for e in drafts]
+    return body
 
 
 OPIOID_PV, OPIOID_OS = "opioidcds-11-patient-view", "opioidcds-11-order-select"
@@ -278,3 +286,12 @@ RECORD_WORDS: dict[tuple[str, str], tuple[str, ...]] = {
         "No age reading in the data",
     ),
 }
+
+# medication safety while the order is chosen: the same cards, at order-select
+for (_service, _summary), (_make, _words) in list(SCENARIOS.items()):
+    if _service == MED_SAFETY:
+        SCENARIOS[(MED_SAFETY_SELECT, _summary)] = (
+            lambda make=_make: _as_order_select(make()),
+            _words,
+        )
+        RECORD_WORDS[(MED_SAFETY_SELECT, _summary)] = RECORD_WORDS[(MED_SAFETY, _summary)]

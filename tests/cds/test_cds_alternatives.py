@@ -39,7 +39,8 @@ OpenClient = Callable[..., AbstractContextManager[TestClient]]
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests/data/cds/fixtures"
 RXNORM = fx.RXNORM
-IBUPROFEN, ACETAMINOPHEN, AMOXICILLIN = "5640", "161", "723"
+IBUPROFEN, ACETAMINOPHEN, AMOXICILLIN = "5640", "198440", "723"
+ACETAMINOPHEN_500 = "acetaminophen 500 mg oral tablet"
 METFORMIN, LISINOPRIL = "6809", "29046"
 OXYCODONE_ER = ("1049502", "12 HR oxycodone hydrochloride 10 MG Extended Release Oral Tablet")
 FENTANYL_PATCH = ("197696", "72 HR fentanyl 0.075 MG/HR Transdermal System")
@@ -138,19 +139,23 @@ def test_an_nsaid_with_low_egfr_suggests_acetaminophen_in_its_place(client: Test
     assert card["indicator"] == "critical"
     by_label = {s["label"]: s for s in card["suggestions"]}
     ref = f"MedicationRequest/{draft['id']}"
-    assert by_label[f"Remove the contraindicated draft order ({ref})"]["actions"][0] == {
+    # one draft: the button needs no name, and never the order's id
+    assert by_label["Remove the contraindicated draft order"]["actions"][0] == {
         "type": "delete",
         "description": "Delete the draft order before signing.",
         "resourceId": ref,
     }
-    new = swapped(by_label["Order instead: acetaminophen"])
+    new = swapped(by_label[f"Order instead: {ACETAMINOPHEN_500}"])
     assert_same_order(new, draft)
     assert new["medicationCodeableConcept"] == {
-        "coding": [{"system": RXNORM, "code": ACETAMINOPHEN, "display": "acetaminophen"}],
-        "text": "acetaminophen",
+        "coding": [{"system": RXNORM, "code": ACETAMINOPHEN, "display": ACETAMINOPHEN_500}],
+        "text": ACETAMINOPHEN_500,
     }
-    # ibuprofen's dose is not acetaminophen's: left for the prescriber; the supply stays
-    assert "dosageInstruction" not in new
+    # ibuprofen's dose is not acetaminophen's: the declared one takes its place; the supply stays
+    [dosage] = new["dosageInstruction"]
+    assert dosage["doseAndRate"][0]["doseQuantity"]["value"] == 2
+    assert dosage["timing"]["repeat"] == {"frequency": 1, "period": 6, "periodUnit": "h"}
+    assert dosage["asNeededBoolean"] is True
     assert new["dispenseRequest"] == draft["dispenseRequest"]
 
 
@@ -308,13 +313,19 @@ def _med_safety_variant(tmp_path: Path, old: str, new: str) -> Path:
     text = (ROOT / "ontologies/med-safety.ttl").read_text(encoding="utf-8")
     assert old in text
     path = tmp_path / "med-safety.ttl"
-    path.write_text(text.replace(old, new), encoding="utf-8")
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
     shutil.copytree(ROOT / "ontologies/valuesets", tmp_path / "valuesets")  # its drug products
     return path
 
 
 ALTERNATIVE_TYPE = """horis:label "Order instead" ;
-                                 horis:actionType "update" ;"""
+                    horis:actionType "update" ;"""
+#: the acetaminophen alternative's drug and the start of its declared dosage
+SWAPPED_IN = (
+    'horis:medication "http://www.nlm.nih.gov/research/umls/rxnorm|198440" ;\n'
+    '                        horis:display "acetaminophen 500 mg oral tablet" ;\n'
+    '                        horis:dosage """'
+)
 
 
 def test_a_create_alternative_adds_the_new_order_and_deletes_the_draft(
@@ -346,8 +357,10 @@ def test_keep_dosage_carries_the_draft_dosage_over(
 ) -> None:
     path = _med_safety_variant(
         tmp_path,
-        'horis:display "acetaminophen" ]',
-        'horis:display "acetaminophen" ; horis:keepDosage true ]',
+        SWAPPED_IN,
+        'horis:medication "http://www.nlm.nih.gov/research/umls/rxnorm|198440" ; '
+        'horis:display "acetaminophen 500 mg oral tablet" ; horis:keepDosage true ; '
+        'rdfs:comment """',
     )
     pid = "alt-" + fx.new_id()
     draft = sandbox_draft(pid, IBUPROFEN, "ibuprofen")
@@ -368,19 +381,21 @@ def test_the_bundled_alternatives_load_clean() -> None:
 def test_an_alternative_naming_a_code_the_deployment_does_not_know_is_refused(
     tmp_path: Path,
 ) -> None:
-    path = _med_safety_variant(tmp_path, 'rxnorm|161" ;\n', 'rxnorm|99999161" ;\n')
-    (problem,) = _problems(path)
-    assert '"http://www.nlm.nih.gov/research/umls/rxnorm|99999161"' in problem
-    assert "does not know" in problem
+    path = _med_safety_variant(
+        tmp_path, SWAPPED_IN, SWAPPED_IN.replace("rxnorm|198440", "rxnorm|99999198440")
+    )
+    problems = _problems(path)  # the card is the order-sign and the order-select service's
+    assert [p.split(" ", 1)[0].rsplit("#", 1)[1] for p in problems] == [
+        "MedSafetyService",
+        "MedSafetyOrderSelectService",
+    ]
+    for problem in problems:
+        assert '"http://www.nlm.nih.gov/research/umls/rxnorm|99999198440"' in problem
+        assert "does not know" in problem
 
 
 def test_an_alternative_naming_neither_an_order_nor_advice_is_refused(tmp_path: Path) -> None:
-    path = _med_safety_variant(
-        tmp_path,
-        """horis:medication "http://www.nlm.nih.gov/research/umls/rxnorm|161" ;
-                                     horis:display "acetaminophen" ]""",
-        "]",
-    )
+    path = _med_safety_variant(tmp_path, SWAPPED_IN, 'rdfs:comment """')
     with pytest.raises(OntologyError, match="horis:medication"):
         load_ontology([path])
 
@@ -389,11 +404,34 @@ def test_an_alternative_on_a_delete_suggestion_is_refused(tmp_path: Path) -> Non
     path = _med_safety_variant(
         tmp_path, ALTERNATIVE_TYPE, ALTERNATIVE_TYPE.replace('"update"', '"delete"')
     )
-    (problem,) = _problems(path)
-    assert 'a "delete" suggestion cannot carry one' in problem
+    problems = _problems(path)
+    assert len(problems) == 2  # the order-sign and the order-select service's card
+    assert all('a "delete" suggestion cannot carry one' in p for p in problems)
 
 
 def test_an_alternative_on_a_hook_without_draft_orders_is_refused(tmp_path: Path) -> None:
     path = _med_safety_variant(tmp_path, 'horis:hook "order-sign"', 'horis:hook "patient-view"')
     problems = _problems(path)
     assert any("the patient-view hook sends no draft orders" in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "words"),
+    [
+        (
+            '"timing": {"repeat": {"frequency": 1, "period": 6, "periodUnit": "h"}},',
+            "",
+            "needs doseAndRate and timing",
+        ),
+        ('"asNeededBoolean": true,', '"asNeededBoolean": "often",', "not a FHIR R4 Dosage"),
+    ],
+    ids=["no-timing", "not-r4"],
+)
+def test_a_declared_dosage_that_is_not_a_complete_r4_dosage_is_refused(
+    tmp_path: Path, old: str, new: str, words: str
+) -> None:
+    """The order a prescriber accepts must be complete: a dosage without frequency, or one R4
+    does not allow, is a load error naming the alternative, never a half order at run time."""
+    path = _med_safety_variant(tmp_path, old, new)
+    with pytest.raises(OntologyError, match=words):
+        load_ontology([path])

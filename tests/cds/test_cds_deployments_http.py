@@ -287,7 +287,10 @@ def test_med_safety_rule_over_http(
         if name.startswith("ContraindicatedNsaid"):
             [update] = swap[0]["actions"]
             assert update["type"] == "update" and update["resource"]["id"] == orders[0]["id"]
-            assert update["resource"]["medicationCodeableConcept"]["text"] == "acetaminophen"
+            assert (
+                update["resource"]["medicationCodeableConcept"]["text"]
+                == "acetaminophen 500 mg oral tablet"
+            )
         else:
             assert swap == []
     elif name.startswith("CautionMetforminReducedEgfr"):

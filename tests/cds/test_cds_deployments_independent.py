@@ -56,6 +56,7 @@ def test_one_broken_deployment_does_not_stop_the_others(
 
     assert sorted(s["id"] for s in discovery["services"]) == [
         "horismos-med-safety",
+        "horismos-med-safety-order-select",
         "horismos-triage",
     ]
     assert ready.status_code == 200  # two of three deployments serve
@@ -115,7 +116,11 @@ def test_horismos_deployments_lists_them_and_exits_one_for_a_refused_one(tmp_pat
     listed = {d["id"]: d for d in json.loads(done.stdout)["deployments"]}
     assert {k: (d["version"], d["status"], d["services"]) for k, d in listed.items()} == {
         "hookwait": ("0.1.0", "refused", ["hook-wait"]),
-        "med-safety": ("1.5.0", "serving", ["horismos-med-safety"]),
+        "med-safety": (
+            "1.6.0",
+            "serving",
+            ["horismos-med-safety", "horismos-med-safety-order-select"],
+        ),
         "triage": ("1.5.0", "serving", ["horismos-triage"]),
     }
     assert "hookwait: not served" in done.stderr and "onUnreachable" in done.stderr

@@ -625,7 +625,7 @@ def test_no_fhir_valid_medication_safety_input_is_a_server_error(
 def test_no_fhir_valid_opioid_input_is_a_server_error(
     client: TestClient, data: st.DataObject
 ) -> None:
-    services = {s["id"]: s for s in client.get("/cds-services").json()["services"]}
+    services = {s["id"]: s for s in client.get("/individual/cds-services").json()["services"]}
     service = data.draw(st.sampled_from(OPIOID_SERVICES))
     body = data.draw(opioid_calls(services[service]["prefetch"]))
     _answers_or_names_the_field(client, service, body)

@@ -28,16 +28,18 @@ OpenClient = Callable[..., AbstractContextManager[TestClient]]
 FIXTURES = Path(__file__).parents[1] / "data/cds/fixtures"
 HOOKS = ("patient-view", "order-select", "order-sign")
 #: the services that answer the Sandbox's order-sign request (oxycodone 10 mg, two a day, for a
-#: patient with opioid and benzodiazepine orders on record) with a card; the others find nothing.
-#: Medication safety does not know oxycodone's product code: it says the order was not checked
-#: (it never calls a drug it did not identify safe)
+#: patient with opioid and benzodiazepine orders on record) with a card, as the individual
+#: discovery lists them; the others find nothing. Medication safety has no rule about opioids:
+#: the order is outside its scope, and it says nothing
 ORDER_SIGN_CARDS = {
-    "horismos-med-safety",
     "opioidcds-04-05",
     "opioidcds-08",
     "opioidcds-09",
     "opioidcds-10-order-sign",
 }
+#: the default discovery combines them: one service, one card for the one order
+ORDER_SIGN_COMBINED = {"opioidcds-order-sign"}
+DISCOVERY = ("/cds-services", "/individual/cds-services")
 
 
 def sandbox_request(hook: str, patient: str) -> dict[str, Any]:
@@ -68,11 +70,11 @@ def patient(fhir_server: FhirServer) -> str:
     return pid
 
 
-def services_for(client: TestClient, hook: str) -> list[str]:
+def services_for(client: TestClient, hook: str, discovery: str = "/cds-services") -> list[str]:
     """The services a Sandbox shows for ``hook``'s request: its own hook's, and for
     ``order-select`` also the ``order-sign`` services (an older hook they answer)."""
     hooks = {hook, "order-sign"} if hook == "order-select" else {hook}
-    return [s["id"] for s in client.get("/cds-services").json()["services"] if s["hook"] in hooks]
+    return [s["id"] for s in client.get(discovery).json()["services"] if s["hook"] in hooks]
 
 
 def call(client: TestClient, fhir_server: FhirServer, hook: str, pid: str, sid: str) -> Any:
@@ -81,18 +83,25 @@ def call(client: TestClient, fhir_server: FhirServer, hook: str, pid: str, sid: 
     return client.post(f"/cds-services/{sid}", json=body)
 
 
+def stored_runs(client: TestClient, answer: Any) -> list[dict[str, Any]]:
+    """The stored run of a service's answer, or of each service a combined one called."""
+    ext = answer.json()["extension"]
+    runs = ext.get("dev.horismos.runs") or [ext["dev.horismos.run"]]
+    return [client.get(f"/runs/{run['runId']}").json() for run in runs]
+
+
 def stored_run(client: TestClient, answer: Any) -> dict[str, Any]:
-    run_id = answer.json()["extension"]["dev.horismos.run"]["runId"]
-    record: dict[str, Any] = client.get(f"/runs/{run_id}").json()
+    [record] = stored_runs(client, answer)
     return record
 
 
+@pytest.mark.parametrize("discovery", DISCOVERY)
 @pytest.mark.parametrize("hook", HOOKS)
 def test_every_service_answers_the_sandbox_with_a_valid_response(
-    client: TestClient, fhir_server: FhirServer, patient: str, hook: str
+    client: TestClient, fhir_server: FhirServer, patient: str, hook: str, discovery: str
 ) -> None:
     answered: dict[str, list[dict[str, Any]]] = {}
-    for sid in services_for(client, hook):
+    for sid in services_for(client, hook, discovery):
         answer = call(client, fhir_server, hook, patient, sid)
         assert answer.status_code == 200, (sid, answer.text)
         assert check_response(answer.json()) == [], sid
@@ -105,7 +114,8 @@ def test_every_service_answers_the_sandbox_with_a_valid_response(
     carded = {sid for sid, cards in answered.items() if cards}
     # patient-view: each service finds what it looks for; order-select: no drug is chosen yet,
     # so nothing is checked and no service shows a card
-    expected = {"order-sign": ORDER_SIGN_CARDS, "order-select": set()}.get(hook, set(answered))
+    signing = ORDER_SIGN_COMBINED if discovery == "/cds-services" else ORDER_SIGN_CARDS
+    expected = {"order-sign": signing, "order-select": set()}.get(hook, set(answered))
     assert carded == expected
 
 
@@ -133,10 +143,11 @@ def test_an_order_select_before_a_drug_is_chosen_warns_nothing_and_keeps_a_note(
         assert answer.status_code == 200, (sid, answer.text)
         cards = answer.json()["cards"]
         assert not [c for c in cards if "request-123" in c["detail"]], (sid, cards)
-        notes = [n for n in stored_run(client, answer)["dataQuality"]]
-        assert [n["received"] for n in notes if n["rule"] == "unread-draft-order"] == [
-            "MedicationRequest/request-123"
-        ], sid
+        for run in stored_runs(client, answer):
+            notes = run["dataQuality"]
+            assert [n["received"] for n in notes if n["rule"] == "unread-draft-order"] == [
+                "MedicationRequest/request-123"
+            ], sid
 
 
 def test_an_order_signed_with_no_drug_chosen_is_still_said_not_checked(

@@ -54,13 +54,32 @@ def _runs(database_url: str) -> int:
 
 
 def test_discovery_lists_the_ontology_services(client: TestClient) -> None:
-    services = {s["id"]: s for s in client.get("/cds-services").json()["services"]}
-    assert services["horismos-triage"]["hook"] == "encounter-start"
-    assert services["horismos-triage"]["prefetch"]["vitals"] == (
+    each = {s["id"]: s for s in client.get("/individual/cds-services").json()["services"]}
+    assert each["horismos-triage"]["hook"] == "encounter-start"
+    assert each["horismos-triage"]["prefetch"]["vitals"] == (
         "Observation?patient={{context.patientId}}&category=vital-signs"
     )
-    assert services["horismos-med-safety"]["hook"] == "order-sign"
-    assert set(services["horismos-med-safety"]["prefetch"]) == {"patient", "allergies", "labs"}
+    assert each["horismos-med-safety"]["hook"] == "order-sign"
+    assert set(each["horismos-med-safety"]["prefetch"]) == {"patient", "allergies", "labs"}
+
+
+def test_the_default_discovery_lists_combined_services_in_place_of_their_parts(
+    client: TestClient,
+) -> None:
+    """What a client may register all of: a combined service, not the services it combines
+    (each finding would show twice); its prefetch asks each query of its services once."""
+    listed = {s["id"]: s for s in client.get("/cds-services").json()["services"]}
+    each = {s["id"]: s for s in client.get("/individual/cds-services").json()["services"]}
+
+    assert "horismos-med-safety" not in listed and "opioidcds-08" not in listed
+    assert listed["horismos-triage"] == each["horismos-triage"]
+    signing = listed["opioidcds-order-sign"]
+    assert signing["hook"] == "order-sign"
+    queries = {
+        q for sid in ("horismos-med-safety", "opioidcds-08") for q in each[sid]["prefetch"].values()
+    }
+    assert queries <= set(signing["prefetch"].values())
+    assert len(set(signing["prefetch"].values())) == len(signing["prefetch"])
 
 
 def test_unknown_service_is_404_with_an_operation_outcome(client: TestClient) -> None:

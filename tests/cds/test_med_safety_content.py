@@ -207,3 +207,93 @@ def test_an_allergy_whose_status_code_r4_does_not_allow_is_not_read_as_no_allerg
     assert "decision" not in run
     assert {i["input"] for i in run["undecided"]["inputs"]} == {"hasAllergy"}
     assert _call(client, "723", allergy=PENICILLIN_ALLERGY) == "Contraindicated"  # as R4 writes it
+
+
+def _answer(client: TestClient, rxnorms: list[str], egfr: float = 25) -> dict[str, Any]:
+    pid = fx.new_id()
+    body = fx.order_sign(
+        pid,
+        [fx.draft_order(pid, code) for code in rxnorms],
+        fhir_server=None,
+        prefetch={
+            "patient": fx.patient(pid, "1970-01-01"),
+            "allergies": fx.searchset([]),
+            "labs": fx.searchset(
+                [fx.observation(pid, "33914-3", egfr, GFR, category="laboratory")]
+            ),
+        },
+    )
+    resp = client.post(MED, json=body)
+    assert resp.status_code == 200, resp.text
+    answer: dict[str, Any] = resp.json()
+    return answer
+
+
+def test_an_opioid_order_is_outside_medication_safety_and_gets_no_card(
+    client: TestClient,
+) -> None:
+    """Oxycodone is in no list of this service, and it has no rule about opioids: the order is
+    outside its scope (horis:knownOutside), not unread: no "not checked" card on every opioid
+    prescription, and no "Safe" either — nothing was there to check."""
+    answer = _answer(client, ["1049683"])  # oxycodone hydrochloride 10 MG Oral Tablet
+
+    assert answer["cards"] == []
+    run = answer["extension"]["dev.horismos.run"]
+    assert run["terminal"] == "NothingToCheck"
+    assert "decision" not in run and "undecided" not in run
+
+
+def test_a_drug_no_list_names_is_still_unread_not_outside(client: TestClient) -> None:
+    """Scope is a list, not a guess: celecoxib (an NSAID this deployment does not list) is in
+    neither the drug lists nor the outside-scope set, so it is still not called safe."""
+    answer = _answer(client, ["140587"])  # celecoxib 200 MG Oral Capsule
+
+    [card] = answer["cards"]
+    assert card["summary"] == "Medication safety not checked: lab results or allergies incomplete"
+    assert "RxNorm code 140587 is not one this service lists" in card["detail"]
+
+
+def test_an_opioid_beside_an_nsaid_leaves_the_nsaid_checked(client: TestClient) -> None:
+    """The complete twin: an order outside the scope does not hide one inside it."""
+    answer = _answer(client, ["1049683", "197806"])  # oxycodone, ibuprofen 600 MG at eGFR 25
+
+    [card] = answer["cards"]
+    assert card["indicator"] == "critical"
+    assert answer["extension"]["dev.horismos.run"]["decision"]["value"] == "Contraindicated"
+
+
+def test_the_outside_scope_set_is_what_its_script_writes_from_the_guides_sets(
+    tmp_path: Path,
+) -> None:
+    """Derived, not hand-kept: the opioid guide's drug value sets less every product the
+    service's own lists name (a hydrocodone/ibuprofen product stays an NSAID order)."""
+    committed = json.loads((VALUESETS / "med-safety-outside-scope.json").read_text())
+    guide = VALUESETS.parent / "opioid-cds" / "valuesets"
+    sources = [
+        guide / "opioid-analgesics-with-ambulatory-misuse-potential.json",
+        guide / "supplements" / "opioid-analgesics-with-ambulatory-misuse-potential-brands.json",
+        guide / "benzodiazepine-medications.json",
+        guide / "cns-depressant-medications.json",
+        guide / "naloxone-medications.json",
+        guide / "buprenorphine-and-methadone-medications.json",
+    ]
+    own = sorted(p for p in VALUESETS.glob("med-safety-*-products.json"))
+    out = tmp_path / "out.json"
+    script = VALUESETS.parents[1] / "scripts" / "outside_scope.py"
+    purpose = committed["description"].split(" The concepts of: ")[0]
+    subprocess.run(
+        [
+            sys.executable, str(script), str(out), "--url", committed["url"],
+            "--name", committed["name"], "--title", committed["title"], "--purpose", purpose,
+            "--from", *(str(p.relative_to(VALUESETS.parents[1])) for p in sources),
+            "--except", *(str(p.relative_to(VALUESETS.parents[1])) for p in own),
+        ],
+        check=True,
+        cwd=VALUESETS.parents[1],
+    )  # fmt: skip
+    assert json.loads(out.read_text()) == committed
+    codes = {c["code"] for c in committed["compose"]["include"][0]["concept"]}
+    assert "1049683" in codes  # oxycodone 10 mg
+    ibuprofen = json.loads((VALUESETS / "med-safety-ibuprofen-products.json").read_text())
+    listed = {c["code"] for i in ibuprofen["compose"]["include"] for c in i["concept"]}
+    assert not codes & listed

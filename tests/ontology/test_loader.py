@@ -321,8 +321,27 @@ def test_cds_service(full: Ontology) -> None:
             display=None,
             advice="Ask the traveller",
         ),
+        AlternativeDecl(
+            replaces=("http://example.org/cs|card",),
+            medication="http://example.org/cs|arr",
+            display="Arrhythmia",
+            # the declared dosage, as the swapped-in order carries it (keys sorted)
+            dosage='{"doseAndRate": [{"doseQuantity": {"value": 1}}], "text": "once", '
+            '"timing": {"repeat": {"frequency": 1, "period": 1, "periodUnit": "d"}}}',
+        ),
     )
     assert svc.cards[1].terminal == F + "Failed"
+    assert svc.cards[3].line == "{{instance.stayNights}} nights"
+    (combined,) = full.combined.values()
+    assert (combined.id, combined.hook, combined.members, combined.max_lines) == (
+        "full-combined",
+        "order-sign",
+        ("full",),
+        2,
+    )
+    assert full.properties[F + "hasCondition"].known_outside == (
+        "http://example.org/vs/respiratory",
+    )
     (action,) = svc.system_actions
     assert (action.action_type, action.description, action.cites, action.terminal) == (
         "delete",

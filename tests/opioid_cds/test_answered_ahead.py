@@ -30,7 +30,7 @@ SELECT = "opioidcds-11-order-select"
 
 
 def _templates(client: TestClient, service_id: str) -> dict[str, str]:
-    services = client.get("/cds-services").json()["services"]
+    services = client.get("/individual/cds-services").json()["services"]
     return next(s for s in services if s["id"] == service_id).get("prefetch") or {}
 
 

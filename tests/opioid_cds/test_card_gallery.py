@@ -39,6 +39,8 @@ EXAMPLE_CARDS = (
     (TRIAGE, "Triage acuity: Immediate"),
     (MED_SAFETY, "Contraindicated medication order"),
 )
+#: the combined service the gallery shows last, on one example of the guide's
+COMBINED, COMBINED_EXAMPLE = "opioidcds-order-sign", "rec-08-on-benzodiazepine"
 _DAY = re.compile(
     r"\b\d{1,2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4}( \d{2}:\d{2} [A-Z]+)?"
 )
@@ -82,6 +84,13 @@ def _gallery(client: TestClient, fhir_server: FhirServer) -> str:
             key = next(k for k in SCENARIOS if k[0] == service and "not completed" not in k[1])
             cards = client.post(f"/cds-services/{service}", json=SCENARIOS[key][0]()).json()
             entries.append(_entry(cards["cards"][0]))
+    # the combined order-sign service: one card for the order recommendation 8's example signs
+    [rec08] = [e for e in examples if e.name == COMBINED_EXAMPLE]
+    response = call_service(
+        client, fhir_server, rec08, service_id=COMBINED, mode="prefetch", today=today
+    )
+    [card] = response.json()["cards"]
+    entries.append(_entry(card))
     return "\n".join(entries)
 
 

@@ -32,7 +32,7 @@ COMMON = "https://horismos.dev/opioid-cds/common"
 
 
 def test_each_service_is_in_discovery_with_the_guides_hook(client: TestClient) -> None:
-    listed = {s["id"]: s for s in client.get("/cds-services").json()["services"]}
+    listed = {s["id"]: s for s in client.get("/individual/cds-services").json()["services"]}
 
     for service_id, hook in SERVICES.items():
         assert service_id in listed, f"{service_id} is not in discovery"

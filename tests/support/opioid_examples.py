@@ -297,7 +297,10 @@ def call_service(
     prepared = prepare(example, today, tag=fhir.new_id()[:6] + "-")
     for resource in prepared.stored:
         fhir.store_as_of(resource)
-    services = client.get("/cds-services").json()["services"]
+    services = [  # a service on its own, or a combined one
+        *client.get("/individual/cds-services").json()["services"],
+        *client.get("/cds-services").json()["services"],
+    ]
     service = next((s for s in services if s["id"] == service_id), None)
     assert service is not None, f"{service_id} is not in discovery"
     request = dict(prepared.request)
