@@ -291,3 +291,23 @@ def test_overriding_the_combined_card_is_counted_for_its_lead_finding(
     feedback["feedback"][0]["card"] = "not-a-card"
     refused = client.post("/cds-services/opioidcds-order-sign/feedback", json=feedback)
     assert refused.status_code == 400 and "not-a-card" in refused.text
+
+
+def test_the_immediate_release_order_swapped_in_without_a_dose_is_flagged_at_signing(
+    client: TestClient, fhir_server: FhirServer, naive: str
+) -> None:
+    """Recommendation 3 swaps in the immediate-release form for the prescriber to dose (the
+    extended-release schedule does not carry over): signed without a dose, the order is not
+    passed as checked: the card lists the checks it kept from completing (the dose each needs
+    is named on their decision records)."""
+    drafts = [draft(f"{naive}-er", naive, OXYCODONE_ER_20, frequency=2)]
+    [card] = every_service(client, fhir_server, "order-sign", naive, drafts)
+    [swap] = [s for s in card["suggestions"] if s["label"].startswith("Change to")]
+    swapped = swap["actions"][0]["resource"]
+    assert "dosageInstruction" not in swapped
+
+    cards = every_service(client, fhir_server, "order-sign", naive, [swapped])
+
+    [flagged] = cards
+    assert flagged["indicator"] in ("warning", "critical")
+    assert "an MME could not be computed" in flagged["detail"], flagged["detail"]
