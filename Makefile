@@ -5,7 +5,7 @@
 #   requirements/dev.txt      what `make deps` / `make test` install: runtime + test and lint tools
 #   requirements/build.txt    pip and setuptools, to build Horismos itself without fetching them
 # To add or change a dependency: edit pyproject.toml ([project] dependencies for the service,
-# [project.optional-dependencies] dev for tests and tools), then run `make lock` and commit
+# [project.optional-dependencies] dev for tests and tools, population for Spark), then run `make lock` and commit
 # pyproject.toml with the three lock files. `make lock` keeps every other pin as it is;
 # `make lock-upgrade` moves every pin to the newest allowed version.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -26,7 +26,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 
 .DEFAULT_GOAL := help
-.PHONY: help serve test test-deep deps lint typecheck pytest migrate openapi lock lock-upgrade bench terminology
+.PHONY: help serve test test-deep deps lint typecheck pytest migrate openapi lock lock-upgrade bench terminology java
 
 help:
 	@echo "make serve   install the service if needed, migrate ./horismos.db, serve on http://$(HOST):$(PORT)"
@@ -56,7 +56,7 @@ $(DEV_STAMP): pyproject.toml $(LOCK_BUILD) $(LOCK_DEV) | $(BIN)/python
 	touch $@ $(RUNTIME_STAMP)
 
 # Everything the tests need. Other tool chains add a prerequisite here.
-deps: $(DEV_STAMP) terminology fhir-server/node_modules tests/browser/node_modules /usr/bin/chromium
+deps: $(DEV_STAMP) terminology fhir-server/node_modules tests/browser/node_modules /usr/bin/chromium java
 
 # The HL7 Terminology package the service reads at run time (app/terminology), fetched with
 # npm and checked against its pinned sha512 by scripts/install-terminology (a no-op once it is
@@ -80,6 +80,10 @@ tests/browser/node_modules: tests/browser/package-lock.json
 # Debian's Chromium for the browser tests (Playwright drives it; it never downloads a browser).
 /usr/bin/chromium:
 	scripts/install-chromium
+
+# a Java runtime for Spark (population runs); the script keeps one the machine has
+java:
+	scripts/install-java
 
 # Serving needs the runtime install and the terminology package (npm fetches that package once);
 # the Node test servers and Chromium are for the test suite.
@@ -130,7 +134,7 @@ $(BIN)/uv: | $(BIN)/python
 lock: $(BIN)/uv
 	$(UV_COMPILE) $(LOCK_ARGS) requirements/build.in -o $(LOCK_BUILD)
 	$(UV_COMPILE) $(LOCK_ARGS) pyproject.toml -o $(LOCK_RUNTIME)
-	$(UV_COMPILE) $(LOCK_ARGS) pyproject.toml --extra dev -c $(LOCK_RUNTIME) -o $(LOCK_DEV)
+	$(UV_COMPILE) $(LOCK_ARGS) pyproject.toml --extra dev --extra population -c $(LOCK_RUNTIME) -o $(LOCK_DEV)
 
 lock-upgrade:
 	$(MAKE) lock LOCK_ARGS=--upgrade

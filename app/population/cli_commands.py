@@ -1,0 +1,66 @@
+"""``horismos population run`` and ``horismos population diff``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+Echo = Callable[[str], None]
+
+
+def run(
+    service_id: str,
+    *,
+    ndjson: Path,
+    out: Path,
+    at: str | None,
+    master: str | None,
+    ontology_paths: list[Path],
+    echo: Echo,
+    err: Echo,
+) -> int:
+    """Run the population; print its summary. Exit 1 for a service or input it refuses."""
+    from app.ontology import default_ontology_paths
+    from app.population.decide import ServiceRefused
+    from app.population.spark import population_run
+
+    if not ndjson.is_dir() or not any(ndjson.glob("*.ndjson")):
+        err(f"{ndjson}: no *.ndjson files (a Bulk Data export folder is expected)")
+        return 1
+    try:
+        when = datetime.fromisoformat(at) if at else datetime.now(UTC)
+    except ValueError:
+        err(f"--at {at!r} is not an ISO 8601 instant (2026-12-06T09:00:00+00:00)")
+        return 1
+    if when.tzinfo is None:
+        err(f"--at {at!r} names no time zone: give one (Z or +01:00)")
+        return 1
+    try:
+        summary = population_run(
+            service_id,
+            ndjson,
+            out,
+            ontology_paths=ontology_paths or default_ontology_paths(),
+            at=when,
+            master=master,
+        )
+    except ServiceRefused as exc:
+        err(str(exc))
+        return 1
+    echo(json.dumps(summary, indent=2, sort_keys=True))
+    return 0
+
+
+def diff(first: Path, second: Path, *, master: str | None, echo: Echo, err: Echo) -> int:
+    """Print the patients whose answer differs; exit 0 when none does, 1 when some do."""
+    from app.population.spark import population_diff
+
+    for folder in (first, second):
+        if not (folder / "decisions").is_dir():
+            err(f"{folder}: no decisions/ folder (the OUT of a population run is expected)")
+            return 2
+    found = population_diff(first, second, master=master)
+    echo(json.dumps(found, indent=2, sort_keys=True, default=str))
+    return 1 if found["changed"] else 0

@@ -1,0 +1,173 @@
+"""Population runs on Apache Spark (local mode), end to end: the guide's recommendation 12
+examples written as a Bulk Data export (one NDJSON file per resource type), run with
+``population_run``, and each patient's row compared with a live hook call over HTTP, on
+PostgreSQL, that reads the same patient's records from the project's FHIR server: the same
+decision and the same cards (per-run uuids and decision-record links aside).
+
+Also: a line that is not a resource is counted, never fatal; a service whose hook needs a draft
+order is refused before Spark starts, naming why; ``population diff`` names exactly the patient
+whose data changed, with both answers.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.ontology import default_ontology_paths
+from app.population.decide import PatientDecider, ServiceRefused, comparable
+from app.population.spark import population_run
+from app.runtime.runner import Runner
+from app.settings import Settings
+from tests.support.fhir_server import FhirServer
+from tests.support.opioid_examples import CASES_DIR, EXAMPLES_DIR, bare, load_examples, prepare
+
+pytestmark = [pytest.mark.fhirserver, pytest.mark.timeout(600)]
+
+SERVICE = "opioidcds-12-patient-view"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def write_export(folder: Path, resources: list[dict[str, Any]]) -> None:
+    """The resources as ``$export`` writes them: one NDJSON file per type."""
+    by_type: dict[str, list[str]] = defaultdict(list)
+    for r in resources:
+        by_type[r["resourceType"]].append(json.dumps(r))
+    folder.mkdir(parents=True, exist_ok=True)
+    for kind, lines in by_type.items():
+        (folder / f"{kind}.ndjson").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def population(
+    fhir_server: FhirServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Path, Path, list[dict[str, Any]], datetime]]:
+    """The recommendation 12 examples as one export, stored on the FHIR server too, and the
+    population run over it."""
+    today = datetime.now(UTC).date()
+    examples = [
+        e for e in [*load_examples(EXAMPLES_DIR), *load_examples(CASES_DIR)] if e.service == SERVICE
+    ]
+    assert len(examples) >= 5
+    resources: list[dict[str, Any]] = []
+    for example in examples:
+        prepared = prepare(example, today, tag=fhir_server.new_id()[:6] + "-")
+        for r in prepared.stored:
+            fhir_server.store_as_of(r)
+        resources.extend(prepared.stored)
+    root = tmp_path_factory.mktemp("population")
+    export = root / "export"
+    write_export(export, resources)
+    with (export / "Observation.ndjson").open("a", encoding="utf-8") as f:
+        f.write("{not json\n")  # a broken line: counted, never fatal
+    at = datetime.now(UTC)
+    summary = population_run(
+        SERVICE, export, root / "out", ontology_paths=default_ontology_paths(), at=at
+    )
+    yield export, root / "out", resources, at
+    assert summary["unreadableLines"] == 1
+
+
+def rows(out: Path) -> dict[str, dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(out / "decisions").to_pylist()
+    return {r["patient_id"]: r for r in table}
+
+
+def test_each_patient_is_decided_as_a_live_hook_call_decides_it(
+    population: tuple[Path, Path, list[dict[str, Any]], datetime],
+    fhir_server: FhirServer,
+    pg_url: str,
+) -> None:
+    _export, out, resources, _at = population
+    found = rows(out)
+    patients = {r["id"] for r in resources if r["resourceType"] == "Patient"}
+    assert set(found) == patients
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["patients"] == len(patients) and summary["errors"] == {}
+
+    with TestClient(create_app(Settings(database_url=pg_url))) as client:
+        for pid in sorted(patients):
+            live = client.post(
+                f"/cds-services/{SERVICE}",
+                json={
+                    "hook": "patient-view",
+                    "hookInstance": str(uuid.uuid4()),
+                    "fhirServer": fhir_server.base_url,
+                    "context": {"patientId": pid, "userId": "Practitioner/live"},
+                },
+            )
+            assert live.status_code == 200, live.text
+            answer = live.json()
+            run = answer["extension"]["dev.horismos.run"]
+            row = found[pid]
+            assert row["error"] is None, row
+            assert (json.loads(row["decision"]) if row["decision"] else None) == run.get(
+                "decision"
+            ), pid
+            assert row["terminal"] == run["terminal"], pid
+            assert json.loads(row["cards"]) == comparable(answer["cards"]), pid
+    decided = [r for r in found.values() if r["decision"] is not None]
+    carded = [r for r in found.values() if json.loads(r["cards"])]
+    assert decided and carded  # the comparison saw cards, not only empty answers
+
+
+def test_a_service_whose_hook_needs_a_draft_order_is_refused_by_name() -> None:
+    from app.deployments import load_deployments
+    from app.tools.host import ToolHost
+
+    deployments = load_deployments(default_ontology_paths(), ToolHost().packaged)
+    with pytest.raises(ServiceRefused, match="order-sign, whose context needs more"):
+        PatientDecider(deployments, "opioidcds-08", datetime.now(UTC), Runner())
+
+
+def test_diff_names_the_patient_whose_data_changed_with_both_answers(
+    population: tuple[Path, Path, list[dict[str, Any]], datetime], tmp_path: Path
+) -> None:
+    _export, out, resources, at = population
+    found = rows(out)
+    carded = sorted(pid for pid, r in found.items() if json.loads(r["cards"]))[0]
+    # the same export without that patient's conditions: its card cannot stand
+    kept = [
+        r
+        for r in resources
+        if not (r["resourceType"] == "Condition" and bare(r["subject"]["reference"]) == carded)
+    ]
+    changed = tmp_path / "export"
+    write_export(changed, kept)
+    command = [str(Path(sys.executable).parent / "horismos"), "population"]
+    subprocess.run(
+        [*command, "run", SERVICE, "--ndjson", str(changed), "--out", str(tmp_path / "out"),
+         "--at", at.isoformat()],
+        check=True, capture_output=True, cwd=ROOT,
+    )  # fmt: skip
+    same = subprocess.run(
+        [*command, "diff", str(out), str(out)], capture_output=True, text=True, cwd=ROOT
+    )
+    assert same.returncode == 0 and json.loads(same.stdout)["changed"] == []
+
+    differ = subprocess.run(
+        [*command, "diff", str(out), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+
+    assert differ.returncode == 1, differ.stderr
+    [entry] = json.loads(differ.stdout)["changed"]
+    assert entry["patient"] == carded
+    assert (
+        json.loads(entry["before"]["cards"]) and entry["after"]["cards"] != entry["before"]["cards"]
+    )
