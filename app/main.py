@@ -115,6 +115,9 @@ def _include_routers(app: FastAPI) -> None:
     from app.api import resume
 
     app.include_router(resume.router)  # WaitStep resume; periodic reconciliation (its lifespan)
+    from app.api import fhir
+
+    app.include_router(fhir.router)  # /fhir: the CDS services as PlanDefinitions
 
 
 class OntologyState(BaseModel):

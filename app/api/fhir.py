@@ -1,0 +1,88 @@
+"""The service's FHIR R4 base (``/fhir``): its CapabilityStatement and every served CDS service
+as a PlanDefinition (``app.plandefinition.export``), for engines and authoring tools that list
+guidelines as PlanDefinitions. Read-only and as open as discovery: it says what is served,
+nothing about a patient."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from app.cds.auth import called_url
+from app.deps import DeploymentsDep
+from app.plandefinition.export import plans
+
+router = APIRouter(prefix="/fhir", tags=["FHIR"])
+
+FHIR_JSON = "application/fhir+json"
+
+
+def _base(request: Request) -> str:
+    _called, base = called_url(request)
+    return base.rstrip("/")
+
+
+def _outcome(
+    status: int, code: str, diagnostics: str, expression: str | None = None
+) -> JSONResponse:
+    issue: dict[str, Any] = {"severity": "error", "code": code, "diagnostics": diagnostics}
+    if expression is not None:
+        issue["expression"] = [expression]
+    return JSONResponse(
+        {"resourceType": "OperationOutcome", "issue": [issue]},
+        status_code=status,
+        media_type=FHIR_JSON,
+    )
+
+
+@router.get("/metadata", summary="The FHIR CapabilityStatement of the service's /fhir base")
+def metadata(request: Request) -> JSONResponse:
+    from app import __version__
+
+    statement = {
+        "resourceType": "CapabilityStatement",
+        "status": "active",
+        "date": "2026-12-06",
+        "kind": "instance",
+        "software": {"name": "Horismos", "version": __version__},
+        "implementation": {"description": "Horismos CDS services", "url": f"{_base(request)}/fhir"},
+        "fhirVersion": "4.0.1",
+        "format": ["json"],
+        "rest": [
+            {
+                "mode": "server",
+                "resource": [
+                    {
+                        "type": "PlanDefinition",
+                        "interaction": [{"code": "read"}, {"code": "search-type"}],
+                    }
+                ],
+            }
+        ],
+    }
+    return JSONResponse(statement, media_type=FHIR_JSON)
+
+
+@router.get("/PlanDefinition", summary="Every served CDS service as a PlanDefinition (a searchset)")
+def search_plans(request: Request, deployments: DeploymentsDep) -> JSONResponse:
+    found = plans(deployments, _base(request))
+    bundle = {
+        "resourceType": "Bundle",
+        "type": "searchset",
+        "total": len(found),
+        "entry": [
+            {"fullUrl": plan["url"], "resource": plan, "search": {"mode": "match"}}
+            for plan in found.values()
+        ],
+    }
+    return JSONResponse(bundle, media_type=FHIR_JSON)
+
+
+@router.get("/PlanDefinition/{plan_id}", summary="A served CDS service as a PlanDefinition")
+def read_plan(plan_id: str, request: Request, deployments: DeploymentsDep) -> JSONResponse:
+    found = plans(deployments, _base(request)).get(plan_id)
+    if found is None:
+        return _outcome(404, "not-found", f"no served CDS service {plan_id!r}", "id")
+    return JSONResponse(found, media_type=FHIR_JSON)

@@ -1,0 +1,1 @@
+"""FHIR PlanDefinitions: the CDS services as PlanDefinitions other engines read."""

@@ -1,0 +1,98 @@
+"""Every served CDS service readable as a FHIR R4 PlanDefinition (``GET /fhir/PlanDefinition``),
+valid against the R4 models, with what an engine that lists guidelines needs: the hook as a
+named-event trigger, the prefetch as inputs, one action per card with its priority from the
+indicator and when it shows, the suggestions as child actions; a combined service as the
+PlanDefinitions it combines."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from fhir.resources.R4B.bundle import Bundle
+from fhir.resources.R4B.capabilitystatement import CapabilityStatement
+from fhir.resources.R4B.plandefinition import PlanDefinition
+
+OpenClient = Callable[..., AbstractContextManager[TestClient]]
+BASE = "https://cds.example.test"
+
+
+@pytest.fixture
+def client(make_app_client: OpenClient) -> Iterator[TestClient]:
+    with make_app_client(public_base_url=BASE) as c:
+        yield c
+
+
+def test_every_service_of_discovery_is_a_valid_plan_definition(client: TestClient) -> None:
+    answer = client.get("/fhir/PlanDefinition")
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("application/fhir+json")
+    bundle = answer.json()
+    Bundle.model_validate(bundle)
+    listed = {e["resource"]["id"]: e["resource"] for e in bundle["entry"]}
+    each = {s["id"] for s in client.get("/individual/cds-services").json()["services"]}
+    combined = {s["id"] for s in client.get("/cds-services").json()["services"]}
+    assert set(listed) == each | combined
+    for plan in listed.values():
+        PlanDefinition.model_validate(plan)
+        assert plan["url"] == f"{BASE}/fhir/PlanDefinition/{plan['id']}"
+
+
+def test_a_service_reads_as_its_hook_prefetch_cards_and_suggestions(client: TestClient) -> None:
+    plan: dict[str, Any] = client.get("/fhir/PlanDefinition/horismos-med-safety").json()
+
+    assert plan["version"] == "1.6.0"
+    [top] = plan["action"]
+    assert top["trigger"] == [{"type": "named-event", "name": "order-sign"}]
+    queries = [i["extension"][0]["valueString"] for i in top["input"]]
+    assert "Observation?patient={{context.patientId}}&category=laboratory" in queries
+    by_title = {a["title"]: a for a in top["action"]}
+    contraindicated = by_title["Contraindicated medication order"]
+    assert contraindicated["priority"] == "stat"
+    [condition] = contraindicated["condition"]
+    assert condition["kind"] == "applicability"
+    assert "order safety is Contraindicated" in condition["expression"]["description"]
+    assert [a["type"]["coding"][0]["code"] for a in contraindicated["action"]] == [
+        "remove",
+        "update",
+    ]
+    assert by_title["Medication order needs caution"]["priority"] == "urgent"
+
+
+def test_a_card_template_is_static_text_with_the_template_as_a_dynamic_value(
+    client: TestClient,
+) -> None:
+    plan = client.get("/fhir/PlanDefinition/opioidcds-08").json()
+    [top] = plan["action"]
+    naloxone = top["action"][0]
+    assert naloxone["title"] == "Offer naloxone, mitigate overdose risk: …"
+    [title] = [d for d in naloxone["dynamicValue"] if d["path"] == "title"]
+    assert "{{instance.shortDrugName}}" in title["expression"]["expression"]
+    assert "one card for each" in naloxone["condition"][0]["expression"]["description"]
+
+
+def test_a_combined_service_is_the_plan_definitions_it_combines(client: TestClient) -> None:
+    plan = client.get("/fhir/PlanDefinition/opioidcds-order-sign").json()
+    [top] = plan["action"]
+    members = [a["definitionCanonical"] for a in top["action"]]
+    assert members[:2] == [
+        f"{BASE}/fhir/PlanDefinition/horismos-med-safety",
+        f"{BASE}/fhir/PlanDefinition/opioidcds-08",
+    ]
+    for url in members:  # each resolves
+        assert client.get(url.removeprefix(BASE)).status_code == 200
+
+
+def test_an_unknown_plan_definition_is_a_404_operation_outcome_and_metadata_lists_it(
+    client: TestClient,
+) -> None:
+    missing = client.get("/fhir/PlanDefinition/nope")
+    assert missing.status_code == 404
+    assert missing.json()["resourceType"] == "OperationOutcome"
+    statement = client.get("/fhir/metadata").json()
+    CapabilityStatement.model_validate(statement)
+    [rest] = statement["rest"]
+    assert [r["type"] for r in rest["resource"]] == ["PlanDefinition"]
