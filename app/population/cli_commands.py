@@ -64,3 +64,41 @@ def diff(first: Path, second: Path, *, master: str | None, echo: Echo, err: Echo
     found = population_diff(first, second, master=master)
     echo(json.dumps(found, indent=2, sort_keys=True, default=str))
     return 1 if found["changed"] else 0
+
+
+def export(
+    base: str,
+    *,
+    out: Path,
+    group: str | None,
+    types: str | None,
+    client_id: str | None,
+    key: Path | None,
+    token_url: str | None,
+    echo: Echo,
+    err: Echo,
+) -> int:
+    """Run the export; print the manifest's outputs. Exit 1 when it fails, saying where."""
+    from app.population.export import BackendClient, ExportFailed, bulk_export
+
+    given = [v is not None for v in (client_id, key, token_url)]
+    if any(given) and not all(given):
+        err("SMART Backend Services needs --client-id, --key and --token-url together")
+        return 1
+    client = None
+    if client_id and key and token_url:
+        try:
+            jwk = json.loads(key.read_text())
+        except (OSError, ValueError) as exc:
+            err(f"--key {key}: not a JWK file: {exc}")
+            return 1
+        client = BackendClient(client_id=client_id, key=jwk, token_url=token_url)
+    try:
+        manifest = bulk_export(
+            base, out, group=group, types=types.split(",") if types else None, client=client
+        )
+    except ExportFailed as exc:
+        err(str(exc))
+        return 1
+    echo(json.dumps({"output": manifest.get("output", []), "out": str(out)}, indent=2))
+    return 0

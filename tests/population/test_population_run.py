@@ -171,3 +171,101 @@ def test_diff_names_the_patient_whose_data_changed_with_both_answers(
     assert (
         json.loads(entry["before"]["cards"]) and entry["after"]["cards"] != entry["before"]["cards"]
     )
+
+
+def _client_key(tmp_path: Path) -> Path:
+    from joserfc.jwk import ECKey
+
+    key = ECKey.generate_key("P-384", parameters={"kid": "population-test"})
+    path = tmp_path / "client.jwk.json"
+    path.write_text(json.dumps(key.as_dict(private=True)))
+    return path
+
+
+def test_export_from_the_fhir_server_then_run_then_diff_end_to_end(
+    population: tuple[Path, Path, list[dict[str, Any]], datetime],
+    fhir_server: FhirServer,
+    tmp_path: Path,
+) -> None:
+    """Bulk Data $export (Group level, SMART Backend Services token, async polling) from the
+    project's FHIR server writes the folder a population run reads; run on it, the population
+    answers as the run on the same records written directly did."""
+    _export, out, resources, at = population
+    patients = sorted({r["id"] for r in resources if r["resourceType"] == "Patient"})
+    group = fhir_server.create(
+        {
+            "resourceType": "Group",
+            "type": "person",
+            "actual": True,
+            "member": [{"entity": {"reference": f"Patient/{pid}"}} for pid in patients],
+        }
+    )
+    exported = tmp_path / "exported"
+    horismos = [str(Path(sys.executable).parent / "horismos"), "population"]
+    base = fhir_server.base_url
+    export = subprocess.run(
+        [*horismos, "export", base, "--out", str(exported), "--group", group["id"],
+         "--client-id", "population-test", "--key", str(_client_key(tmp_path)),
+         "--token-url", f"{base}/auth/token"],
+        capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert export.returncode == 0, export.stderr
+    lines = [
+        json.loads(line)
+        for path in exported.glob("*.ndjson")
+        for line in path.read_text().splitlines()
+        if line.strip()
+    ]
+    assert sorted((r["resourceType"], r["id"]) for r in lines) == sorted(
+        (r["resourceType"], r["id"]) for r in resources
+    )
+
+    subprocess.run(
+        [*horismos, "run", SERVICE, "--ndjson", str(exported), "--out", str(tmp_path / "out"),
+         "--at", at.isoformat()],
+        check=True, capture_output=True, cwd=ROOT,
+    )  # fmt: skip
+    same = subprocess.run(
+        [*horismos, "diff", str(out), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert same.returncode == 0, same.stdout + same.stderr
+
+
+def test_an_export_resumes_and_is_refused_without_a_token(
+    population: tuple[Path, Path, list[dict[str, Any]], datetime],
+    fhir_server: FhirServer,
+    tmp_path: Path,
+) -> None:
+    from app.population.export import BackendClient, ExportFailed, bulk_export
+
+    _export, _out, resources, _at = population
+    pid = next(r["id"] for r in resources if r["resourceType"] == "Patient")
+    group = fhir_server.create(
+        {"resourceType": "Group", "type": "person", "actual": True,
+         "member": [{"entity": {"reference": f"Patient/{pid}"}}]}
+    )  # fmt: skip
+    base = fhir_server.base_url
+    with pytest.raises(ExportFailed, match="401"):
+        bulk_export(base, tmp_path / "no-token", group=group["id"], sleep=lambda _s: None)
+
+    client = BackendClient(
+        client_id="population-test",
+        key=json.loads(_client_key(tmp_path).read_text()),
+        token_url=f"{base}/auth/token",
+    )
+    waits: list[float] = []
+    first = bulk_export(
+        base, tmp_path / "out", group=group["id"], client=client, sleep=waits.append
+    )
+    assert waits == [1.0]  # the server's Retry-After, once: the first poll is still building
+    mark = fhir_server.mark()
+    again = bulk_export(
+        base, tmp_path / "out", group=group["id"], client=client, sleep=waits.append
+    )
+    assert again == first
+    asked = [r["url"] for r in fhir_server.requests(since=mark)]
+    assert not [u for u in asked if "$export?" in u or u.endswith("$export")], asked
+    assert not [u for u in asked if "$export-file" in u], asked  # every file was there already
