@@ -438,6 +438,28 @@ def change_replay(
     )
 
 
+@change.command("impact")
+def change_impact_command(
+    change_id: Annotated[str, typer.Argument(help="The change (its id).")],
+    ndjson: Annotated[Path, typer.Option(help="A Bulk Data export folder (*.ndjson).")],
+    out: Annotated[Path, typer.Option(help="Where the runs and impact.json go.")],
+    at: Annotated[str | None, typer.Option(help="The instant decided at (default: now).")] = None,
+    master: Annotated[str | None, typer.Option(help="Spark master URL.")] = None,
+    actor: Annotated[str | None, typer.Option(help="Who runs it (default: you).")] = None,
+) -> None:
+    """The patients of an export whose answer the change would change (patient-view services,
+    on Spark), with both answers and proofs; exit 1 when any."""
+    from app.changes.cli_commands import default_actor
+    from app.population import cli_commands
+
+    raise typer.Exit(
+        cli_commands.impact(
+            change_id, actor=actor or default_actor(), ndjson=ndjson, out=out, at=at,
+            master=master, echo=typer.echo, err=_echo_err,
+        )
+    )  # fmt: skip
+
+
 @change.command("approve")
 def change_approve(
     change_id: Annotated[str, typer.Argument(help="The change.")],

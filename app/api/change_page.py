@@ -83,6 +83,32 @@ def _changed(items: list[Mapping[str, Any]], caption: str) -> str:
     return "".join(blocks)
 
 
+def _impact(change: ChangeView) -> str:
+    """The last population impact run on the change (``horismos change impact``), if any."""
+    found = [e for e in change.events if e.state == "impact" and e.detail]
+    if not found:
+        return (
+            '<h2>Impact on a population</h2><p class="muted">Not run: <code>horismos change '
+            "impact CHANGE_ID --ndjson EXPORT --out DIR</code> decides every patient of a "
+            "Bulk Data export under both versions.</p>"
+        )
+    detail = found[-1].detail or {}
+    rows = "".join(
+        f"<tr><td><code>{_e(sid)}</code></td><td>{_e(s.get('compared'))}</td>"
+        f"<td><b>{_e(len(s.get('changed') or []))}</b></td>"
+        f"<td>{_e(', '.join(s.get('changed') or []) or '—')}</td></tr>"
+        for sid, s in (detail.get("services") or {}).items()
+    )
+    return (
+        "<h2>Impact on a population</h2>"
+        f"<p>Every patient of <code>{_e(detail.get('export'))}</code> decided at "
+        f"{_e(detail.get('at'))} under the active version and under this change (the full "
+        f"report, with both answers and proofs: <code>{_e(detail.get('report'))}</code>).</p>"
+        "<table><tr><th>service</th><th>patients</th><th>changed</th><th>whose answer "
+        f"changes</th></tr>{rows}</table>"
+    )
+
+
 def render_change_page(change: ChangeView) -> str:
     """The page for one change."""
     status = f'<span class="status {_e(change.status)}">{_e(change.status)}</span>'
@@ -145,6 +171,7 @@ def render_change_page(change: ChangeView) -> str:
         )
     else:
         parts.append('<h2>Replay</h2><p class="muted">Not replayed yet.</p>')
+    parts.append(_impact(change))
     shadow = change.shadow
     if shadow:
         parts.append(

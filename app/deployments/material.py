@@ -91,19 +91,27 @@ def release_material(deployment: Deployment) -> Material:
     )
 
 
-def build(material: Material, packaged: PackagedTools, *, like: Deployment) -> Deployment:
-    """Load and verify ``material`` as the deployment ``like`` (its id and file names are kept;
-    its IRI, version, digest, services and status are the material's own)."""
+def write(material: Material, folder: Path) -> Path:
+    """Write ``material`` under ``folder`` with its layout (a file ``../x`` of the deployment's
+    folder lands beside it); returns the deployment's folder, which its own paths are
+    relative to."""
     depth = max(
         (len([p for p in PurePosixPath(f).parts if p == ".."]) for f in material.files),
         default=0,
     )
+    root = folder.joinpath(*[f"up{i}" for i in range(depth)]) if depth else folder
+    for relative, text in material.files.items():
+        target = (root / relative).resolve()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    return root
+
+
+def build(material: Material, packaged: PackagedTools, *, like: Deployment) -> Deployment:
+    """Load and verify ``material`` as the deployment ``like`` (its id and file names are kept;
+    its IRI, version, digest, services and status are the material's own)."""
     with tempfile.TemporaryDirectory(prefix="horismos-version-") as tmp:
-        root = Path(tmp).joinpath(*[f"up{i}" for i in range(depth)]) if depth else Path(tmp)
-        for relative, text in material.files.items():
-            target = (root / relative).resolve()
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+        root = write(material, Path(tmp))
         sources = find_deployments([root / p for p in material.own], skip=vocabulary_path())
         own = {(root / p).resolve() for p in material.own}
         chosen = next((s for s in sources if {p.resolve() for p in s.files} == own), sources[0])
@@ -114,4 +122,4 @@ def build(material: Material, packaged: PackagedTools, *, like: Deployment) -> D
     return replace(built, id=like.id, files=like.files, imports=like.imports)
 
 
-__all__ = ["Material", "build", "release_material"]
+__all__ = ["Material", "build", "release_material", "write"]

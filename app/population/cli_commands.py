@@ -102,3 +102,47 @@ def export(
         return 1
     echo(json.dumps({"output": manifest.get("output", []), "out": str(out)}, indent=2))
     return 0
+
+
+def impact(
+    change_id: str,
+    *,
+    actor: str,
+    ndjson: Path,
+    out: Path,
+    at: str | None,
+    master: str | None,
+    echo: Echo,
+    err: Echo,
+) -> int:
+    """Print the patients whose answer the change would change; exit 0 when none, 1 when
+    some, 2 when it cannot be run."""
+    from app.deployments.catalog import Catalog, ChangeUnbuildable
+    from app.main import configured_deployments
+    from app.population.impact import ImpactRefused, change_impact
+    from app.settings import get_settings
+    from app.store import make_engine
+    from app.tools.host import ToolHost
+
+    try:
+        when = datetime.fromisoformat(at) if at else datetime.now(UTC)
+    except ValueError:
+        err(f"--at {at!r} is not an ISO 8601 instant")
+        return 2
+    settings = get_settings()
+    tools = ToolHost.discover()
+    engine = make_engine(settings.database_url)
+    try:
+        catalog = Catalog(configured_deployments(settings, tools), tools.packaged)
+        catalog.refresh(engine)
+        report = change_impact(
+            change_id, ndjson, out, engine=engine, catalog=catalog, at=when, actor=actor,
+            master=master,
+        )  # fmt: skip
+    except (ImpactRefused, ChangeUnbuildable) as exc:
+        err(str(exc))
+        return 2
+    finally:
+        engine.dispose()
+    echo(json.dumps(report, indent=2, sort_keys=True, default=str))
+    return 1 if any(s["changed"] for s in report["services"].values()) else 0

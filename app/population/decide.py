@@ -48,6 +48,7 @@ COLUMNS = (
     "input_digest",
     "deployment_version",
     "error",
+    "proof",
 )
 _NAMESPACE = uuid.UUID("2f1d0c4e-8a51-4f7e-9d3b-6a0c5e7b1f20")
 
@@ -194,6 +195,9 @@ class PatientDecider:
             "cards": json.dumps(cards, sort_keys=True),
             "input_digest": call.digest,
             "deployment_version": call.deployment.version,
+            "proof": json.dumps(outcome.proof, sort_keys=True, default=str)
+            if outcome.proof
+            else None,
         }
 
 

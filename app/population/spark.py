@@ -33,8 +33,9 @@ from typing import Any
 from app.population.bulk import SHARED_TYPES, parse_line, patient_of
 from app.population.decide import COLUMNS, PatientDecider, comparable
 
-#: what a diff ignores: identifiers and values that are per run
-_PER_RUN = ("input_digest",)
+#: what a diff does not compare: per-run values, and the proof (shown beside each change: a
+#: changed rule moves it even where the answer stays)
+_PER_RUN = ("input_digest", "proof", "deployment_version")
 
 
 def _session(master: str | None, app_name: str) -> Any:

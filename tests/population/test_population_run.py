@@ -269,3 +269,75 @@ def test_an_export_resumes_and_is_refused_without_a_token(
     asked = [r["url"] for r in fhir_server.requests(since=mark)]
     assert not [u for u in asked if "$export?" in u or u.endswith("$export")], asked
     assert not [u for u in asked if "$export-file" in u], asked  # every file was there already
+
+
+def test_change_impact_lists_the_patients_whose_cards_the_change_would_change(
+    population: tuple[Path, Path, list[dict[str, Any]], datetime],
+    pg_url: str,
+    tmp_path: Path,
+) -> None:
+    """A proposed change to recommendation 12's card, run on the whole export before approval:
+    exactly the patients who get the card are listed, each with both answers and proofs; the
+    others are the same under both versions."""
+    import shutil
+
+    export, out, _resources, at = population
+    folder = tmp_path / "opioid-cds"
+    folder.mkdir()
+    for name in ("rec12-patient-view.ttl", "common.ttl"):
+        shutil.copy(ROOT / "ontologies/opioid-cds" / name, folder / name)
+    shutil.copytree(ROOT / "ontologies/opioid-cds/valuesets", folder / "valuesets")
+    paths = [folder / "rec12-patient-view.ttl", folder / "common.ttl"]
+    text = paths[0].read_text()
+    old = "none ordered in the past 90 days"
+    assert old in text
+    changed = text.replace(old, "no MOUD order in 90 days").replace(
+        'owl:versionInfo "1.0.0"', 'owl:versionInfo "1.1.0"'
+    )
+    settings = Settings(database_url=pg_url, ontology_paths=paths)
+    with TestClient(create_app(settings)) as client:
+        [rec12] = [
+            d for d in client.get("/deployments").json()["deployments"] if SERVICE in d["services"]
+        ]
+        proposed = client.post(
+            "/changes",
+            json={
+                "deployment": rec12["id"],
+                "baseDigest": rec12["digest"],
+                "files": [{"path": "rec12-patient-view.ttl", "content": changed}],
+                "author": "a.author",
+                "rationale": "A shorter summary.",
+            },
+        )
+        assert proposed.status_code in (200, 201), proposed.text
+        change_id = proposed.json()["id"]
+
+    env = {
+        **__import__("os").environ,
+        "HORISMOS_DATABASE_URL": pg_url,
+        "HORISMOS_ONTOLOGY_PATHS": json.dumps([str(p) for p in paths]),
+    }
+    horismos = str(Path(sys.executable).parent / "horismos")
+    impact = subprocess.run(
+        [horismos, "change", "impact", change_id, "--ndjson", str(export),
+         "--out", str(tmp_path / "impact"), "--at", at.isoformat()],
+        capture_output=True, text=True, cwd=ROOT, env=env,
+    )  # fmt: skip
+
+    assert impact.returncode == 1, impact.stderr
+    report = json.loads(impact.stdout)
+    assert (report["activeVersion"], report["candidateVersion"]) == ("1.0.0", "1.1.0")
+    found = rows(out)
+    carded = sorted(pid for pid, r in found.items() if json.loads(r["cards"]))
+    listed = report["services"][SERVICE]["changed"]
+    assert sorted(c["patient"] for c in listed) == carded
+    for entry in listed:
+        assert old in entry["before"]["cards"] and "no MOUD order" in entry["after"]["cards"]
+        assert entry["before"]["proof"] and entry["after"]["proof"]
+    assert report["services"][SERVICE]["compared"] == len(found)
+    # the change's page shows it beside the stored-run replay, before anyone approves
+    with TestClient(create_app(settings)) as client:
+        page = client.get(f"/changes/{change_id}", headers={"Accept": "text/html"})
+    assert page.status_code == 200
+    assert "Impact on a population" in page.text
+    assert all(pid in page.text for pid in carded)
