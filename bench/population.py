@@ -10,7 +10,8 @@ with one and with two executor cores. Prints, per size and core count: the wall 
 start-up (a session started and stopped apart, reported on its own line, not counted), the
 patients per second per core; then the live hook's one-call-at-a-time rate on the same charts
 (the same service called over HTTP on loopback, sequentially, the service one uvicorn worker
-storing each call on an embedded SQLite database: what a hook call costs); and the goal lines:
+storing each call on PostgreSQL as in production, or ``--backend sqlite``: what a hook call
+costs); and the goal lines:
 
 - per core at least 5× the live hook's one-call-at-a-time rate;
 - two cores at least 1.7× one (the larger size).
@@ -36,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.ontology import default_ontology_paths  # noqa: E402
 from app.population.spark import _session, population_run  # noqa: E402
+from bench.profile_hook import fresh_database  # noqa: E402
 from tests.support.opioid_examples import (  # noqa: E402
     CASES_DIR,
     EXAMPLES_DIR,
@@ -106,24 +108,26 @@ def population_rate(folder: Path, out: Path, cores: int, n: int) -> tuple[float,
     return wall, n / wall / cores
 
 
-def live_rate(base: list[list[dict[str, Any]]], calls: int, where: Path) -> float:
+def live_rate(base: list[list[dict[str, Any]]], calls: int, where: Path, backend: str) -> float:
     """Hook calls per second, one at a time, over HTTP to the service running as a process
-    (uvicorn, one worker) on an embedded SQLite database, each call stored: the live hook."""
+    (uvicorn, one worker) storing each call on ``backend``: the live hook."""
+    with fresh_database(backend) as url:
+        return _live_rate(base, calls, where, url)
+
+
+def _live_rate(base: list[list[dict[str, Any]]], calls: int, where: Path, url: str) -> float:
     import httpx
 
     from app.population.bulk import answer_template, patient_of
-    from app.store.migrate import upgrade
     from tests.support.live_server import launch
 
-    database = where / "live.db"
-    upgrade(f"sqlite:///{database}")
     by_patient: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in copies(base, calls + 10):
         pid = patient_of(r)
         if pid is not None:
             by_patient[pid].append(r)
     env = {
-        "HORISMOS_DATABASE_URL": f"sqlite:///{database}",
+        "HORISMOS_DATABASE_URL": url,
         "HORISMOS_RECONCILE_INTERVAL_SECONDS": "0",
     }
     server = launch(env, where / "live.log")
@@ -154,6 +158,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000")
     parser.add_argument("--live", type=int, default=200, help="live hook calls to time")
+    parser.add_argument(
+        "--backend",
+        choices=("postgresql", "sqlite"),
+        default="postgresql",
+        help="the live hook's store (PostgreSQL, as in production, by default)",
+    )
     args = parser.parse_args()
     logging.getLogger("py4j").setLevel(logging.ERROR)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -161,8 +171,11 @@ def main() -> None:
     where = Path(tempfile.mkdtemp(prefix="horismos-population-bench-"))
     results: dict[str, Any] = {"charts": len(base), "runs": []}
     try:
-        live = live_rate(base, args.live, where)
-        print(f"live hook, one call at a time (HTTP, one worker, stored): {live:.1f} calls/s")
+        live = live_rate(base, args.live, where, args.backend)
+        print(
+            f"live hook, one call at a time (HTTP, one worker, stored on {args.backend}): "
+            f"{live:.1f} calls/s"
+        )
         for n in sizes:
             folder = where / f"export-{n}"
             export(copies(base, n), folder)
