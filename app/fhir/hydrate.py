@@ -50,7 +50,7 @@ from app.fhir.literals import LiteralReading
 from app.fhir.objects import ObjectReading
 from app.fhir.outcomes import server_errors
 from app.fhir.reading import codings as _codings
-from app.fhir.reading import evaluate, source_of
+from app.fhir.reading import evaluate, source_of, sources_once
 from app.fhir.records import ABSENT, FOCUS_TYPE, about, is_bare, is_record, refers_to
 from app.fhir.systems import canonical_systems
 from app.fhir.times import effective, when_key
@@ -156,6 +156,7 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
         #: read lives in the data for the whole call) and the systems a mapping recognises
         self._codings_of: dict[int, list[str]] = {}
         self._systems_of: dict[int, set[str]] = {}
+        self._systems_in: dict[int, frozenset[str]] = {}
         #: per resource read, memoised for every property that looks at it: whether it is a
         #: record (its status), whether it is about the focus, and when it was taken
         self._record_of: dict[int, tuple[bool, bool, datetime]] = {}
@@ -182,9 +183,10 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
             return list(self._records_of.get(m.resource_type, ()))
         return [r for r in found if r.get("resourceType") == m.resource_type]
 
-    def _coded(self, m: FhirMapping, concept: Any, ref: str | None = None) -> bool:
+    def _coded(self, m: FhirMapping, concept: Any, record: Mapping[str, Any] | None = None) -> bool:
         """Whether a code matches the mapping: one of its ``horis:coding`` values, or a member
-        of one of its ``horis:inValueSet`` value sets."""
+        of one of its ``horis:inValueSet`` value sets (``record``: the record selected, named
+        in a note when only an earlier expansion lists the code)."""
         codes = self._concept_codings(concept)
         if set(m.codings).intersection(codes):
             return True
@@ -193,8 +195,8 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
                 if self.o.in_value_set(c, vs):
                     return True
                 if self.o.in_value_set(c, vs, earlier=True):
-                    if ref is not None:  # a record selected: the run says why
-                        self.codes.note_earlier(c, vs, ref)
+                    if record is not None:  # a record selected: the run says why
+                        self.codes.note_earlier(c, vs, source_of(record).reference)
                     return True
         return False
 
@@ -215,6 +217,17 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
             found = self._codings_of[id(concept)] = _codings(concept, self.canonical)
         return found
 
+    def _record_systems(self, r: Mapping[str, Any], concepts: list[Any]) -> frozenset[str]:
+        """The code systems of a record's ``concepts`` (its code and its components' codes),
+        once per record: every reading's mapping asks whether it names one of them."""
+        found = self._systems_in.get(id(r))
+        if found is None:
+            found = frozenset(
+                c.split("|", 1)[0] for concept in concepts for c in self._concept_codings(concept)
+            )
+            self._systems_in[id(r)] = found
+        return found
+
     def _systems(self, m: FhirMapping) -> set[str]:
         """The code systems a mapping's codings and value sets are written in, once per call."""
         found = self._systems_of.get(id(m))
@@ -231,15 +244,12 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
     def _targets(self, m: FhirMapping, r: dict[str, Any]) -> list[Mapping[str, Any]]:
         if not self._record_facts(r)[0] or (m.where is not None and evaluate(r, m.where) != [True]):
             return []
-        ref = source_of(r).reference
         coded: list[Mapping[str, Any]] = [
             comp
             for comp in r.get("component") or []
-            if isinstance(comp, dict)
-            and ABSENT not in comp
-            and self._coded(m, comp.get("code"), ref)
+            if isinstance(comp, dict) and ABSENT not in comp and self._coded(m, comp.get("code"), r)
         ]
-        if not (m.codings or m.value_sets) or self._coded(m, r.get("code"), ref):
+        if not (m.codings or m.value_sets) or self._coded(m, r.get("code"), r):
             if ABSENT in r:
                 return []
             # a result whose value sits in its components (one per equation, method or
@@ -407,18 +417,19 @@ def hydrate(
     ``terminology`` resolves code-system aliases (the installed one when not given); ``port``
     answers value-set membership the deployment's lists do not settle, asked only before
     ``port_until`` (``time.monotonic()``, the hook's deadline; ``app.fhir.codes``)."""
-    return _Hydrator(
-        ontology,
-        focus_id=focus_id,
-        focus_class=focus_class,
-        data=data,
-        context=context,
-        now=now,
-        prefetch=prefetch,
-        truncated=truncated,
-        invalid=invalid,
-        clock_skew=clock_skew,
-        terminology=terminology,
-        port=port,
-        port_until=port_until,
-    ).run(texts)
+    with sources_once():
+        return _Hydrator(
+            ontology,
+            focus_id=focus_id,
+            focus_class=focus_class,
+            data=data,
+            context=context,
+            now=now,
+            prefetch=prefetch,
+            truncated=truncated,
+            invalid=invalid,
+            clock_skew=clock_skew,
+            terminology=terminology,
+            port=port,
+            port_until=port_until,
+        ).run(texts)

@@ -71,9 +71,13 @@ class LiteralReading:
             prop: PropertyDef | None = None,
         ) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]: ...
 
-        def _coded(self, m: FhirMapping, concept: Any, ref: str | None = None) -> bool: ...
+        def _coded(
+            self, m: FhirMapping, concept: Any, record: Mapping[str, Any] | None = None
+        ) -> bool: ...
 
         def _concept_codings(self, concept: Any) -> list[str]: ...
+
+        def _record_systems(self, r: Mapping[str, Any], concepts: list[Any]) -> frozenset[str]: ...
 
         def _systems(self, m: FhirMapping) -> set[str]: ...
 
@@ -196,8 +200,8 @@ class LiteralReading:
             nodes = [r.get("code"), *(c.get("code") for c in components(r))]
             concepts = [c for c in nodes if c is not None]
             systems = self._systems(m)
-            coded = [c for concept in concepts for c in self._concept_codings(concept)]
-            if not any(c.split("|", 1)[0] in systems for c in coded):
+            if not self._record_systems(r, concepts) & systems:
+                coded = [c for concept in concepts for c in self._concept_codings(concept)]
                 why = (
                     "it has no code" + (", only its text" if record_name(concepts) else "")
                     if not coded
@@ -208,6 +212,7 @@ class LiteralReading:
             if not self._coded(m, r.get("code")) and not any(
                 self._coded(m, c.get("code")) for c in components(r)
             ):
+                coded = [c for concept in concepts for c in self._concept_codings(concept)]
                 named = [c for c in coded if c.split("|", 1)[0] in systems]
                 if any(c.split("|", 1)[0] in prop.closed_over for c in named):
                     return  # another reading of a system the property's list is complete in

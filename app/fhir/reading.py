@@ -7,7 +7,9 @@ Pure functions shared by hydration (``app.fhir.hydrate``) and the instances it b
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
@@ -273,15 +275,40 @@ def content_date(resource: Mapping[str, Any]) -> str | None:
     return None
 
 
+#: within one hydration (``sources_once``), each resource's Source by identity: every property
+#: that reads a resource asks for it, and a call's resources do not change while it is read
+_SOURCES: ContextVar[dict[int, tuple[Mapping[str, Any], Source]] | None] = ContextVar(
+    "horismos_sources", default=None
+)
+
+
+@contextmanager
+def sources_once() -> Iterator[None]:
+    """Within the block, ``source_of`` builds each resource's Source once."""
+    token = _SOURCES.set({})
+    try:
+        yield
+    finally:
+        _SOURCES.reset(token)
+
+
 def source_of(resource: Mapping[str, Any]) -> Source:
+    memo = _SOURCES.get()
+    if memo is not None:
+        hit = memo.get(id(resource))
+        if hit is not None and hit[0] is resource:  # the same object, not a reused id
+            return hit[1]
     meta = resource.get("meta") or {}
-    return Source(
+    found = Source(
         str(resource.get("resourceType")),
         str(resource.get("id")),
         meta.get("versionId"),
         meta.get("lastUpdated"),
         content_date(resource),
     )
+    if memo is not None:
+        memo[id(resource)] = (resource, found)
+    return found
 
 
 def as_codings(value: Any, canonical: Callable[[str], str] | None = None) -> list[Any]:
