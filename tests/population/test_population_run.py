@@ -341,3 +341,31 @@ def test_change_impact_lists_the_patients_whose_cards_the_change_would_change(
     assert page.status_code == 200
     assert "Impact on a population" in page.text
     assert all(pid in page.text for pid in carded)
+    shot(page.text, tmp_path)
+
+
+def shot(html: str, tmp_path: Path) -> None:
+    """The change page as a reviewer sees it, in Chromium: the impact section is on screen
+    (kept under test-artifacts/; ``WRITE_DOCS_PICTURES=1`` also writes the picture
+    docs/population.md shows)."""
+    import os
+
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 900})
+            page.set_content(html)
+            section = page.locator("h2", has_text="Impact on a population")
+            assert section.is_visible()
+            section.scroll_into_view_if_needed()
+            artifacts = ROOT / "test-artifacts" / "population"
+            artifacts.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(artifacts / "change-impact.png"), full_page=True)
+            if os.environ.get("WRITE_DOCS_PICTURES") == "1":
+                page.screenshot(
+                    path=str(ROOT / "docs" / "images" / "change-impact.png"), full_page=True
+                )
+        finally:
+            browser.close()
