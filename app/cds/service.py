@@ -12,7 +12,8 @@ The stages, in the order of the call, and what each hands the next:
 4. **assemble** (:mod:`app.cds.assemble`): the World the run starts from, every unread,
    refused, stale or truncated input recorded → :class:`~app.cds.assemble.Assembled`; replay,
    shadow runs and change replays assemble their input with the same function.
-5. **run** (here, in one worker thread: tools may block): the workflow to a terminal step with
+5. **run** (here, in one worker thread: tools may block; on the event loop for a workflow that
+   only computes, ``app.ontology.outside``): the workflow to a terminal step with
    tool commits routed to the FHIR adapter → :class:`~app.runtime.outcome.Outcome`. The run's
    row is claimed (committed as ``running``) only when the run is about to send something
    outside (:mod:`app.cds.claim`); a twin that finds the claim sends nothing and waits for the
@@ -67,6 +68,7 @@ from app.deployments.catalog import Catalog, VersionMoved
 from app.fhir_json import resources_of
 from app.fhir_reads import FhirReaders
 from app.ontology.model import CdsServiceDef
+from app.ontology.outside import computes_only
 from app.ports import CommitHandler, CommitHandlers
 from app.runtime import run_workflow
 from app.runtime.outcome import Outcome
@@ -132,6 +134,8 @@ class HookService:
 
     def __init__(self, deps: HookDeps) -> None:
         self.deps = deps
+        #: (deployment digest, workflow IRI) → whether its runs stay on the event loop
+        self._inline: dict[tuple[str | None, str], bool] = {}
 
     async def call(
         self,
@@ -291,9 +295,14 @@ class HookService:
             this = first.pop() if first else assembled.again()
             return self._run(call, this, claim, base_url, send_before, ahead=ahead)
 
-        # abandoned at the deadline, the thread carries on: it stores the run, or records it
-        # failed, whatever happens to this call
-        answer = await to_thread.run_sync(lambda: run(claim), abandon_on_cancel=True)
+        if self._computes_only(call):
+            # a workflow that only computes (pure tools, no language model, no wait) runs,
+            # renders and records on the event loop: a thread hop would cost more than it
+            answer = run(claim)
+        else:
+            # abandoned at the deadline, the thread carries on: it stores the run, or records
+            # it failed, whatever happens to this call
+            answer = await to_thread.run_sync(lambda: run(claim), abandon_on_cancel=True)
         if answer is None:  # another call holds this hookInstance
             return await stored_answer(
                 d.engine,
@@ -306,6 +315,15 @@ class HookService:
                 fhir_timeout=d.fhir_timeout,
             )
         return answer
+
+    def _computes_only(self, call: HookCall) -> bool:
+        """Whether the call's workflow acts on nothing outside (``app.ontology.outside``), once
+        per deployment version and workflow."""
+        key = (call.deployment.digest, call.workflow.iri)
+        found = self._inline.get(key)
+        if found is None:
+            found = self._inline[key] = computes_only(call.ontology, call.workflow.iri)
+        return found
 
     async def _assemble(
         self, call: HookCall, gathered: Gathered, now: datetime, started: float

@@ -29,15 +29,10 @@ from app.ontology.durations import parse_window
 from app.ontology.hooks import HOOKS, USER_TOKENS, ContextField
 from app.ontology.model import Ontology
 from app.ontology.names import local_name
+from app.ontology.outside import acts_outside
 from app.ontology.services import CdsServiceDef, CombinedServiceDef, PrefetchTemplate
 from app.ontology.workflows import (
     ActionStep,
-    NarrationStep,
-    PerceptionStep,
-    ProposalStep,
-    StepDef,
-    SubflowStep,
-    WaitStep,
 )
 
 _TOKEN = re.compile(r"\{\{(.*?)\}\}")
@@ -230,29 +225,15 @@ class HookChecker(TypeChecker):
                 "change only from one day to the next",
                 "horis:answeredAhead",
             )
-        seen: set[str] = set()
-        pending = [s.workflow]
-        while pending:
-            w = self.o.workflows.get(pending.pop())
-            if w is None or w.iri in seen:
-                continue
-            seen.add(w.iri)
-            for step in w.steps.values():
-                why = _acts_outside(step)
-                tool = self.o.tools.get(step.tool or "") if isinstance(step, ActionStep) else None
-                if tool is not None and not tool.pure:
-                    why = f"calls {local_name(tool.iri)}, which is not horis:pure"
-                if isinstance(step, SubflowStep) and step.workflow:
-                    pending.append(step.workflow)
-                if why is not None:
-                    self.add(
-                        "service",
-                        s.iri,
-                        f"{local_name(s.iri)} is horis:answeredAhead, but {step.name} in "
-                        f"{local_name(w.iri)} {why}: a run computed ahead must act on nothing "
-                        "outside",
-                        "horis:answeredAhead",
-                    )
+        for workflow, step, why in acts_outside(self.o, s.workflow):
+            self.add(
+                "service",
+                s.iri,
+                f"{local_name(s.iri)} is horis:answeredAhead, but {step.name} in "
+                f"{local_name(workflow)} {why}: a run computed ahead must act on nothing "
+                "outside",
+                "horis:answeredAhead",
+            )
 
     # --- what the templates and the context feed -------------------------------------------
 
@@ -318,17 +299,6 @@ def _finer_than_a_day(o: Ontology) -> list[str]:
 
 
 _WINDOWS = ("withinPast", "atMostAgo", "atLeastAgo")
-
-
-def _acts_outside(step: StepDef) -> str | None:
-    """Why a step of this kind may not run ahead, or None."""
-    if isinstance(step, PerceptionStep | NarrationStep) or (
-        isinstance(step, ProposalStep) and step.rank_by
-    ):
-        return "asks a language model"
-    if isinstance(step, WaitStep):
-        return "waits for a resume"
-    return None
 
 
 def _type_of(query: str) -> str:
