@@ -1,7 +1,8 @@
-"""The service's FHIR R4 base (``/fhir``): its CapabilityStatement and every served CDS service
-as a PlanDefinition (``app.plandefinition.export``), for engines and authoring tools that list
-guidelines as PlanDefinitions. Read-only and as open as discovery: it says what is served,
-nothing about a patient."""
+"""The service's FHIR R4 base (``/fhir``): its CapabilityStatement, every served CDS service as a
+PlanDefinition (``app.plandefinition.export``), for engines and authoring tools that list
+guidelines as PlanDefinitions, and ``$apply`` on them (``app.plandefinition.apply``). Reading is
+as open as discovery; ``$apply`` decides about a patient, so it asks for the client JWT a hook
+call asks for."""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 
 from app.cds.auth import called_url
+from app.cds.routes import read_json_body
+from app.container import running
 from app.deps import DeploymentsDep
+from app.plandefinition.apply import ApplyRefused, apply, outcome, parameters
 from app.plandefinition.export import plans
 
 router = APIRouter(prefix="/fhir", tags=["FHIR"])
@@ -57,6 +62,12 @@ def metadata(request: Request) -> JSONResponse:
                     {
                         "type": "PlanDefinition",
                         "interaction": [{"code": "read"}, {"code": "search-type"}],
+                        "operation": [
+                            {
+                                "name": "apply",
+                                "definition": "http://hl7.org/fhir/OperationDefinition/PlanDefinition-apply",
+                            }
+                        ],
                     }
                 ],
             }
@@ -86,3 +97,45 @@ def read_plan(plan_id: str, request: Request, deployments: DeploymentsDep) -> JS
     if found is None:
         return _outcome(404, "not-found", f"no served CDS service {plan_id!r}", "id")
     return JSONResponse(found, media_type=FHIR_JSON)
+
+
+async def _apply(
+    plan_id: str | None, request: Request, deployments: DeploymentsDep
+) -> JSONResponse:
+    parts = running(request.app)
+    audience, _base_url = called_url(request)
+    await parts.authenticator.verify(request.headers.get("authorization"), audience)
+    body = await read_json_body(request)
+    base = _base(request)
+    try:
+        if plan_id is None:  # by canonical url: one of ours
+            url = parameters(body).get("url")
+            prefix = f"{base}/fhir/PlanDefinition/"
+            if not isinstance(url, str) or not url.startswith(prefix):
+                raise ApplyRefused(
+                    404, "not-found", f"no served PlanDefinition at url {url!r}", "url"
+                )
+            plan_id = url.removeprefix(prefix).split("|", 1)[0]
+        chosen = plan_id
+        result = await run_in_threadpool(
+            lambda: apply(deployments, chosen, body, base=base, runner=parts.hooks.deps.runner)
+        )
+    except ApplyRefused as exc:
+        return JSONResponse(outcome(exc), status_code=exc.status, media_type=FHIR_JSON)
+    return JSONResponse(result, media_type=FHIR_JSON)
+
+
+@router.post(
+    "/PlanDefinition/{plan_id}/$apply",
+    summary="Apply a served PlanDefinition to a subject: a Bundle with the RequestGroup first",
+)
+async def apply_by_id(plan_id: str, request: Request, deployments: DeploymentsDep) -> JSONResponse:
+    return await _apply(plan_id, request, deployments)
+
+
+@router.post(
+    "/PlanDefinition/$apply",
+    summary="Apply the served PlanDefinition named by the url parameter",
+)
+async def apply_by_url(request: Request, deployments: DeploymentsDep) -> JSONResponse:
+    return await _apply(None, request, deployments)

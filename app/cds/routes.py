@@ -37,7 +37,7 @@ def add_feedback_listener(app: FastAPI, listener: FeedbackListener) -> None:
 router = APIRouter(tags=["CDS Hooks"])
 
 
-async def _json(request: Request) -> Any:
+async def read_json_body(request: Request) -> Any:
     """The body as JSON the service can walk and store: declared as JSON (else 415), within
     the size limit (else 413), not nested absurdly deep and free of characters no database
     stores (else 400 naming where)."""
@@ -124,7 +124,7 @@ async def call_service(service_id: str, request: Request) -> JSONResponse:
     # a thread hand-off per call, and resolving it cost more CPU than what it checks.
     service = running(request.app).hooks
     audience, base = _public_url(request)
-    body = await _json(request)
+    body = await read_json_body(request)
     response = await service.call(
         service_id,
         body,
@@ -161,7 +161,7 @@ async def post_feedback(
     parts = running(request.app)
     audience, _base = _public_url(request)
     await parts.authenticator.verify(request.headers.get("authorization"), audience)
-    body = await _json(request)
+    body = await read_json_body(request)
     result = await run_in_threadpool(
         lambda: store_feedback(
             services={s for d in deployments for s in d.services},

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from app.cds.accept import accept
+from app.cds.accept import HookCall, accept
 from app.cds.assemble import CallInput, assemble_input
 from app.cds.errors import CdsError
 from app.cds.prefetch import gather
@@ -31,6 +31,7 @@ from app.deployments import Deployments
 from app.fhir_json import resources_of
 from app.population.bulk import TemplateUnsupported, answer_template
 from app.runtime import run_workflow
+from app.runtime.outcome import Outcome
 from app.runtime.runner import Runner
 
 #: hooks whose context is the patient (and the user) alone: a population can build it
@@ -133,57 +134,11 @@ class PatientDecider:
         return row
 
     def _run(self, body: dict[str, Any]) -> dict[str, Any]:
-        call = self._loop.run_until_complete(
-            accept(
-                self.deployments,
-                self.service_id,
-                body,
-                authenticator=None,
-                authorization=None,
-                audience="",
-            )
+        answered = answer_in_process(
+            self.deployments, self.service_id, body, at=self.at, runner=self.runner, loop=self._loop
         )
-        gathered = self._loop.run_until_complete(
-            gather(
-                call.service.prefetch,
-                call.req,
-                cast(Any, None),  # every template is answered: nothing is read from a server
-                readers=cast(Any, None),
-                deadline=0.0,
-            )
-        )
-        assembled = assemble_input(
-            CallInput(
-                ontology=call.ontology,
-                service=call.service,
-                workflow=call.workflow,
-                context=call.req.context,
-                data=gathered.data,
-                now=self.at,
-                truncated=gathered.truncated,
-                invalid=gathered.invalid,
-            )
-        )
-        run_id = str(uuid.uuid4())
-        ctx = self.runner.context(
-            run_id=run_id,
-            now=self.at,
-            text=assembled.hydration.text,
-            inputs=assembled.hydration.inputs,
-        )
-        outcome = run_workflow(call.ontology, call.workflow.iri, assembled.world, ctx)
-        resources = [r for v in gathered.data.values() for r in resources_of(v)]
-        rendered = render(
-            call,
-            outcome,
-            assembled.world,
-            violations=assembled.violations,
-            notices=[],
-            resources=resources,
-            run_url=f"urn:uuid:{run_id}",
-            zone=UTC,
-        )
-        cards = comparable(rendered.response["cards"])
+        outcome, call = answered.outcome, answered.call
+        cards = comparable(answered.response["cards"])
         return {
             "decision": json.dumps(outcome.decision.to_json(), sort_keys=True, default=str)
             if outcome.decision
@@ -201,4 +156,75 @@ class PatientDecider:
         }
 
 
-__all__ = ["COLUMNS", "POPULATION_HOOKS", "PatientDecider", "ServiceRefused", "comparable"]
+@dataclass(frozen=True, kw_only=True)
+class Answered:
+    """A hook request answered in-process: the call, the run's outcome and the response."""
+
+    call: HookCall
+    outcome: Outcome
+    response: dict[str, Any]
+
+
+def answer_in_process(
+    deployments: Deployments,
+    service_id: str,
+    body: dict[str, Any],
+    *,
+    at: datetime,
+    runner: Runner,
+    loop: asyncio.AbstractEventLoop,
+) -> Answered:
+    """``body`` (every prefetch template answered) through the hook call's own stages —
+    ``accept``, ``gather``, ``assemble_input``, the interpreter and ``render`` — with no JWT,
+    no FHIR server, no store and no EHR write; the cards link to no decision record."""
+    call = loop.run_until_complete(
+        accept(deployments, service_id, body, authenticator=None, authorization=None, audience="")
+    )
+    gathered = loop.run_until_complete(
+        gather(
+            call.service.prefetch,
+            call.req,
+            cast(Any, None),  # every template is answered: nothing is read from a server
+            readers=cast(Any, None),
+            deadline=0.0,
+        )
+    )
+    assembled = assemble_input(
+        CallInput(
+            ontology=call.ontology,
+            service=call.service,
+            workflow=call.workflow,
+            context=call.req.context,
+            data=gathered.data,
+            now=at,
+            truncated=gathered.truncated,
+            invalid=gathered.invalid,
+        )
+    )
+    run_id = str(uuid.uuid4())
+    ctx = runner.context(
+        run_id=run_id, now=at, text=assembled.hydration.text, inputs=assembled.hydration.inputs
+    )
+    outcome = run_workflow(call.ontology, call.workflow.iri, assembled.world, ctx)
+    rendered = render(
+        call,
+        outcome,
+        assembled.world,
+        violations=assembled.violations,
+        notices=[],
+        resources=[r for v in gathered.data.values() for r in resources_of(v)],
+        run_url=f"urn:uuid:{run_id}",
+        zone=UTC,
+    )
+    return Answered(call=call, outcome=outcome, response=rendered.response)
+
+
+__all__ = [
+    "COLUMNS",
+    "POPULATION_HOOKS",
+    "Answered",
+    "PatientDecider",
+    "ServiceRefused",
+    "answer_in_process",
+    "comparable",
+]

@@ -6,6 +6,7 @@ PlanDefinitions it combines."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
@@ -96,3 +97,108 @@ def test_an_unknown_plan_definition_is_a_404_operation_outcome_and_metadata_list
     CapabilityStatement.model_validate(statement)
     [rest] = statement["rest"]
     assert [r["type"] for r in rest["resource"]] == ["PlanDefinition"]
+
+
+# --- $apply -------------------------------------------------------------------------------
+
+
+def _rec12_data() -> tuple[str, list[dict[str, Any]]]:
+    from datetime import UTC, datetime
+
+    from tests.support.opioid_examples import CASES_DIR, load_examples, prepare
+
+    [example] = [e for e in load_examples(CASES_DIR) if e.name == "rec-12-untreated"]
+    prepared = prepare(example, datetime.now(UTC).date(), tag="apply-")
+    return prepared.patient_id, prepared.stored
+
+
+def _parameters(**given: Any) -> dict[str, Any]:
+    out = []
+    for name, value in given.items():
+        if isinstance(value, dict) and "resourceType" in value:
+            out.append({"name": name, "resource": value})
+        else:
+            out.append({"name": name, "valueString": value})
+    return {"resourceType": "Parameters", "parameter": out}
+
+
+def test_apply_answers_a_bundle_with_the_request_group_first(client: TestClient) -> None:
+    patient, resources = _rec12_data()
+    data = {
+        "resourceType": "Bundle",
+        "type": "collection",
+        "entry": [{"resource": r} for r in resources],
+    }
+
+    answer = client.post(
+        "/fhir/PlanDefinition/opioidcds-12-patient-view/$apply",
+        json=_parameters(subject=f"Patient/{patient}", data=data),
+    )
+
+    assert answer.status_code == 200, answer.text
+    bundle = answer.json()
+    Bundle.model_validate(bundle)
+    group = bundle["entry"][0]["resource"]
+    assert group["resourceType"] == "RequestGroup"
+    assert group["instantiatesCanonical"] == [
+        f"{BASE}/fhir/PlanDefinition/opioidcds-12-patient-view"
+    ]
+    assert group["subject"] == {"reference": f"Patient/{patient}"}
+    [action] = group["action"]
+    assert action["title"].startswith("Offer evidence-based medication for opioid use disorder")
+    assert action["priority"] == "urgent"  # a warning card
+    decision = json.loads(group["extension"][0]["valueString"])
+    assert decision["decision"]["value"] == "OfferTreatment"
+
+
+def test_apply_by_url_and_a_patient_with_no_finding_gets_an_empty_request_group(
+    client: TestClient,
+) -> None:
+    patient = "apply-nobody"
+    data = {
+        "resourceType": "Bundle",
+        "type": "collection",
+        "entry": [
+            {"resource": {"resourceType": "Patient", "id": patient, "birthDate": "1980-01-01"}}
+        ],
+    }
+    answer = client.post(
+        "/fhir/PlanDefinition/$apply",
+        json=_parameters(
+            url=f"{BASE}/fhir/PlanDefinition/opioidcds-12-patient-view",
+            subject=f"Patient/{patient}",
+            data=data,
+        ),
+    )
+    assert answer.status_code == 200, answer.text
+    [entry] = answer.json()["entry"]
+    assert "action" not in entry["resource"]
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "status", "words"),
+    [
+        ("opioidcds-08", {"subject": "Patient/p"}, 422, "order-sign"),
+        ("opioidcds-12-patient-view", {}, 400, "subject"),
+        ("opioidcds-12-patient-view", {"subject": "Observation/x"}, 400, "Patient reference"),
+        ("nope", {"subject": "Patient/p"}, 404, "nope"),
+        (
+            "opioidcds-12-patient-view",
+            {
+                "subject": "Patient/p",
+                "planDefinition": {"resourceType": "PlanDefinition", "status": "draft"},
+            },
+            422,
+            "not compiled",
+        ),
+    ],
+    ids=["order-hook", "no-subject", "not-a-patient", "unknown", "inline"],
+)
+def test_apply_refuses_what_it_cannot_answer_with_an_operation_outcome(
+    client: TestClient, path: str, params: dict[str, Any], status: int, words: str
+) -> None:
+    answer = client.post(f"/fhir/PlanDefinition/{path}/$apply", json=_parameters(**params))
+    assert answer.status_code == status, answer.text
+    body = answer.json()
+    assert body["resourceType"] == "OperationOutcome"
+    assert words in body["issue"][0]["diagnostics"]

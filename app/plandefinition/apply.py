@@ -1,0 +1,258 @@
+"""``$apply`` on the PlanDefinitions Horismos serves (``app.plandefinition.export``): a served CDS
+service applied to one subject with the data given, answered as the CPG-on-FHIR guide has
+``$apply`` answer — a Bundle whose first entry is the RequestGroup, the requests it proposes
+after it.
+
+The run is the hook call's own (``app.population.decide.answer_in_process``): the subject and
+the ``data`` Bundle become the hook request a live call would carry (every prefetch template
+answered from the data as a FHIR server answers it), then the same parsing, hydration,
+interpreter and cards. The cards become the RequestGroup's actions:
+
+- ``title`` the summary, ``description`` the detail, ``priority`` from the indicator (info →
+  routine, warning → urgent, critical → stat), ``documentation`` the card's source page and
+  links, ``selectionBehavior`` as the card's;
+- each suggestion a child action (``type`` create, update or remove), the resource it would
+  create or update in the Bundle and referenced from the action;
+- the decision (or the inputs that kept the run from deciding) in the RequestGroup's
+  ``extension``.
+
+Which PlanDefinitions: the served services whose hook context can be built from a subject (and an
+encounter): ``patient-view``, ``encounter-start``, ``encounter-discharge``. An authored
+PlanDefinition sent inline (``planDefinition``) is refused: compiling one into a deployment is
+not built yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from app.deployments import Deployments
+from app.plandefinition.export import ACTION_TYPE, ACTION_TYPES, PRIORITY
+from app.population.bulk import SHARED_TYPES, TemplateUnsupported, answer_template
+from app.population.decide import answer_in_process
+from app.runtime.runner import Runner
+
+APPLY_HOOKS = ("patient-view", "encounter-start", "encounter-discharge")
+DECISION_EXTENSION = "https://horismos.dev/fhir/StructureDefinition/decision"
+APPLY_USER = "Practitioner/horismos-apply"
+
+
+class ApplyRefused(ValueError):
+    """A request ``$apply`` cannot answer: the HTTP status, the issue code and the element."""
+
+    def __init__(self, status: int, code: str, message: str, expression: str | None = None):
+        super().__init__(message)
+        self.status, self.code, self.expression = status, code, expression
+
+
+def outcome(error: ApplyRefused) -> dict[str, Any]:
+    issue: dict[str, Any] = {"severity": "error", "code": error.code, "diagnostics": str(error)}
+    if error.expression:
+        issue["expression"] = [error.expression]
+    return {"resourceType": "OperationOutcome", "issue": [issue]}
+
+
+def parameters(body: Any) -> dict[str, Any]:
+    """The ``Parameters`` of a ``$apply`` call by name (each name once, as ``$apply`` has
+    them), each parameter's value or resource."""
+    if not isinstance(body, dict) or body.get("resourceType") != "Parameters":
+        raise ApplyRefused(400, "structure", "the body must be a FHIR Parameters resource")
+    out: dict[str, Any] = {}
+    for i, p in enumerate(body.get("parameter") or []):
+        if not isinstance(p, dict) or not isinstance(p.get("name"), str):
+            raise ApplyRefused(400, "structure", "a parameter needs a name", f"parameter[{i}]")
+        value = p.get("resource")
+        if value is None:
+            value = next((v for k, v in p.items() if k.startswith("value")), None)
+        out[p["name"]] = value
+    return out
+
+
+def _reference(value: Any, kind: str, name: str) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        value = value.get("reference")
+    if not isinstance(value, str) or not value.startswith(f"{kind}/") or value == f"{kind}/":
+        raise ApplyRefused(400, "value", f"{name} must be a {kind} reference", name)
+    return value.removeprefix(f"{kind}/")
+
+
+def _context(hook: str, patient: str, encounter: str | None, user: str) -> dict[str, Any]:
+    context: dict[str, Any] = {"patientId": patient, "userId": user}
+    if hook.startswith("encounter-"):
+        if encounter is None:
+            raise ApplyRefused(
+                400,
+                "required",
+                f"a {hook} PlanDefinition needs the encounter parameter",
+                "encounter",
+            )
+        context["encounterId"] = encounter
+    return context
+
+
+def _action(card: Mapping[str, Any], generated: list[dict[str, Any]]) -> dict[str, Any]:
+    action: dict[str, Any] = {
+        "title": card["summary"],
+        "priority": PRIORITY[card["indicator"]],
+    }
+    if card.get("detail"):
+        action["description"] = card["detail"]
+    docs = []
+    source = card.get("source") or {}
+    if source.get("url"):
+        docs.append({"type": "documentation", "display": source.get("label"), "url": source["url"]})
+    docs.extend(
+        {"type": "documentation", "display": link.get("label"), "url": link["url"]}
+        for link in card.get("links") or ()
+        if str(link.get("url", "")).startswith("http")
+    )
+    if docs:
+        action["documentation"] = docs
+    children = []
+    for s in card.get("suggestions") or ():
+        for a in s.get("actions") or [{}]:
+            child: dict[str, Any] = {"title": s["label"]}
+            if a.get("description"):
+                child["description"] = a["description"]
+            if a.get("type") in ACTION_TYPE:
+                code = ACTION_TYPE[a["type"]]
+                child["type"] = {"coding": [{"system": ACTION_TYPES, "code": code}]}
+            resource = a.get("resource")
+            if isinstance(resource, dict) and resource.get("resourceType"):
+                made = {**resource, "id": resource.get("id") or str(uuid.uuid4())}
+                generated.append(made)
+                child["resource"] = {"reference": f"{made['resourceType']}/{made['id']}"}
+            elif isinstance(a.get("resourceId"), str):
+                child["resource"] = {"reference": a["resourceId"]}
+            children.append(child)
+    if children:
+        action["selectionBehavior"] = card.get("selectionBehavior", "any")
+        action["action"] = children
+    return action
+
+
+def apply(
+    deployments: Deployments,
+    plan_id: str,
+    body: Any,
+    *,
+    base: str,
+    runner: Runner,
+    at: datetime | None = None,
+) -> dict[str, Any]:
+    """The ``$apply`` answer for the served PlanDefinition ``plan_id`` (its CDS service id)."""
+    given = parameters(body)
+    if given.get("planDefinition") is not None:
+        raise ApplyRefused(
+            422,
+            "not-supported",
+            "an inline PlanDefinition is not compiled into a deployment yet: apply a served "
+            "one by its id (POST /fhir/PlanDefinition/{id}/$apply) or url",
+            "planDefinition",
+        )
+    service = next((s for s, _d in deployments.services() if s.id == plan_id), None)
+    if service is None:
+        raise ApplyRefused(404, "not-found", f"no served PlanDefinition {plan_id!r}", "id")
+    if service.hook not in APPLY_HOOKS:
+        raise ApplyRefused(
+            422,
+            "not-supported",
+            f"{plan_id} is triggered by {service.hook}, whose context needs more than a "
+            f"subject and an encounter (a draft order): $apply builds "
+            f"{', '.join(APPLY_HOOKS)} calls only",
+            "id",
+        )
+    patient = _reference(given.get("subject"), "Patient", "subject")
+    if patient is None:
+        raise ApplyRefused(400, "required", "$apply needs the subject parameter", "subject")
+    encounter = _reference(given.get("encounter"), "Encounter", "encounter")
+    practitioner = _reference(given.get("practitioner"), "Practitioner", "practitioner")
+    data = given.get("data")
+    if data is not None and (not isinstance(data, dict) or data.get("resourceType") != "Bundle"):
+        raise ApplyRefused(400, "value", "data must be a Bundle", "data")
+    resources = [
+        e["resource"]
+        for e in (data or {}).get("entry") or []
+        if isinstance(e, dict) and isinstance(e.get("resource"), dict)
+    ]
+    shared = {
+        f"{r['resourceType']}/{r.get('id')}": r
+        for r in resources
+        if r.get("resourceType") in SHARED_TYPES
+    }
+    when = at or datetime.now(UTC)
+    context = _context(
+        service.hook,
+        patient,
+        encounter,
+        f"Practitioner/{practitioner}" if practitioner else APPLY_USER,
+    )
+    try:
+        prefetch = {
+            t.key: answer_template(
+                t.query.replace("{{context.encounterId}}", encounter or "{{context.encounterId}}"),
+                patient,
+                resources,
+                shared,
+            )
+            for t in service.prefetch
+        }
+    except TemplateUnsupported as exc:
+        raise ApplyRefused(422, "not-supported", str(exc), "data") from None
+    request = {
+        "hook": service.hook,
+        "hookInstance": str(uuid.uuid4()),
+        "context": context,
+        "prefetch": prefetch,
+    }
+    loop = asyncio.new_event_loop()
+    try:
+        answered = answer_in_process(
+            deployments, plan_id, request, at=when, runner=runner, loop=loop
+        )
+    finally:
+        loop.close()
+    generated: list[dict[str, Any]] = []
+    decision: dict[str, Any] = {}
+    if answered.outcome.decision is not None:
+        decision["decision"] = answered.outcome.decision.to_json()
+    if answered.outcome.undecided is not None:
+        decision["undecided"] = answered.outcome.undecided.to_json()
+    group: dict[str, Any] = {
+        "resourceType": "RequestGroup",
+        "id": str(uuid.uuid4()),
+        "instantiatesCanonical": [f"{base}/fhir/PlanDefinition/{plan_id}"],
+        "status": "draft",
+        "intent": "proposal",
+        "subject": {"reference": f"Patient/{patient}"},
+        "authoredOn": when.isoformat(),
+        "extension": [
+            {
+                "url": DECISION_EXTENSION,
+                "valueString": json.dumps(
+                    {"terminal": answered.outcome.terminal, **decision}, default=str, sort_keys=True
+                ),
+            }
+        ],
+    }
+    if encounter:
+        group["encounter"] = {"reference": f"Encounter/{encounter}"}
+    actions = [_action(card, generated) for card in answered.response["cards"]]
+    if actions:
+        group["action"] = actions
+    return {
+        "resourceType": "Bundle",
+        "id": str(uuid.uuid4()),
+        "type": "collection",
+        "entry": [{"resource": group}, *({"resource": r} for r in generated)],
+    }
+
+
+__all__ = ["APPLY_HOOKS", "ApplyRefused", "apply", "outcome", "parameters"]
