@@ -119,6 +119,14 @@ def _concept_verdict(
         return "not-ours", ""
     systems = list(dict.fromkeys(c.split("|", 1)[0] for c in found))
     if any(s in prop.closed_over for s in systems):
+        title = record_name([concept])
+        listed = o.listed_brand_of(prop, title, found) if title else None
+        if listed is not None:  # a brand of a listed product: maybe ours, never "none of ours"
+            system, _, code = found[0].partition("|")
+            return "unread", (
+                f"{system_name(system)} code {code} is not one this service lists, though "
+                f"{title} names a listed drug's ingredients ({listed})"
+            )
         return "not-ours", ""
     named = [c for c in found if o.names_system(c.split("|", 1)[0])]
     if named:

@@ -212,6 +212,8 @@ class ValueSetDef:
     #: for a supplement (``valuesets/supplements``): how its codes derive from the value set's
     #: own members (its ``description``), said in the note of a record it counts
     derived: str | None = None
+    #: its members' displays, as listed
+    displays: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from app.ontology import product_names
 from app.ontology.classes import (
     AbsentMeans,
     AggregateDef,
@@ -242,6 +243,33 @@ class Ontology:
             if url in self.value_sets
         )
 
+    def listed_brand_of(
+        self, prop: PropertyDef, name: str, codes: Iterable[str] = ()
+    ) -> str | None:
+        """For a branded product name (``Diazepam [Valium]``): a product with the same
+        ingredients (``diazepam 5 MG Oral Tablet``) that a value set ``prop`` reads lists (its
+        range's classes', or those its conditions test), else None. A record so named that no
+        list holds by code may be one of ours: it is unread, never none of ours."""
+        if not product_names.branded(name):
+            return None
+        found = product_names.ingredients(name)
+        if not found:
+            return None
+        urls = {
+            u
+            for c in self.subclasses(prop.range)
+            if (k := self.classes.get(c))
+            for u in k.value_sets
+        }
+        urls.update(str(c.value) for c in self.conditions_on(prop.iri) if c.op == "inValueSet")
+        if any(self.in_value_set(c, u, earlier=True) for c in codes for u in urls):
+            return None  # a member after all (a supplement, an earlier expansion)
+        for url in sorted(urls):
+            listed = self._index.products.get(url, {}).get(found)
+            if listed is not None:
+                return listed
+        return None
+
     def names_system(self, system: str) -> bool:
         """Whether any code the deployment names is of code system ``system``."""
         return system in self._index.code_systems
@@ -297,6 +325,21 @@ class Ontology:
         return tuple(p for p in self.properties.values() if p.domain in ancestors)
 
 
+def _products(o: Ontology, outside: set[str]) -> dict[str, dict[frozenset[str], str]]:
+    """Per value set, each listed product's ingredient names → its display (value sets named
+    as outside a property's lists left out)."""
+    out: dict[str, dict[frozenset[str], str]] = {}
+    for vs in o.value_sets.values():
+        if vs.url in outside:
+            continue
+        mine = out.setdefault(vs.url, {})
+        for display in sorted(vs.displays):
+            found = product_names.ingredients(display)
+            if found:
+                mine.setdefault(found, display)
+    return out
+
+
 def _conditions_by_property(
     o: Ontology, steps: Mapping[str, StepDef]
 ) -> dict[str, tuple[Condition, ...]]:
@@ -342,6 +385,9 @@ class _Index:
     code_systems: frozenset[str] = frozenset()
     #: property IRI → the conditions anywhere in the deployment whose path ends at it
     conditions_on: dict[str, tuple[Condition, ...]] = field(default_factory=dict)
+    #: per value set, the ingredient names of each product it lists
+    #: (``app.ontology.product_names``) → one listed display with them
+    products: dict[str, dict[frozenset[str], str]] = field(default_factory=dict)
     #: derived JSON Schemas by extracted classes (filled by ``app.ontology.schema``)
     schemas: dict[tuple[str, ...], dict[str, object]] = field(default_factory=dict)
 
@@ -463,6 +509,7 @@ class _Index:
             mapped={k: tuple(v) for k, v in mapped.items()},
             known_codes=known,
             code_systems=frozenset(code.split("|", 1)[0] for code in known),
+            products=_products(o, outside),
             conditions_on=_conditions_by_property(o, steps),
             names={k: tuple(v) for k, v in names.items()},
             all_iris=frozenset(iris),

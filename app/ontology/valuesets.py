@@ -172,8 +172,9 @@ def _read(path: Path) -> tuple[ValueSetDef | None, Problem | None]:
         return None, found
     data, url = found
     expansion = data.get("expansion")
+    displays: set[str] = set()
     if isinstance(expansion, dict):
-        codes = set(_contains(expansion.get("contains")))
+        codes = set(_contains(expansion.get("contains"), displays))
     else:
         compose = data.get("compose") if isinstance(data.get("compose"), dict) else {}
         includes = compose.get("include") if isinstance(compose, dict) else None
@@ -192,6 +193,11 @@ def _read(path: Path) -> tuple[ValueSetDef | None, Problem | None]:
                 for c in inc["concept"]
                 if isinstance(c, dict) and c.get("code")
             )
+            displays.update(
+                c["display"]
+                for c in inc["concept"]
+                if isinstance(c, dict) and isinstance(c.get("display"), str)
+            )
         if isinstance(compose, dict) and compose.get("exclude"):
             return bad(f"{path.name}: compose excludes codes; give it an expansion", url)
     if not codes and not isinstance(expansion, dict):
@@ -205,15 +211,18 @@ def _read(path: Path) -> tuple[ValueSetDef | None, Problem | None]:
             codes=frozenset(codes),
             source=str(path),
             version=str(version) if version is not None else None,
+            displays=frozenset(displays),
         ),
         None,
     )
 
 
-def _contains(entries: Any) -> Iterator[str]:
+def _contains(entries: Any, displays: set[str]) -> Iterator[str]:
     for e in entries if isinstance(entries, list) else []:
         if not isinstance(e, dict):
             continue
         if e.get("code") and not e.get("abstract"):
             yield f"{e.get('system', '')}|{e['code']}"
-        yield from _contains(e.get("contains"))
+            if isinstance(e.get("display"), str):
+                displays.add(e["display"])
+        yield from _contains(e.get("contains"), displays)

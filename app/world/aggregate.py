@@ -155,14 +155,33 @@ def _day(v: Value) -> date | None:
     return day_of(v) if isinstance(v, str) and not isinstance(v, bool) else None
 
 
+def outside_window(engine: Reads, value: Value, span: SpanDef) -> bool:
+    """Whether the instance ``value``'s span lies wholly outside a ``DaysCovered`` window: it
+    covers none of its days, whatever else is known of it. False when its span is not known
+    (no start, no end) or there is no time."""
+    if engine.now is None:
+        return False
+    found = _span(engine, value, span, [])
+    if found is None:
+        return False
+    low, high = _window(span, engine.now)
+    first, last = found
+    return max(first, low) > min(last, high)
+
+
+def _window(span: SpanDef, now: datetime) -> tuple[date, date]:
+    low = day_before(parse_window(span.window_from) or CalendarDuration(), now)
+    high = day_before(parse_window(span.window_to) or CalendarDuration(), now)
+    return low, high
+
+
 def _covered(spans: list[tuple[date, date]], span: SpanDef, now: datetime | None) -> int:
     """Days of the window covered by ``spans``: each span clipped to the window, spans that
     overlap or meet (one ends the day before the next begins) merged, and each merged span
     counting its last day minus its first. Without a time no day is in the window."""
     if now is None:
         return 0
-    low = day_before(parse_window(span.window_from) or CalendarDuration(), now)
-    high = day_before(parse_window(span.window_to) or CalendarDuration(), now)
+    low, high = _window(span, now)
     clipped = sorted(
         (max(first, low), min(last, high))
         for first, last in spans

@@ -30,8 +30,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from app.ontology.model import Condition, Ontology, Value, local_name
+from app.ontology.model import Condition, Ontology, SpanDef, Value, local_name
 from app.ontology.workflows import ActionStep
+from app.world.aggregate import outside_window
 from app.world.facts import FactKey
 
 if TYPE_CHECKING:
@@ -316,19 +317,21 @@ class _Check:
 
     def aggregate_open(self, s: str, rule: CompiledRule) -> list[str]:
         """The incomplete inputs through which ``rule``'s aggregate on ``s`` could change. A
-        Count, Sum, Min or Max over records with a positive filter is judged record by record (a
-        record counted now stays counted): a new record along a path, a record not counted now
-        that could come to pass the filter, or the summed value of one counted. Any other
-        aggregate (a span of days, a dated or shared relation) is judged by everything it
-        reads."""
+        Count, Sum, Min, Max or DaysCovered over records with a positive filter is judged
+        record by record (a record counted now stays counted): a new record along a path, a
+        record not counted now that could come to pass the filter — unless its known span
+        covers no day of the window — or the summed value or span of one counted. Any other
+        aggregate (a dated or shared relation) is judged by everything it reads."""
         agg = rule.aggregate
         assert agg is not None
+        spans = agg.function == "DaysCovered" and agg.span is not None
         if (
-            agg.function not in ("Count", "Sum", "Min", "Max")
-            or (agg.function == "Count") != (agg.of is None)
+            (agg.function not in ("Count", "Sum", "Min", "Max") and not spans)
+            or (not spans and (agg.function == "Count") != (agg.of is None))
+            or (spans and agg.of is not None)
             or agg.dated is not None
             or agg.sharing is not None
-            or agg.span is not None
+            or (agg.span is not None and not spans)
             or any(cc.negative for cc in agg.where)
         ):
             return sorted(self.deps.rule_reads(rule) & self.incomplete)
@@ -348,11 +351,33 @@ class _Check:
                 nodes = list(dict.fromkeys(reached))
             for record in nodes:
                 if all(self.world.holds(record, [cc.condition]) for cc in agg.where):
-                    # counted now, and stays counted; a summed value could still change
+                    # counted now, and stays counted; a summed value or a span could change
                     if agg.of is not None:
                         out.extend(self.value_open(record, agg.of))
+                    if agg.span is not None:
+                        out.extend(self.span_open(record, agg.span))
                     continue
-                out.extend(self.could_hold(record, agg.where))
+                opened = self.could_hold(record, agg.where)
+                if (
+                    opened
+                    and agg.span is not None
+                    and not self.span_open(record, agg.span)
+                    and outside_window(self.engine, record, agg.span)
+                ):
+                    continue  # its known span covers no day of the window: it adds none
+                out.extend(opened)
+        return list(dict.fromkeys(out))
+
+    def span_open(self, record: str, span: SpanDef) -> list[str]:
+        """The incomplete inputs through which a record's span could change, judged on the
+        record: a start, end or length it could gain, or one it has that could be undone."""
+        out: list[str] = []
+        for p in (span.start, span.end, span.length):
+            if p is None:
+                continue
+            out.extend(b.input for b in self.could_become(record, (p,), p))
+            for v in self.world.values(record, p):
+                out.extend(b.input for b in self.fact((record, p, v)))
         return list(dict.fromkeys(out))
 
     def value_open(self, s: str, p: str) -> list[str]:
@@ -375,6 +400,10 @@ class _Check:
                 if not self.world.holds(s, [cc.condition]):
                     return []
                 continue
+            if cc.negative and self.held_for_good(s, cc.path):
+                # an absence that fails now could come to hold only by losing every value the
+                # path reaches; one reached through facts no incomplete input can undo stays
+                return []
             if not cc.negative and not self.world.holds(s, [cc.condition]):
                 # it could come to hold only through a value the property could gain: its own
                 # input, a rule deriving it that is not ruled out, or — reached through
@@ -386,6 +415,24 @@ class _Check:
                 continue
             open_inputs.extend(touched)
         return list(dict.fromkeys(open_inputs))
+
+    def held_for_good(self, s: str, path: tuple[str, ...]) -> bool:
+        """Whether ``path`` on ``s`` reaches a value through facts that no incomplete input
+        could retract (each fact without blockers, ``fact``): more data only adds facts, so an
+        absence on that path cannot come to hold."""
+        nodes: list[Value] = [s]
+        for prop in path:
+            reached: list[Value] = []
+            for node in nodes:
+                if not isinstance(node, str):
+                    continue
+                reached.extend(
+                    v for v in self.world.values(node, prop) if not self.fact((node, prop, v))
+                )
+            if not reached:
+                return False
+            nodes = list(dict.fromkeys(reached))
+        return True
 
     def through(self, s: str, path: tuple[str, ...], concerns: str) -> list[Blocker]:
         """The incomplete inputs through which ``path`` on ``s`` could reach a value it does

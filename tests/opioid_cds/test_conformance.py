@@ -50,6 +50,15 @@ DIVERGENT: dict[str, Divergence] = {
             "order sharing the draft's id, which it took for an order being signed"
         ),
     ),
+    "rec-04-05-mme-less-than-fifty": Divergence(
+        indicators=["warning"],
+        reason=(
+            "the draft is Kadian (RxNorm 892495, 'Morphine Sulfate 10 MG [Kadian]', a branded "
+            "morphine no list of the guide holds): the reference takes it for no opioid and "
+            "answers nothing; Horismos reads a brand of a listed drug as an order it could not "
+            "check and says the dose check was not completed"
+        ),
+    ),
     "rec-06-out-extended-release-27-days": Divergence(
         indicators=["warning"],
         reason=(
@@ -104,6 +113,8 @@ def test_example_answers_as_the_reference(
     # as the order names it
     drugs = _draft_drugs(example)
     for card in cards:
+        if "not completed" in card["summary"]:
+            continue  # about the check that could not be completed, not one order
         assert any(short_name(d) in card["summary"] for d in drugs), (card["summary"], drugs)
         assert any(markdown_escape(d) in card["detail"] for d in drugs), (card["detail"], drugs)
 

@@ -177,3 +177,42 @@ def test_a_branded_opioid_on_record_counts_towards_the_total(
                    stored=[stored], expected=["warning"])  # fmt: skip
     [card] = run_case(client, fhir_server, example, mode)
     assert card["summary"].startswith("Calibrate or taper: 50 MME/day"), card["summary"]
+
+
+# --- a branded product no list holds, named as a brand of one they do ------------------------
+
+VALIUM = ("563026", "Diazepam [Valium]")  # RxNorm, as the FHIR examples write it
+DIAZEPAM_5 = ("197591", "diazepam 5 MG Oral Tablet")  # the clinical drug the list holds
+CARBAMAZEPINE_BRAND = ("205323", "Carbamazepine [Tegretol]")  # a brand of no listed drug
+
+
+def test_a_brand_of_a_listed_benzodiazepine_is_unread_not_no_benzodiazepine(
+    client: TestClient,
+) -> None:
+    """Valium's code is in no list of the guide's, but its name says diazepam, which the
+    benzodiazepine list holds: the risk factor may be there, so the check is not completed and
+    the card names the record — never "no benzodiazepine" (NotApplicable)."""
+    stored = order("stored-valium", P, VALIUM, authored=ago(40))
+    body = client.post(f"/cds-services/{S}", json=_rec08([stored]))
+    assert body.status_code == 200, body.text
+    run = body.json()["extension"]["dev.horismos.run"]
+    assert "decision" not in run and "undecided" in run, run
+    [card] = body.json()["cards"]
+    assert "Diazepam \\[Valium\\]" in card["detail"] and "563026" in card["detail"]
+
+
+def test_the_clinical_drug_it_brands_still_decides(client: TestClient) -> None:
+    """The complete twin: diazepam by the code the list holds is the risk factor."""
+    stored = order("stored-diazepam", P, DIAZEPAM_5, authored=ago(40))
+    body = client.post(f"/cds-services/{S}", json=_rec08([stored]))
+    run = body.json()["extension"]["dev.horismos.run"]
+    assert run["decision"]["value"] == "Applies", run
+
+
+def test_a_brand_of_no_listed_drug_is_still_none_of_ours(client: TestClient) -> None:
+    """Tegretol is a brand of carbamazepine, which no list holds: not a benzodiazepine, and the
+    answer stays decided (no card: no risk factor)."""
+    stored = order("stored-tegretol", P, CARBAMAZEPINE_BRAND, authored=ago(40))
+    body = client.post(f"/cds-services/{S}", json=_rec08([stored]))
+    run = body.json()["extension"]["dev.horismos.run"]
+    assert "decision" in run, run
