@@ -16,7 +16,7 @@ from app.cds.auth import called_url
 from app.cds.routes import read_json_body
 from app.container import running
 from app.deps import DeploymentsDep
-from app.plandefinition.apply import ApplyRefused, apply, outcome, parameters
+from app.plandefinition.apply import ApplyRefused, apply, outcome
 from app.plandefinition.export import plans
 
 router = APIRouter(prefix="/fhir", tags=["FHIR"])
@@ -108,17 +108,8 @@ async def _apply(
     body = await read_json_body(request)
     base = _base(request)
     try:
-        if plan_id is None:  # by canonical url: one of ours
-            url = parameters(body).get("url")
-            prefix = f"{base}/fhir/PlanDefinition/"
-            if not isinstance(url, str) or not url.startswith(prefix):
-                raise ApplyRefused(
-                    404, "not-found", f"no served PlanDefinition at url {url!r}", "url"
-                )
-            plan_id = url.removeprefix(prefix).split("|", 1)[0]
-        chosen = plan_id
         result = await run_in_threadpool(
-            lambda: apply(deployments, chosen, body, base=base, runner=parts.hooks.deps.runner)
+            lambda: apply(deployments, plan_id, body, base=base, runner=parts.hooks.deps.runner)
         )
     except ApplyRefused as exc:
         return JSONResponse(outcome(exc), status_code=exc.status, media_type=FHIR_JSON)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.data_notes import DataNote, Unreadable
 from app.fhir.hydrate import hydrate
@@ -33,6 +33,10 @@ from app.terminology.port import TerminologyPort
 from app.world.facts import Change, Violation
 from app.world.inputs import InputStatus
 from app.world.world import World
+
+if TYPE_CHECKING:
+    from app.cds.accept import HookCall
+    from app.cds.prefetch import Gathered
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,6 +60,22 @@ class CallInput:
     port: TerminologyPort | None = None
     #: ``time.monotonic()`` after which the port is no longer asked
     port_until: float | None = None
+
+    @classmethod
+    def of(cls, call: HookCall, gathered: Gathered, now: datetime, **extra: Any) -> CallInput:
+        """The input of an accepted call with its prefetch gathered, at ``now`` (``extra``: the
+        terminology and its port, where the caller asks them)."""
+        return cls(
+            ontology=call.ontology,
+            service=call.service,
+            workflow=call.workflow,
+            context=call.req.context,
+            data=gathered.data,
+            now=now,
+            truncated=gathered.truncated,
+            invalid=gathered.invalid,
+            **extra,
+        )
 
 
 @dataclass(kw_only=True)

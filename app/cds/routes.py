@@ -101,23 +101,33 @@ def get_individual_services(deployments: DeploymentsDep) -> dict[str, Any]:
     return individual_discovery(deployments)
 
 
-@router.post(
-    "/individual/cds-services/{service_id}",
-    summary="Call a CDS service listed by the individual discovery document",
-    openapi_extra=HOOK_REQUEST_BODY,
-    responses={
+#: the OpenAPI description a hook call's routes share
+_CALL_DOC: dict[str, Any] = {
+    "openapi_extra": HOOK_REQUEST_BODY,
+    "responses": {
         200: {"model": CdsResponse, "description": "Cards, and the run that produced them"},
         **error_responses(400, 401, 404, 409, 412, 413, 415, 500, 503),
     },
+}
+#: the OpenAPI description the feedback routes share
+_FEEDBACK_DOC: dict[str, Any] = {
+    "openapi_extra": FEEDBACK_REQUEST_BODY,
+    "responses": {
+        200: {"model": FeedbackResult, "description": "Stored; duplicates are counted, not errors"},
+        **error_responses(400, 401, 404, 413, 415, 503),
+    },
+}
+
+
+@router.post(
+    "/individual/cds-services/{service_id}",
+    summary="Call a CDS service listed by the individual discovery document",
+    **_CALL_DOC,
 )
 @router.post(
     "/cds-services/{service_id}",
     summary="Call a CDS service (CDS Hooks 2.0 hook request)",
-    openapi_extra=HOOK_REQUEST_BODY,
-    responses={
-        200: {"model": CdsResponse, "description": "Cards, and the run that produced them"},
-        **error_responses(400, 401, 404, 409, 412, 413, 415, 500, 503),
-    },
+    **_CALL_DOC,
 )
 async def call_service(service_id: str, request: Request) -> JSONResponse:
     # No dependency injection on the hot path: a plain (sync) dependency is run in the threadpool,
@@ -140,20 +150,12 @@ async def call_service(service_id: str, request: Request) -> JSONResponse:
 @router.post(
     "/individual/cds-services/{service_id}/feedback",
     summary="Feedback on cards a service listed by the individual discovery document returned",
-    openapi_extra=FEEDBACK_REQUEST_BODY,
-    responses={
-        200: {"model": FeedbackResult, "description": "Stored; duplicates are counted, not errors"},
-        **error_responses(400, 401, 404, 413, 415, 503),
-    },
+    **_FEEDBACK_DOC,
 )
 @router.post(
     "/cds-services/{service_id}/feedback",
     summary="Feedback on cards a service returned (accepted or overridden)",
-    openapi_extra=FEEDBACK_REQUEST_BODY,
-    responses={
-        200: {"model": FeedbackResult, "description": "Stored; duplicates are counted, not errors"},
-        **error_responses(400, 401, 404, 413, 415, 503),
-    },
+    **_FEEDBACK_DOC,
 )
 async def post_feedback(
     service_id: str, request: Request, deployments: DeploymentsDep

@@ -335,18 +335,8 @@ class HookService:
         port_until = None
         if d.deadline is not None:  # terminology calls leave the run time to answer
             port_until = started + d.deadline - min(1.0, d.deadline / 4)
-        given = CallInput(
-            ontology=call.ontology,
-            service=call.service,
-            workflow=call.workflow,
-            context=call.req.context,
-            data=gathered.data,
-            now=now,
-            truncated=gathered.truncated,
-            invalid=gathered.invalid,
-            terminology=d.terminology,
-            port=port,
-            port_until=port_until,
+        given = CallInput.of(
+            call, gathered, now, terminology=d.terminology, port=port, port_until=port_until
         )
         if port is not None and port.remote:
             return await to_thread.run_sync(lambda: assemble_input(given))

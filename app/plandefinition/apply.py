@@ -140,15 +140,22 @@ def _action(card: Mapping[str, Any], generated: list[dict[str, Any]]) -> dict[st
 
 def apply(
     deployments: Deployments,
-    plan_id: str,
+    plan_id: str | None,
     body: Any,
     *,
     base: str,
     runner: Runner,
     at: datetime | None = None,
 ) -> dict[str, Any]:
-    """The ``$apply`` answer for the served PlanDefinition ``plan_id`` (its CDS service id)."""
+    """The ``$apply`` answer for the served PlanDefinition ``plan_id`` (its CDS service id), or,
+    when None, the one the ``url`` parameter names (one of this service's, under ``base``)."""
     given = parameters(body)
+    if plan_id is None:
+        url = given.get("url")
+        prefix = f"{base}/fhir/PlanDefinition/"
+        if not isinstance(url, str) or not url.startswith(prefix):
+            raise ApplyRefused(404, "not-found", f"no served PlanDefinition at url {url!r}", "url")
+        plan_id = url.removeprefix(prefix).split("|", 1)[0]
     if given.get("planDefinition") is not None:
         raise ApplyRefused(
             422,

@@ -189,18 +189,7 @@ def answer_in_process(
             deadline=0.0,
         )
     )
-    assembled = assemble_input(
-        CallInput(
-            ontology=call.ontology,
-            service=call.service,
-            workflow=call.workflow,
-            context=call.req.context,
-            data=gathered.data,
-            now=at,
-            truncated=gathered.truncated,
-            invalid=gathered.invalid,
-        )
-    )
+    assembled = assemble_input(CallInput.of(call, gathered, at))
     run_id = str(uuid.uuid4())
     ctx = runner.context(
         run_id=run_id, now=at, text=assembled.hydration.text, inputs=assembled.hydration.inputs
