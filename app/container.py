@@ -45,6 +45,7 @@ from app.runtime.runner import Runner
 from app.settings import Settings
 from app.store import make_engine
 from app.store.db import describe_error
+from app.store.runs import RunStore
 from app.terminology import Terminology, TerminologyNotInstalled, load_terminology
 from app.terminology.choice import TerminologyChoice
 from app.tools.host import ToolHost
@@ -127,6 +128,7 @@ async def started(
             pool_timeout=settings.database_pool_timeout_seconds,
         )
         stack.callback(engine.dispose)
+        stack.callback(RunStore.of(engine).close)
         http = httpx.AsyncClient(timeout=settings.fhir_timeout_seconds, follow_redirects=False)
         stack.push_async_callback(http.aclose)
         catalog = Catalog(deployments, tools.packaged, vet=lambda d: vet(d, tools))

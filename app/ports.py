@@ -35,7 +35,13 @@ class CommitHandler(Protocol):
         ...
 
     def write_pending(self, connection: Connection) -> None:
-        """Store the effects of writes that sent nothing, in the run's own transaction."""
+        """Store the effects of writes that sent nothing, in the transaction that stores a
+        claimed run's outcome."""
+        ...
+
+    def unsent_effects(self) -> list[dict[str, Any]]:
+        """The effects of writes that sent nothing while the run's row does not exist yet,
+        as ``effects`` columns without the run: stored with the run's row."""
         ...
 
 

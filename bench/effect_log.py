@@ -35,11 +35,12 @@ from psycopg import sql
 from sqlalchemy import Engine, event
 
 from adapters.fhir.commit import CommitContext, FhirCommitAdapter, SourceRef
-from app.store import make_engine, repo, session_scope
+from app.store import make_engine
 from app.store.migrate import upgrade
 from app.tools.errors import ToolError
 from tests.commit.test_commit_adapter import ONTOLOGY, TOOL, _call
 from tests.support.fhir_server import SERVER_DIR, FhirServer, _free_port, _wait_ready
+from tests.support.runs import claimed_run
 
 PG = os.environ.get("HORISMOS_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 DB = f"horismos_commit_timing_{os.getpid()}"
@@ -98,9 +99,7 @@ def main() -> None:
             encounter = fhir.create(
                 {"resourceType": "Encounter", "id": fhir.new_id(), "status": "in-progress"}
             )
-            with session_scope(engine) as session:
-                run, _ = repo.claim_run(session, workflow_iri="urn:timing")
-                run_id = run.id
+            run_id = claimed_run(engine, "urn:timing")
             source = SourceRef(
                 resource_type="Encounter",
                 id=encounter["id"],

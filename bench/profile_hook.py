@@ -14,6 +14,10 @@ The figures are inclusive CPU ms per call, averaged over ``--calls`` calls after
 They move little with the machine's other load (CPU time, not wall time), so they are what
 to compare before and after a change. For a statistical profile of a live server under load
 use py-spy (``py-spy record --gil -f raw --pid <uvicorn pid>``).
+
+``--cprofile FILE`` writes a deterministic profile of the measured calls (``pstats``; the parts'
+timers off, worker-thread stages run inline so one profiler sees them) and prints the functions
+that spent the most CPU themselves.
 """
 
 from __future__ import annotations
@@ -53,6 +57,12 @@ PARTS: list[tuple[str, str, str]] = [
     ("  fhir.resources models (refusals' wording)", "app.cds.fhir_data", "_model_issues"),
     ("assemble the input", "app.cds.service", "assemble_input"),
     ("  hydration", "app.cds.assemble", "hydrate"),
+    ("    literal readings", "app.fhir.literals", "LiteralReading._datum"),
+    ("      records not selected", "app.fhir.literals", "LiteralReading._unread_reading"),
+    ("      records selected", "app.fhir.hydrate", "_Hydrator._targets"),
+    ("    records (object properties)", "app.fhir.objects", "ObjectReading._object"),
+    ("    input status settled", "app.fhir.inputs", "InputRecorder.settle"),
+    ("    source versions, content digests", "app.fhir.hydrate", "_Hydrator._remember"),
     ("  World + api facts", "app.cds.assemble", "apply_api_facts"),
     ("the run, rendered and recorded (worker thread)", "app.cds.service", "HookService._run"),
     ("  run: workflow (rules, steps, tools)", "app.cds.service", "run_workflow"),
@@ -64,13 +74,10 @@ PARTS: list[tuple[str, str, str]] = [
     ("  record: the run's row", "app.cds.service", "run_record"),
     ("    outcome record (Runner)", "app.runtime.runner", "Runner.record"),
     ("    FHIR input, compressed", "app.cds.hook_input", "HookInput.to_bytes"),
-    ("  store the run (one transaction)", "app.cds.service", "store_run"),
-    ("    active version check", "app.deployments.catalog", "Catalog.check"),
-    ("    run row", "app.cds.claim", "RunClaim.record"),
-    ("    trace events, source versions, cards", "app.store.repo", "add_run_rows"),
-    ("    trace events", "app.store.repo", "add_trace"),
-    ("    source versions", "app.store.repo", "add_sources"),
-    ("    effect log of writes that sent nothing", "app.store.effects", "EffectLog.write_pending"),
+    ("  store the run (one statement on PostgreSQL)", "app.cds.service", "store_run"),
+    ("    the run store's record", "app.store.runs", "RunStore.record"),
+    ("      parameters, JSON encoded", "app.store.runs", "_pg_params"),
+    ("    a claimed run's outcome", "app.cds.claim", "RunClaim.record"),
     ("JSON response", "fastapi.responses", "JSONResponse.render"),
 ]
 
@@ -165,6 +172,7 @@ async def drive(
     warmup: int,
     clock: Clock,
     service: tuple[str, dict[str, Any]] | None = None,
+    profiler: Any = None,
 ) -> tuple[int, dict[str, Any]]:
     import httpx
 
@@ -190,13 +198,37 @@ async def drive(
                     raise RuntimeError(f"the hook answered {resp.status_code}: {resp.text[:300]}")
             clock.total.clear()
             last: dict[str, Any] = {}
+            if profiler is not None:
+                profiler.enable()
             for _ in range(calls):
                 with clock.part(PARTS[0][0]):
                     resp = await client.post(path, content=body(), headers=headers)
                 if resp.status_code != 200:
                     raise RuntimeError(f"the hook answered {resp.status_code}: {resp.text[:300]}")
                 last = resp.json()
+            if profiler is not None:
+                profiler.disable()
     return calls, last
+
+
+def profile_calls(args: argparse.Namespace, service: tuple[str, dict[str, Any]] | None) -> None:
+    """``--cprofile``: the calls under cProfile, worker-thread stages run inline."""
+    import cProfile
+    import pstats
+
+    from anyio import to_thread
+
+    async def inline(fn: Callable[..., Any], *fn_args: Any, **_: Any) -> Any:
+        return fn(*fn_args)
+
+    to_thread.run_sync = inline  # type: ignore[assignment]
+    profiler = cProfile.Profile(time.process_time)
+    clock = Clock()
+    with fresh_database(args.backend) as url:
+        asyncio.run(drive(url, args.calls, args.warmup, clock, service, profiler))
+    profiler.dump_stats(args.cprofile)
+    stats = pstats.Stats(args.cprofile)
+    stats.sort_stats("tottime").print_stats(30)
 
 
 def main() -> None:
@@ -204,6 +236,7 @@ def main() -> None:
     parser.add_argument("--backend", choices=("postgresql", "sqlite"), default="postgresql")
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--cprofile", metavar="FILE", help="write a cProfile of the calls here")
     parser.add_argument(
         "--service",
         metavar="ID=FILE",
@@ -218,6 +251,9 @@ def main() -> None:
 
     logging.disable(logging.WARNING)
     clock = Clock()
+    if args.cprofile:
+        profile_calls(args, service)
+        return
     missing = instrument(clock)
     with fresh_database(args.backend) as url:
         calls, last = asyncio.run(drive(url, args.calls, args.warmup, clock, service))

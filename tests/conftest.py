@@ -27,6 +27,7 @@ from app.main import create_app
 from app.settings import Settings
 from app.store import Base, make_engine
 from app.store.migrate import upgrade
+from app.store.runs import RunStore
 
 pytest_plugins = ["tests.support.fhir_server"]
 
@@ -159,6 +160,7 @@ def engine(database_url: str) -> Iterator[Engine]:
     try:
         yield eng
     finally:
+        RunStore.of(eng).close()
         eng.dispose()
 
 
@@ -169,6 +171,7 @@ def pg_engine(pg_url: str) -> Iterator[Engine]:
     try:
         yield eng
     finally:
+        RunStore.of(eng).close()
         eng.dispose()
         _truncate_all(pg_url)
 

@@ -166,6 +166,10 @@ class FhirCommitAdapter:
         """Store the effects still waiting for the run's row in the run's own transaction."""
         self.log.write_pending(connection)
 
+    def unsent_effects(self) -> list[dict[str, Any]]:
+        """The effects still waiting for the run's row, stored with it."""
+        return self.log.pending()
+
     def __call__(self, call: ToolCall) -> dict[str, Any]:
         if call.run_id is None:
             raise ToolError(f"{call.tool.name}: a commit needs a persisted run", kind="contract")

@@ -47,7 +47,8 @@ from app.ontology.model import CdsServiceDef
 from app.store import ahead as ahead_store
 from app.store.db import describe_error
 from app.store.models import utcnow
-from app.store.repo import CardIssue
+from app.store.run_rows import CardIssue, RunColumns
+from app.store.runs import RunStore
 
 log = logging.getLogger("horismos.cds")
 
@@ -240,8 +241,9 @@ def reuse(
                 source["response"], reused=found, run_id=run_id, run_url=run_url(run_id)
             )
             response["extension"][EXTENSION_KEY]["reusedRun"] = found
-            own = {
+            own: RunColumns = {
                 "id": run_id,
+                "service_id": service.id,
                 "hook_instance": row["hook_instance"],
                 "request_digest": row["request_digest"],
                 "response": response,
@@ -251,9 +253,7 @@ def reuse(
                 for old, (card_key, rules) in source["cards"].items()
                 if old in uuids
             ]
-            stored = ahead_store.record_reuse(
-                connection, reused=found, service_id=service.id, row=own, cards=cards
-            )
+            stored = RunStore.of(engine).reuse(connection, reused=found, columns=own, cards=cards)
             if not stored:
                 return None
     except SQLAlchemyError as exc:

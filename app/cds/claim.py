@@ -25,16 +25,16 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Connection, Engine
 
 from app.bridge.protocol import Bridge, BridgeResult
 from app.cds.leases import LeaseKeeper
 from app.ontology.model import ToolDef
-from app.store import repo
-from app.store.leases import take_over_run
 from app.store.models import utcnow
+from app.store.run_rows import RunColumns
+from app.store.runs import RunStore
 from app.tools.invoker import ToolInvoker, scheme_of
 
 log = logging.getLogger("horismos.leases")
@@ -65,6 +65,7 @@ class RunClaim:
         #: the ``runs`` columns that identify the run (id, service, hookInstance, digest, …)
         self.row = dict(row)
         self.engine = engine
+        self.store = RunStore.of(engine)
         self.leases = leases
         #: this claim's lease owner token (a claim per call: two calls never share one)
         self.owner = uuid.uuid4().hex
@@ -83,7 +84,7 @@ class RunClaim:
     def taken_over(
         cls, engine: Engine, row: Mapping[str, Any], *, owner: str, leases: LeaseKeeper | None
     ) -> RunClaim:
-        """The claim of a run this call has just taken over (``store.leases.take_over_run``)."""
+        """The claim of a run this call has just taken over (``RunStore.take_over``)."""
         claim = cls(engine, row, leases=leases)
         claim.owner = owner
         claim.claimed = True
@@ -121,7 +122,7 @@ class RunClaim:
                             self.moved = True
                             raise
                     values = {**self.row, "status": "running", **self._lease_columns()}
-                    self.claimed = repo.insert_run(connection, values)
+                    self.claimed = self.store.claim(connection, cast(RunColumns, values))
                 self.lost = not self.claimed
                 if self.claimed and self.leases is not None:
                     self.leases.hold(self.owner, self.run_id)
@@ -140,11 +141,14 @@ class RunClaim:
             if self.claimed and not self.lost:
                 owner = self.owner if self.leases is not None else None
                 final = {**values, "lease_expires_at": None} if owner else dict(values)
-                if not repo.finish_run(connection, self.run_id, owner=owner, **final):
+                if not self.store.finish(
+                    connection, self.run_id, cast(RunColumns, final), owner=owner
+                ):
                     self.lost = True
                     raise ClaimLost(f"run {self.run_id} was taken over by another call")
                 return
-            if self.lost or not repo.insert_run(connection, {**self.row, **values}):
+            row = cast(RunColumns, {**self.row, **values})
+            if self.lost or not self.store.claim(connection, row):
                 self.lost = True
                 raise ClaimLost(
                     f"hookInstance {self.row.get('hook_instance')} is held by another call"
@@ -163,7 +167,9 @@ def take_over_claim(
     that run's id); None when another call took it first."""
     owner = uuid.uuid4().hex
     with engine.begin() as connection:
-        taken = take_over_run(connection, run_id, owner=owner, until=keeper.until(), now=utcnow())
+        taken = RunStore.of(engine).take_over(
+            connection, run_id, owner=owner, until=keeper.until(), now=utcnow()
+        )
     if not taken:
         return None
     log.warning("run %s was abandoned by its process; this call takes it over", run_id)

@@ -9,7 +9,7 @@ from typing import Any
 
 from app.clinical_text import proof_rules
 from app.ontology.model import CardDecl, local_name
-from app.store.repo import CardIssue
+from app.store.run_rows import CardIssue
 
 #: The key of a card no declaration made: a draft order the service could not read.
 UNREAD_ORDER_KEY = "(draft order not checked)"

@@ -23,16 +23,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine
 
-from app.store import leases, repo
+from app.store import leases
 from app.store.db import describe_error
 from app.store.models import utcnow
+from app.store.runs import RunStore
 
 log = logging.getLogger("horismos.leases")
 
@@ -84,7 +84,7 @@ class LeaseKeeper:
         """Renew ``owner``'s lease now (the fence before something leaves): False when the run
         was taken over or is not running any more."""
         with self.engine.begin() as connection:
-            renewed = leases.renew_leases(connection, [owner], self.until())
+            renewed = RunStore.of(self.engine).renew(connection, [owner], self.until())
         if owner not in renewed:
             self.release(owner)
             return False
@@ -115,7 +115,7 @@ class LeaseKeeper:
         if not owners:
             return
         with self.engine.begin() as connection:
-            renewed = leases.renew_leases(connection, owners, self.until())
+            renewed = RunStore.of(self.engine).renew(connection, owners, self.until())
         self._renewed(sorted(renewed), now)
         for owner in set(owners) - renewed:
             self.release(owner)
@@ -159,33 +159,11 @@ def end_abandoned_runs(
             connection, expired_before=now - timedelta(seconds=grace)
         )
     ended: list[str] = []
+    store = RunStore.of(engine)
     for run_id in candidates:
-        owner = f"sweeper-{uuid.uuid4().hex[:24]}"
         with engine.begin() as connection:
-            if not leases.take_over_run(connection, run_id, owner=owner, until=now, now=now):
+            if not store.end_abandoned(connection, run_id, now=now):
                 continue
-            repo.add_trace(
-                connection,
-                run_id,
-                [
-                    {
-                        "step": None,
-                        "kind": "abandoned",
-                        "at": now.isoformat(),
-                        "reason": "the process running it stopped and no retry of its hook "
-                        "call took it over; ended as failed",
-                    }
-                ],
-            )
-            repo.finish_run(
-                connection,
-                run_id,
-                owner=owner,
-                status="failed",
-                terminal=None,
-                decision=None,
-                lease_expires_at=None,
-            )
         log.warning("run %s was abandoned by its process and is ended as failed", run_id)
         ended.append(run_id)
     return ended

@@ -4,8 +4,8 @@
 World, the run's time and input status), the data-quality notes, and the FHIR input itself
 (:class:`~app.cds.hook_input.HookInput`) so a replay can hydrate the call again under another
 version. :func:`store_run` writes it, its trace, source versions, issued cards and the effects
-of writes that sent nothing in one transaction: if it fails, the decision is withheld (503) and
-the run is recorded ``failed`` where the store still takes that.
+of writes that sent nothing at once (``app.store.runs``): if it fails, the decision is withheld
+(503) and the run is recorded ``failed`` where the store still takes that.
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.cds.accept import HookCall
@@ -31,9 +30,8 @@ from app.runtime.outcome import Outcome
 from app.runtime.replay import RecordedRun
 from app.runtime.runner import Runner, RunRecord
 from app.store import changes as change_store
-from app.store import repo
 from app.store.db import describe_error
-from app.store.repo import CardIssue
+from app.store.run_rows import CardIssue, NewRun, RunColumns
 
 log = logging.getLogger("horismos.cds")
 
@@ -104,7 +102,6 @@ def run_record(
 
 
 def store_run(
-    engine: Engine,
     catalog: Catalog,
     call: HookCall,
     claim: RunClaim,
@@ -114,32 +111,38 @@ def store_run(
     handler: CommitHandler | None,
     cards: list[CardIssue],
 ) -> str | None:
-    """One transaction for everything the run produced: the run's row (inserted, or the
-    claimed one updated), its trace, source versions and the effects of writes that sent
-    nothing. Raises ``ClaimLost`` (nothing stored) when a twin stored its run first,
-    ``VersionMoved`` (nothing stored) when the deployment's active version moved since the
-    call began (a claimed run is committed to its version and is stored), and
-    ``StoreUnavailable`` (the run recorded failed where possible) when the store refuses.
-    A suspended run keeps its SuspendedRun and deadline so ``/runs/{id}/resume`` works.
-    Returns the change running in shadow mode beside the deployment, if any."""
+    """Everything the run produced, at once: the run's row (inserted, or the claimed one
+    updated), its trace, source versions, cards and the effects of writes that sent nothing.
+    Raises ``ClaimLost`` (nothing stored) when a twin stored its run first, ``VersionMoved``
+    (nothing stored) when the deployment's active version moved since the call began (a
+    claimed run is committed to its version and is stored), and ``StoreUnavailable`` (the run
+    recorded failed where possible) when the store refuses. A suspended run keeps its
+    SuspendedRun and deadline so ``/runs/{id}/resume`` works. Returns the change running in
+    shadow mode beside the deployment, if any."""
     values = {**stored.record.values, "response": response}
+    run = NewRun(
+        columns=cast(RunColumns, {**claim.row, **values}),
+        trace=stored.record.trace,
+        sources=stored.sources,
+        cards=cards,
+        effects=handler.unsent_effects() if handler is not None and not claim.claimed else (),
+    )
     dep = call.deployment
     try:
-        with engine.begin() as connection:
-            if claim.claimed:  # committed to its version: it only needs the shadow change
-                shadow = change_store.deployment_generation(connection, dep.iri)[1]
-            else:
-                shadow = catalog.check(connection, dep)
+        if not claim.claimed:  # it sent nothing: the whole run, at once (one statement on PG)
+            if claim.lost:
+                raise ClaimLost(f"hookInstance {call.req.hook_instance} is held by another call")
+            found = claim.store.record(run, deployment=dep.iri, generation=dep.generation)
+            if not found.stored:
+                catalog.verify(dep, found.generation)
+                claim.lost = True
+                raise ClaimLost(f"hookInstance {call.req.hook_instance} is held by another call")
+            return found.shadow
+        with claim.store.engine.begin() as connection:
+            # committed to its version: it only needs the shadow change
+            shadow = change_store.deployment_generation(connection, dep.iri)[1]
             claim.record(connection, values)
-            # this call owns the run: nothing else wrote its trace, which starts at 0
-            repo.add_run_rows(
-                connection,
-                claim.run_id,
-                trace=stored.record.trace,
-                sources=stored.sources,
-                service_id=call.service.id,
-                cards=cards,
-            )
+            claim.store.add_rows(connection, claim.run_id, run)
             if handler is not None:
                 handler.write_pending(connection)
         return shadow
@@ -149,18 +152,18 @@ def store_run(
             claim.run_id,
             describe_error(exc),
         )
-        record_failed(engine, claim)
+        record_failed(claim)
         raise StoreUnavailable.one(
             "transient",
             "the decision could not be recorded, so it is not returned; retry later",
         ) from None
 
 
-def record_failed(engine: Engine, claim: RunClaim) -> None:
+def record_failed(claim: RunClaim) -> None:
     """Record the run ``failed`` (a retry of its hookInstance is then 409 at once): the
     claimed row is updated, else a failed row is inserted unless a twin holds the key."""
     try:
-        with engine.begin() as connection:
+        with claim.engine.begin() as connection:
             claim.record(connection, {"status": "failed", "terminal": None, "decision": None})
     except ClaimLost:
         pass

@@ -29,7 +29,7 @@ from app.cds.response_check import check_response
 from app.cds.run_story import by_reference, context_resources, detours, failed_actions, narration
 from app.cds.unsent import unsent_notices
 from app.runtime.outcome import Outcome
-from app.store.repo import CardIssue
+from app.store.run_rows import CardIssue
 from app.world.facts import Violation
 from app.world.world import World
 

@@ -434,7 +434,7 @@ class HookService:
                 return None
             if not isinstance(exc, StoreUnavailable):  # that one was recorded failed already
                 log.exception("run %s of %s failed", claim.run_id, call.workflow.name)
-                record_failed(self.deps.engine, claim)
+                record_failed(claim)
                 if claim.lost:  # a run that never claimed met its hookInstance's earlier row
                     return None
             if isinstance(exc, CdsError):
@@ -487,7 +487,6 @@ class HookService:
             ahead=ahead,
         )
         shadow = store_run(
-            d.engine,
             d.catalog,
             call,
             claim,

@@ -74,12 +74,18 @@ class Catalog:
         """In the caller's transaction: raise :class:`VersionMoved` when ``deployment`` is no
         longer the active version; else the change in shadow mode, if any."""
         generation, shadow = change_store.deployment_generation(connection, deployment.iri)
+        self.verify(deployment, generation)
+        return shadow
+
+    @staticmethod
+    def verify(deployment: Deployment, generation: int) -> None:
+        """Raise :class:`VersionMoved` when ``generation`` (the deployment's, as the store
+        read it) is not the one ``deployment`` runs at."""
         if generation != deployment.generation:
             raise VersionMoved(
                 f"deployment {deployment.id} moved from generation {deployment.generation} "
                 f"to {generation}"
             )
-        return shadow
 
     # --- refresh ------------------------------------------------------------------------
 

@@ -10,10 +10,10 @@ same way:
 - the **record** (:meth:`Runner.record`): the run's row values and its outcome document, which
   carries the replay material (the World before the run, the text, the time) but not the trace:
   the trace is stored once, in ``trace_events``;
-- **persistence** (:meth:`Runner.save`, :meth:`Runner.resume`): plain statements on the caller's
-  ``Connection``, in the caller's transaction. A resume updates the run's outcome and trace and
-  leaves everything else as stored — the hook response an EHR was given, the replay material,
-  the data-quality notes.
+- **persistence** (:meth:`Runner.save`, :meth:`Runner.resume`): through the run store
+  (``app.store.runs``), in the caller's transaction. A resume updates the run's outcome and
+  trace and leaves everything else as stored — the hook response an EHR was given, the replay
+  material, the data-quality notes.
 
 The interpreter stays pure: it sees all of this only through :class:`RunContext`.
 """
@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Connection, Engine
 
@@ -41,6 +41,8 @@ from app.runtime.outcome import Outcome, SuspendedRun
 from app.runtime.replay import RecordedRun
 from app.runtime.trace import parse_trace, trace_json
 from app.store import repo
+from app.store.run_rows import RunColumns
+from app.store.runs import RunStore
 from app.tools.invoker import ToolInvoker
 from app.world import World, load_structured
 from app.world.inputs import InputStatus
@@ -236,8 +238,7 @@ class Runner:
             **(row or {}),
             **record.values,
         }
-        repo.insert_run(connection, values)
-        repo.add_trace(connection, run.outcome.run_id, record.trace, first_seq=0)
+        RunStore.of(connection.engine).save(connection, cast(RunColumns, values), record.trace)
 
     # --- resume ---------------------------------------------------------------------------
 
@@ -287,20 +288,18 @@ class Runner:
             document.update(outcome.to_json())
             entries = document.pop("trace")
             after = outcome.suspended
-            repo.finish_run(
-                connection,
-                run_id,
-                status=outcome.status,
-                terminal=outcome.terminal,
-                decision=outcome.decision.to_json() if outcome.decision else None,
-                outcome=document,
-                world_state=after.to_json(with_trace=False) if after else None,
-                position=after.step if after else None,
-                wait_deadline=wait_deadline(ontology, after) if after else None,
-            )
+            columns: RunColumns = {
+                "status": outcome.status,
+                "terminal": outcome.terminal,
+                "decision": outcome.decision.to_json() if outcome.decision else None,
+                "outcome": document,
+                "world_state": after.to_json(with_trace=False) if after else None,
+                "position": after.step if after else None,
+                "wait_deadline": wait_deadline(ontology, after) if after else None,
+            }
             # a WaitStep inside a subflow continues the SubflowStep's entry: rewrite it too
             first = len(suspended.trace) - (1 if suspended.parent is not None else 0)
-            repo.replace_trace(connection, run_id, entries[first:], from_seq=first)
+            RunStore.of(engine).resume(connection, run_id, columns, entries[first:], from_seq=first)
         return outcome
 
 

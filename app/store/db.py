@@ -7,6 +7,8 @@ chosen here (psycopg 3 for PostgreSQL, the stdlib ``sqlite3`` for SQLite).
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -143,7 +145,89 @@ def make_engine(
     kwargs.setdefault("pool_size", POOL_SIZE)
     kwargs.setdefault("max_overflow", POOL_SIZE)
     kwargs.setdefault("connect_args", _postgres_connect_args(connect_timeout, statement_timeout))
-    return create_engine(normalized, **kwargs)
+    engine = create_engine(normalized, **kwargs)
+    _CONNECT_ARGS[engine] = (dict(kwargs["connect_args"]), kwargs.get("pool_timeout", 30.0))
+    return engine
+
+
+#: how the run store's connections name themselves to PostgreSQL (``pg_stat_activity``) unless
+#: the database URL names them (``?application_name=…``)
+RUN_STORE_APPLICATION = "horismos run store"
+
+#: what each PostgreSQL engine ``make_engine`` built connects with, for :func:`pg_pool`
+_CONNECT_ARGS: weakref.WeakKeyDictionary[Engine, tuple[dict[str, Any], float]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+class RunConnections:
+    """The run store's own PostgreSQL connections (:func:`pg_pool`): autocommit (a statement is
+    its own transaction), handed out without a check (the caller retries once on a dead one),
+    at most :data:`POOL_SIZE` kept idle and twice that open at once.
+
+    Not psycopg's pool: with the server down, its callers wait out the pool timeout while it
+    retries in the background; here a connection that cannot be opened fails the call at
+    once, as the engine's does, and the hook answers a prompt 503."""
+
+    def __init__(self, conninfo: str, kwargs: dict[str, Any], *, timeout: float) -> None:
+        self.conninfo = conninfo
+        self.kwargs = kwargs
+        self.timeout = timeout
+        self._idle: list[Any] = []
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(2 * POOL_SIZE)
+        self._closed = False
+
+    @contextmanager
+    def connection(self) -> Iterator[Any]:
+        import psycopg
+
+        if not self._slots.acquire(timeout=self.timeout):
+            raise psycopg.OperationalError(
+                f"no run store connection came free within {self.timeout:g} s"
+            )
+        conn: Any = None
+        try:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                conn = psycopg.connect(self.conninfo, **self.kwargs)
+            yield conn
+        finally:
+            self._put(conn)
+            self._slots.release()
+
+    def _put(self, conn: Any) -> None:
+        if conn is None:
+            return
+        from psycopg.pq import TransactionStatus
+
+        fine = not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE
+        with self._lock:
+            if fine and not self._closed and len(self._idle) < POOL_SIZE:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+def pg_pool(engine: Engine) -> RunConnections:
+    """The run store's connections to ``engine``'s PostgreSQL database, with the engine's
+    bounded waits (:class:`RunConnections`). The caller closes them."""
+    args, timeout = _CONNECT_ARGS.get(engine) or (_postgres_connect_args(10.0, None), 30.0)
+    url = engine.url.set(drivername="postgresql")
+    named = {} if "application_name" in url.query else {"application_name": RUN_STORE_APPLICATION}
+    return RunConnections(
+        url.render_as_string(hide_password=False),
+        {**args, "autocommit": True, **named},
+        timeout=timeout,
+    )
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

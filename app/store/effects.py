@@ -29,6 +29,7 @@ __all__ = [
     "EffectState",
     "effect_json",
     "effect_reports",
+    "insert_unsent",
     "list_effects",
 ]
 
@@ -187,11 +188,27 @@ class EffectLog:
 
     def write_pending(self, connection: Connection) -> None:
         """Write the unsent effects that wait for the run's row, in the caller's transaction
-        (the one that stores the run). Nothing was sent for them, so nothing else can have
-        written their rows."""
+        (once the run's row is committed)."""
         statement = _effect_upsert(connection.dialect.name, False)
         for row, state, response in list(self._pending.values()):
             connection.execute(statement, _effect_params(row, state, response, False))
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The unsent effects that wait for the run's row, as ``effects`` columns without the
+        run and times: the run store inserts them with the run (:func:`insert_unsent`).
+        Nothing was sent for them, so nothing else can have written their rows."""
+        return [
+            {
+                "effect_id": row.effect_id,
+                "tool": row.tool,
+                "target_reference": row.target,
+                "expected_version": row.expected,
+                "state": state,
+                "attempts": 0,
+                "remote_response": response,
+            }
+            for row, state, response in list(self._pending.values())
+        ]
 
     def attempt(self, row: EffectRow, response: dict[str, Any]) -> None:
         """Record the effect ``attempted`` (one more attempt): call before the request leaves."""
@@ -241,6 +258,16 @@ class EffectLog:
         if done != 1:
             raise LookupError(f"no effect {effect_id} in run {run_id}")
         self._remember(effect_id, state=state, response=response)
+
+
+def insert_unsent(
+    connection: Connection, run_id: str, effects: Sequence[Mapping[str, Any]]
+) -> None:
+    """Insert the unsent effects (:meth:`EffectLog.pending`) of a run just inserted."""
+    if effects:
+        now = utcnow()
+        rows = [{**e, "run_id": run_id, "created_at": now, "updated_at": now} for e in effects]
+        connection.execute(_EFFECTS.insert(), rows)
 
 
 def effect_reports(engine: Engine, run_id: str) -> list[dict[str, Any]]:

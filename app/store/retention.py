@@ -32,6 +32,7 @@ from app.store.models import (
     SourceVersion,
     TraceEvent,
 )
+from app.store.runs import RunStore
 
 #: Effect states that may still change: a run holding one is kept.
 PENDING_EFFECT_STATES = ("proposed", "attempted", "unknown")
@@ -92,7 +93,9 @@ def _delete(session: Session, statement: Any) -> int:
     return int(getattr(result, "rowcount", 0) or 0)
 
 
-def _purge_batch(session: Session, cutoff: datetime, counts: dict[str, int]) -> int:
+def _purge_batch(
+    store: RunStore, session: Session, cutoff: datetime, counts: dict[str, int]
+) -> int:
     ids = list(
         session.execute(
             select(Run.id).where(_purgeable(cutoff)).order_by(Run.updated_at).limit(_BATCH)
@@ -112,7 +115,7 @@ def _purge_batch(session: Session, cutoff: datetime, counts: dict[str, int]) -> 
     )
     for name, table in children:
         counts[name] += _delete(session, delete(table).where(table.run_id.in_(ids)))
-    counts["runs"] += _delete(session, delete(Run).where(Run.id.in_(ids)))
+    counts["runs"] += store.purge(session, ids)
     return len(ids)
 
 
@@ -134,7 +137,7 @@ def purge(engine: Engine, *, older_than: timedelta, now: datetime) -> PurgeRepor
     )
     while True:
         with session_scope(engine) as session:
-            if _purge_batch(session, cutoff, counts) < _BATCH:
+            if _purge_batch(RunStore.of(engine), session, cutoff, counts) < _BATCH:
                 break
     with session_scope(engine) as session:
         counts["feedback"] += _delete(

@@ -19,8 +19,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 
 from app.cds.accept import request_digest
-from app.store import repo
 from app.store.models import utcnow
+from app.store.runs import RunStore
 from tests.cds import clinical as fx
 from tests.support.rogue_http import Answer, rogue_server
 
@@ -58,7 +58,7 @@ def _dead_claim(engine: Engine, body: dict[str, Any], *, lease_left: float) -> s
     """The row a process leaves when it is killed after claiming the run of ``body``."""
     run_id = str(uuid.uuid4())
     with engine.begin() as connection:
-        repo.insert_run(
+        RunStore.of(engine).claim(
             connection,
             {
                 "id": run_id,

@@ -22,7 +22,7 @@ from fastapi.testclient import TestClient
 from joserfc import jwt
 from joserfc.jwk import ECKey
 
-from app.changes import APPROVE_SCOPE
+from app.changes.control import APPROVE_SCOPE
 from tests.changes.triage_calls import THRESHOLD_FROM, THRESHOLD_TO, triage_request
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -27,12 +27,12 @@ from app.ontology.model import (
     ToolArg,
     ToolDef,
 )
-from app.store import repo, session_scope
 from app.store.effects import effect_reports
 from app.tools.call import ToolCall
 from tests.commit.dropping_proxy import dropping_proxy
 from tests.support.effects import log_effect
 from tests.support.fhir_server import FhirServer
+from tests.support.runs import claimed_run
 
 pytestmark = pytest.mark.fhirserver
 
@@ -83,9 +83,7 @@ GRANTED = "openid user/Patient.read user/Encounter.read user/Encounter.write"
 
 @pytest.fixture
 def run_id(pg_engine: Engine) -> str:
-    with session_scope(pg_engine) as session:
-        run, _ = repo.claim_run(session, workflow_iri=NS + "Flow")
-        return run.id
+    return claimed_run(pg_engine, NS + "Flow")
 
 
 @pytest.fixture

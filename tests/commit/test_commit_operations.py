@@ -29,12 +29,12 @@ from app.ontology.model import (
     ToolArg,
     ToolDef,
 )
-from app.store import repo, session_scope
 from app.store.effects import effect_reports
 from app.tools.call import ToolCall
 from tests.commit.dropping_proxy import dropping_proxy
 from tests.support.effects import log_effect
 from tests.support.fhir_server import FhirServer
+from tests.support.runs import claimed_run
 
 pytestmark = pytest.mark.fhirserver
 
@@ -116,9 +116,7 @@ GRANTED = "user/*.read user/Encounter.write user/Communication.write"
 
 @pytest.fixture
 def run_id(pg_engine: Engine) -> str:
-    with session_scope(pg_engine) as session:
-        run, _ = repo.claim_run(session, workflow_iri=NS + "Flow")
-        return run.id
+    return claimed_run(pg_engine, NS + "Flow")
 
 
 @pytest.fixture
@@ -459,12 +457,11 @@ def test_the_recipients_fall_back_in_the_order_the_template_names_them(
     with_team = _context(fhir_server.base_url, encounter, resources=resources)
     _adapter(pg_engine, with_team)(_create_call(run_id))
     no_participants = {k: v for k, v in encounter.items() if k != "participant"}
-    with session_scope(pg_engine) as session:
-        other, _ = repo.claim_run(session, workflow_iri=NS + "Flow")
+    other = claimed_run(pg_engine, NS + "Flow")
     without = _context(fhir_server.base_url, encounter, prefetch={"encounter": no_participants})
-    _adapter(pg_engine, without)(_create_call(other.id))
+    _adapter(pg_engine, without)(_create_call(other))
 
     [first] = effect_reports(pg_engine, run_id)
-    [second] = effect_reports(pg_engine, other.id)
+    [second] = effect_reports(pg_engine, other)
     assert first["recipients"] == ["CareTeam/team-ed"]
     assert second["recipients"] == ["Organization/ed"]

@@ -7,17 +7,15 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import Engine, event
 
-from app.store import repo, session_scope
 from app.store.effects import EffectLog, EffectRow, effect_reports
+from tests.support.runs import claimed_run
 
 CHANGE = {"resourceType": "Encounter", "element": "priority", "value": "x"}
 
 
 @pytest.fixture
 def row(engine: Engine) -> EffectRow:
-    with session_scope(engine) as session:
-        run, _ = repo.claim_run(session, workflow_iri="urn:flow")
-        run_id = run.id
+    run_id = claimed_run(engine)
     return EffectRow(
         run_id=run_id,
         effect_id="tool:Encounter/e1.priority",

@@ -12,12 +12,12 @@ import pytest
 from sqlalchemy import Engine
 
 from adapters.fhir.commit import CommitContext, CommitFailed, FhirCommitAdapter, SourceRef
-from app.store import repo, session_scope
 from app.store.effects import effect_reports
 from app.tools.call import ToolCall
 from tests.commit.dropping_proxy import dropping_proxy
 from tests.commit.test_commit_adapter import GRANTED, NS, ONTOLOGY, PRIORITY, TOOL, URGENT
 from tests.support.fhir_server import FhirServer
+from tests.support.runs import claimed_run
 
 pytestmark = pytest.mark.fhirserver
 
@@ -42,8 +42,7 @@ def test_lost_answer_is_unknown_until_the_server_is_back_and_reconcile_runs(
     encounter = fhir_server.create(
         {"resourceType": "Encounter", "id": fhir_server.new_id(), "status": "in-progress"}
     )
-    with session_scope(pg_engine) as session:
-        run_id = repo.claim_run(session, workflow_iri=NS + "Flow")[0].id
+    run_id = claimed_run(pg_engine, NS + "Flow")
     origin = fhir_server.base_url.removesuffix("/fhir")
 
     with dropping_proxy(origin) as (proxy, forwarded):

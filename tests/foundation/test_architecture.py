@@ -9,6 +9,7 @@ limit.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -178,6 +179,118 @@ def test_no_source_file_over_the_limit() -> None:
         f"{name} ({lines} lines)" for name, lines in sizes.items() if lines > MAX_LINES
     )
     assert not too_long, f"over {MAX_LINES} lines: {too_long}"
+
+
+def _imported_bases(name: str, path: Path) -> list[str]:
+    """What each ``import`` and ``from … import`` of a module names as its module part."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    bases: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            bases += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                bases.append(".".join(parts + ([node.module] if node.module else [])))
+            else:
+                bases.append(node.module or "")
+    return bases
+
+
+def package_two_way_imports(root: Path) -> list[str]:
+    """``package ↔ module`` for each package whose ``__init__`` imports one of its modules that
+    imports from the package itself (``from package import …``, which runs the package's
+    ``__init__`` first: the two need each other to load)."""
+    known = modules(root)
+    graph = import_graph(root)
+    found: list[str] = []
+    for package, path in known.items():
+        if path.name != "__init__.py":
+            continue
+        for module in sorted(graph[package]):
+            if module.startswith(package + ".") and package in _imported_bases(
+                module, known[module]
+            ):
+                found.append(f"{package} ↔ {module}")
+    return found
+
+
+def test_no_package_and_its_module_import_each_other() -> None:
+    found = package_two_way_imports(ROOT)
+    assert not found, f"a package and its module import each other: {found}"
+
+
+def test_a_package_and_its_module_importing_each_other_are_found(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "app/p/__init__.py": "from app.p.control import C\n",
+            "app/p/control.py": "from app.p import policy\nC = 1\n",
+            "app/p/policy.py": "",
+            "app/q/__init__.py": "",
+            "app/q/control.py": "from app.q import policy\n",
+            "app/q/policy.py": "",
+        },
+    )
+    assert package_two_way_imports(root) == ["app.p ↔ app.p.control"]
+
+
+#: the one module that writes the ``runs`` table
+RUN_STORE = "app.store.runs"
+_RUN_TABLE = {"Run", "_RUNS", "Run.__table__", "runs"}
+_WRITES = {"insert", "update", "delete", "insert_for", "dialect_insert"}
+_RUN_SQL = re.compile(r"\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+runs\b", re.IGNORECASE)
+
+
+def run_writes_outside_the_store(root: Path) -> list[str]:
+    """``module:line`` of each write to the ``runs`` table outside the run store: an INSERT,
+    UPDATE or DELETE built on the table, one written as SQL text, or a ``Run`` row made."""
+    found: list[str] = []
+    for name, path in modules(root).items():
+        if name in (RUN_STORE, "app.store.models"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if _RUN_SQL.search(node.value):
+                    found.append(f"{name}:{node.lineno}")
+            elif isinstance(node, ast.Call):
+                func = node.func
+                called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if called == "Run" or (
+                    called in _WRITES and any(ast.unparse(arg) in _RUN_TABLE for arg in node.args)
+                ):
+                    found.append(f"{name}:{node.lineno}")
+    return sorted(found)
+
+
+def test_runs_are_written_by_the_run_store_only() -> None:
+    found = run_writes_outside_the_store(ROOT)
+    assert not found, f"the runs table is written in {RUN_STORE} only: {found}"
+
+
+def test_a_write_to_the_runs_table_elsewhere_is_found(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "app/store/__init__.py": "",
+            "app/store/runs.py": "update(_RUNS)\n",
+            "app/store/other.py": (
+                "update(_RUNS).values(a=1)\n"
+                "delete(Run).where(x)\n"
+                "text('UPDATE runs SET status = 1')\n"
+                "session.add(Run(id='1'))\n"
+                "select(_RUNS)\n"
+                "update(_TRACE)\n"
+                "text('SELECT id FROM runs')\n"
+            ),
+        },
+    )
+    assert run_writes_outside_the_store(root) == [
+        "app.store.other:1",
+        "app.store.other:2",
+        "app.store.other:3",
+        "app.store.other:4",
+    ]
 
 
 def sql_outside_the_store(root: Path) -> list[str]:

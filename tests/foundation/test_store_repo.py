@@ -1,4 +1,5 @@
-"""Repository functions on both backends: what the service relies on when it stores runs."""
+"""The run store and the other store modules on both backends: what the service relies on
+when it stores runs."""
 
 from __future__ import annotations
 
@@ -7,57 +8,112 @@ import sqlite3
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 from sqlalchemy.exc import IntegrityError
 
-from app.errors import NotFound
 from app.store import feedback as feedback_store
 from app.store import jtis, make_engine, repo, session_scope
+from app.store.db import RUN_STORE_APPLICATION
 from app.store.effects import EffectLog, EffectRow, list_effects
+from app.store.models import new_id
+from app.store.run_rows import CardIssue, NewRun, RunColumns
+from app.store.runs import RunStore
 
 WF = "https://example.org/ns#Triage"
+DEPLOYMENT = "https://example.org/deployments#triage"
 
 
-def _claim(
-    engine: Engine, hook_instance: str = "hi-1", service_id: str = "svc"
-) -> tuple[str, bool]:
-    with session_scope(engine) as session:
-        run, created = repo.claim_run(
-            session,
-            workflow_iri=WF,
-            service_id=service_id,
-            hook="patient-view",
-            hook_instance=hook_instance,
-            request_digest="sha256:abc",
-        )
-        return run.id, created
+def _claim(engine: Engine, hook_instance: str | None = "hi-1", service_id: str = "svc") -> bool:
+    row = cast(
+        RunColumns,
+        {
+            "id": new_id(),
+            "workflow_iri": WF,
+            "service_id": service_id,
+            "hook": "patient-view",
+            "hook_instance": hook_instance,
+            "request_digest": "sha256:abc",
+        },
+    )
+    with engine.begin() as connection:
+        return RunStore.of(engine).claim(connection, row)
 
 
-def test_retried_hook_instance_returns_the_same_run(engine: Engine) -> None:
-    first, created_first = _claim(engine)
-    second, created_second = _claim(engine)
-    assert (created_first, created_second) == (True, False)
-    assert first == second
+def _run_id(engine: Engine, hook_instance: str = "hi-1", service_id: str = "svc") -> str:
+    with engine.begin() as connection:
+        found = repo.hook_run(connection, service_id, hook_instance)
+    assert found is not None
+    return str(found["id"])
+
+
+def _new_run(hook_instance: str, **columns: Any) -> NewRun:
+    return NewRun(
+        columns=cast(
+            RunColumns,
+            {
+                "id": new_id(),
+                "workflow_iri": WF,
+                "service_id": "svc",
+                "hook": "order-sign",
+                "hook_instance": hook_instance,
+                "deployment": DEPLOYMENT,
+                "status": "completed",
+                "terminal": "Done",
+                "decision": {"property": "acuity", "value": "Immediate"},
+                "outcome": {"proof": {"fact": "x"}},
+                "response": {"cards": [{"summary": "s", "indicator": "info"}]},
+                "input": b"\x00compressed",
+                **columns,
+            },
+        ),
+        trace=[
+            {"step": "Assess", "kind": "ReasoningStep", "edge": "next"},
+            {"step": "Done", "kind": ""},
+        ],
+        sources=[
+            {
+                "resource_type": "Observation",
+                "resource_id": "hr-1",
+                "version_id": "3",
+                "last_updated": "2026-01-01T00:00:00Z",
+                "content_hash": "sha256:1",
+            },
+            {"resource_type": "Patient", "id": "p-1"},
+        ],
+        cards=[CardIssue(uuid=f"c-{hook_instance}", key="Acuity {value}", rules=("r1", "r2"))],
+        effects=[
+            {
+                "effect_id": "e-1",
+                "tool": "https://example.org/ns#Flag",
+                "target_reference": "Patient/p-1",
+                "expected_version": "4",
+                "state": "refused",
+                "attempts": 0,
+                "remote_response": {"reason": "no write access"},
+            }
+        ],
+    )
+
+
+def test_retried_hook_instance_is_claimed_once(engine: Engine) -> None:
+    assert (_claim(engine), _claim(engine)) == (True, False)
 
 
 def test_hook_instance_is_unique_per_service_only(engine: Engine) -> None:
-    a, _ = _claim(engine, service_id="svc-a")
-    b, created = _claim(engine, service_id="svc-b")
-    assert created and a != b
+    assert _claim(engine, service_id="svc-a") and _claim(engine, service_id="svc-b")
+    assert _run_id(engine, service_id="svc-a") != _run_id(engine, service_id="svc-b")
 
 
 def test_runs_without_hook_instance_are_always_new(engine: Engine) -> None:
-    with session_scope(engine) as session:
-        r1, c1 = repo.claim_run(session, workflow_iri=WF)
-        r2, c2 = repo.claim_run(session, workflow_iri=WF)
-    assert c1 and c2 and r1.id != r2.id
+    assert _claim(engine, hook_instance=None) and _claim(engine, hook_instance=None)
 
 
 def test_concurrent_identical_claims_create_exactly_one_run(engine: Engine) -> None:
     barrier = threading.Barrier(2)
-    results: list[tuple[str, bool]] = []
+    results: list[bool] = []
     errors: list[BaseException] = []
 
     def claim() -> None:
@@ -73,122 +129,171 @@ def test_concurrent_identical_claims_create_exactly_one_run(engine: Engine) -> N
     for t in threads:
         t.join()
     assert errors == []
-    assert sorted(created for _, created in results) == [False, True]
-    assert len({run_id for run_id, _ in results}) == 1
+    assert sorted(results) == [False, True]
 
 
-def test_save_outcome_persists_trace_sources_and_response(engine: Engine) -> None:
-    run_id, _ = _claim(engine)
-    trace = [
-        {"step": "Assess", "kind": "ReasoningStep", "edge": "next"},
-        {"step": "Done", "kind": "Step"},
-    ]
-    sources = [
-        {
-            "resource_type": "Observation",
-            "resource_id": "hr-1",
-            "version_id": "3",
-            "last_updated": "2026-01-01T00:00:00Z",
-            "content_hash": "sha256:1",
-        }
-    ]
+def test_a_recorded_run_is_stored_complete(engine: Engine) -> None:
+    store = RunStore.of(engine)
+    run = _new_run("hi-rec")
+    found = store.record(run, deployment=DEPLOYMENT, generation=0)
+    assert found == (0, None, True)
+    run_id = run.columns["id"]
     with session_scope(engine) as session:
-        repo.save_outcome(
-            session,
-            run_id,
-            status="completed",
-            terminal="Done",
-            decision={"property": "acuity", "value": "Immediate"},
-            outcome={"runId": run_id, "proof": {"fact": "x"}},
-            response={"cards": [{"summary": "s"}]},
-            trace=trace,
-            sources=sources,
+        stored = repo.get_run(session, run_id)
+        assert stored is not None
+        assert (stored.status, stored.terminal, stored.hook_instance) == (
+            "completed",
+            "Done",
+            "hi-rec",
         )
-    with session_scope(engine) as session:
-        run = repo.get_run(session, run_id)
-        assert run is not None
-        assert run.status == "completed"
-        assert run.decision == {"property": "acuity", "value": "Immediate"}
-        assert run.response == {"cards": [{"summary": "s"}]}
-        assert run.world_state is None
+        assert stored.decision == {"property": "acuity", "value": "Immediate"}
+        assert stored.response == {"cards": [{"summary": "s", "indicator": "info"}]}
+        assert repo.run_input(session, run_id) == b"\x00compressed"
         events = repo.list_trace(session, run_id)
         assert [(e.seq, e.step, e.kind) for e in events] == [
             (0, "Assess", "ReasoningStep"),
-            (1, "Done", "Step"),
+            (1, "Done", "event"),
         ]
         assert events[0].payload["edge"] == "next"
-        (source,) = repo.list_sources(session, run_id)
-        assert (source.resource_type, source.resource_id, source.version_id) == (
-            "Observation",
-            "hr-1",
-            "3",
+        assert [
+            (s.resource_type, s.resource_id, s.version_id)
+            for s in repo.list_sources(session, run_id)
+        ] == [
+            ("Observation", "hr-1", "3"),
+            ("Patient", "p-1", None),
+        ]
+        [effect] = list_effects(session, run_id=run_id)
+        assert (effect.effect_id, effect.state, effect.attempts, effect.remote_response) == (
+            "e-1",
+            "refused",
+            0,
+            {"reason": "no write access"},
         )
+        card = feedback_store.issued_cards(session, "svc", ["c-hi-rec"])["c-hi-rec"]
+        assert (card.run_id, card.card_key, card.rules) == (run_id, "Acuity {value}", ("r1", "r2"))
 
 
-def test_suspended_run_keeps_world_and_deadline_then_resumes(engine: Engine) -> None:
-    run_id, _ = _claim(engine)
-    deadline = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+def test_a_run_whose_deployment_moved_is_not_stored(engine: Engine) -> None:
+    store = RunStore.of(engine)
+    run = _new_run("hi-moved")
+    found = store.record(run, deployment=DEPLOYMENT, generation=3)
+    assert found == (0, None, False)
     with session_scope(engine) as session:
-        repo.save_outcome(
-            session,
-            run_id,
-            status="suspended",
-            terminal=None,
-            decision=None,
-            outcome=None,
-            trace=[{"step": "Wait", "kind": "WaitStep"}],
-            world_state={"facts": [1, 2]},
-            position="https://example.org/ns#Wait",
-            wait_deadline=deadline,
-        )
+        assert repo.get_run(session, run.columns["id"]) is None
+        assert repo.list_trace(session, run.columns["id"]) == []
+        assert list_effects(session, run_id=run.columns["id"]) == []
+
+
+def test_a_run_whose_twin_stored_first_stores_nothing(engine: Engine) -> None:
+    store = RunStore.of(engine)
+    first, second = _new_run("hi-twin"), _new_run("hi-twin", terminal="Other")
+    assert store.record(first, deployment=DEPLOYMENT, generation=0).stored
+    assert not store.record(second, deployment=DEPLOYMENT, generation=0).stored
+    with session_scope(engine) as session:
+        assert repo.get_run(session, second.columns["id"]) is None
+        assert len(repo.list_trace(session, first.columns["id"])) == 2
+
+
+def test_a_suspended_run_resumes_with_its_trace_continued(engine: Engine) -> None:
+    store = RunStore.of(engine)
+    deadline = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+    run = _new_run(
+        "hi-wait",
+        status="suspended",
+        terminal=None,
+        world_state={"facts": [1, 2]},
+        position="https://example.org/ns#Wait",
+        wait_deadline=deadline,
+    )
+    assert store.record(run, deployment=DEPLOYMENT, generation=0).stored
+    run_id = run.columns["id"]
     with session_scope(engine) as session:
         due = repo.list_runs(session, status="suspended", due_before=deadline + timedelta(1))
         assert [r.id for r in due] == [run_id]
         assert due[0].wait_deadline == deadline
         assert due[0].world_state == {"facts": [1, 2]}
         assert repo.list_runs(session, status="suspended", due_before=deadline - timedelta(1)) == []
-        repo.save_outcome(
-            session,
+    done: RunColumns = {"status": "completed", "terminal": "Done", "world_state": None}
+    with engine.begin() as connection:
+        store.resume(
+            connection,
             run_id,
-            status="completed",
-            terminal="Done",
-            decision=None,
-            outcome={},
-            trace=[{"step": "Done", "kind": "Step"}],
+            done,
+            [{"step": "Done", "kind": "Step", "again": True}, {"step": "End", "kind": "Step"}],
+            from_seq=1,
         )
     with session_scope(engine) as session:
-        assert [e.seq for e in repo.list_trace(session, run_id)] == [0, 1]
+        trace = repo.list_trace(session, run_id)
+        assert [(e.seq, e.step) for e in trace] == [(0, "Assess"), (1, "Done"), (2, "End")]
+        assert trace[1].payload.get("again") is True
         assert repo.list_runs(session, status="suspended") == []
 
 
-def test_a_failed_save_leaves_nothing_behind(engine: Engine) -> None:
-    run_id, _ = _claim(engine)
-    with pytest.raises(IntegrityError), session_scope(engine) as session:
-        repo.save_outcome(
-            session,
-            run_id,
-            status="completed",
-            terminal="Done",
-            decision=None,
-            outcome={},
-            trace=[{"step": "A", "kind": "Step"}],
-            sources=[{"resource_type": "Patient", "resource_id": None}],
-        )
+def test_a_fenced_finish_fails_once_the_run_was_taken_over(engine: Engine) -> None:
+    store = RunStore.of(engine)
+    now = datetime.now(UTC)
+    assert _claim(engine, hook_instance="hi-lease")
+    run_id = _run_id(engine, hook_instance="hi-lease")
+    with engine.begin() as connection:
+        assert store.take_over(connection, run_id, owner="a", until=now, now=now)
+        assert store.renew(connection, ["a", "b"], now + timedelta(seconds=30)) == {"a"}
+        # a live lease cannot be taken
+        assert not store.take_over(connection, run_id, owner="b", until=now, now=now)
+    with engine.begin() as connection:
+        later = now + timedelta(seconds=31)
+        assert store.take_over(connection, run_id, owner="b", until=later, now=later)
+    with engine.begin() as connection:
+        assert not store.fail(connection, run_id, owner="a")
+        assert store.fail(connection, run_id, owner="b")
     with session_scope(engine) as session:
         run = repo.get_run(session, run_id)
-        assert run is not None and run.status == "running"
-        assert repo.list_trace(session, run_id) == []
+        assert run is not None and run.status == "failed"
 
 
-def test_save_outcome_for_unknown_run_is_not_found(engine: Engine) -> None:
-    with pytest.raises(NotFound), session_scope(engine) as session:
-        repo.save_outcome(
-            session, "nope", status="failed", terminal=None, decision=None, outcome=None
-        )
+def test_a_wrong_trace_start_is_refused_and_stores_nothing(engine: Engine) -> None:
+    store = RunStore.of(engine)
+    run = _new_run("hi-start")
+    assert store.record(run, deployment=DEPLOYMENT, generation=0).stored
+    run_id = run.columns["id"]
+    with pytest.raises(IntegrityError), engine.begin() as connection:
+        store.finish(connection, run_id, {"status": "failed"}, owner=None)
+        store.add_trace(connection, run_id, [{"step": "X", "kind": "Step"}], first_seq=0)
+    with session_scope(engine) as session:
+        assert [e.step for e in repo.list_trace(session, run_id)] == ["Assess", "Done"]
+        stored = repo.get_run(session, run_id)
+        assert stored is not None and stored.status == "completed"
+
+
+@pytest.mark.postgres
+def test_a_connection_the_server_closed_is_replaced_without_losing_the_run(
+    pg_engine: Engine,
+) -> None:
+    store = RunStore.of(pg_engine)
+    assert store.record(_new_run("hi-before"), deployment=DEPLOYMENT, generation=0).stored
+    with pg_engine.connect() as connection:  # a restart or an idle timeout, as the pool sees it
+        ended = connection.execute(
+            text(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE application_name = :name AND datname = current_database()"
+            ),
+            {"name": RUN_STORE_APPLICATION},
+        ).scalar_one()
+    assert ended >= 1
+    run = _new_run("hi-after")
+    assert store.record(run, deployment=DEPLOYMENT, generation=0).stored
+    with session_scope(pg_engine) as session:
+        stored = repo.get_run(session, run.columns["id"])
+        assert stored is not None and len(repo.list_trace(session, stored.id)) == 2
+
+
+def test_an_unknown_status_is_refused(engine: Engine) -> None:
+    with pytest.raises(ValueError, match="unknown run status"), engine.begin() as connection:
+        RunStore.of(engine).finish(connection, "nope", {"status": "done"}, owner=None)
 
 
 def test_effects_move_through_their_states(engine: Engine) -> None:
-    run_id, _ = _claim(engine)
+    _claim(engine)
+    run_id = _run_id(engine)
     log = EffectLog(engine)
     row = EffectRow(
         run_id=run_id,
@@ -208,7 +313,8 @@ def test_effects_move_through_their_states(engine: Engine) -> None:
 
 
 def test_identical_feedback_repost_is_harmless(engine: Engine) -> None:
-    run_id, _ = _claim(engine)
+    _claim(engine)
+    run_id = _run_id(engine)
     when = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
     with session_scope(engine) as session:
         _, created = feedback_store.add_feedback(
@@ -258,7 +364,8 @@ def test_sqlite_read_then_write_is_not_failed_by_another_writer(
     shutil.copyfile(sqlite_template, path)
     engine = make_engine(f"sqlite:///{path}")
     try:
-        run_id, _ = _claim(engine)
+        _claim(engine)
+        run_id = _run_id(engine)
         with session_scope(engine) as session:
             assert repo.get_run(session, run_id) is not None
             other = sqlite3.connect(path, timeout=0, isolation_level=None)
@@ -270,8 +377,8 @@ def test_sqlite_read_then_write_is_not_failed_by_another_writer(
                 assert "locked" in str(exc)
             finally:
                 other.close()
-            repo.save_outcome(
-                session, run_id, status="completed", terminal="Done", decision=None, outcome={}
+            RunStore.of(engine).finish(
+                session.connection(), run_id, {"status": "completed"}, owner=None
             )
         with session_scope(engine) as session:
             run = repo.get_run(session, run_id)
