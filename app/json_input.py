@@ -11,12 +11,15 @@ in, as a 500 or as a "retry later" that never succeeds:
 
 :func:`loads` refuses them at the door with :class:`JsonRefused`, whose ``where`` is the JSON
 path of the first offending value, so the caller can answer a 4xx naming it. The walk is
-iterative: it cannot itself run out of stack.
+iterative: it cannot itself run out of stack. A body received as bytes is first scanned as
+bytes (:func:`_fine_bytes`, in C: a few regular expressions): only one the scan cannot clear
+is walked.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 #: Deepest nesting accepted. FHIR resources nest a few tens of levels at most (Bundle → entry →
@@ -75,6 +78,31 @@ def _fine(value: Any, max_depth: int) -> bool:
     return True
 
 
+#: what may spell a NUL or a lone surrogate in JSON bytes: a ``\u0000`` escape, a ``\uD8xx`` …
+#: ``\uDFxx`` escape, or a surrogate encoded in UTF-8 (which ``json.loads`` decodes with
+#: ``surrogatepass``). Raw control characters are not JSON. A match only sends the document
+#: to the walk, which decides.
+_SUSPECT = re.compile(rb"\\u0000|\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_LEAF = re.compile(rb"\[\]|\{\}")
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def _fine_bytes(raw: bytes, max_depth: int) -> bool:
+    """Whether the JSON document ``raw`` (already decoded once: it is valid JSON) certainly
+    holds no unstorable string and nests at most ``max_depth`` containers: its strings cut
+    out, its brackets kept, each pass removes the empty containers, as many passes as it nests.
+    False says only "walk it"."""
+    if _SUSPECT.search(raw) is not None:
+        return False
+    brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    for _ in range(max_depth):
+        if not brackets:
+            return True
+        brackets = _LEAF.sub(b"", brackets)
+    return not brackets
+
+
 def check(value: Any, *, where: str = "", max_depth: int = MAX_JSON_DEPTH) -> None:
     """Raise :class:`JsonRefused` for the first value nested deeper than ``max_depth`` or
     holding a string (key or value) that cannot be stored; ``where`` prefixes the paths."""
@@ -113,5 +141,7 @@ def loads(raw: str | bytes, *, where: str = "", max_depth: int = MAX_JSON_DEPTH)
         raise JsonRefused(
             f"{where or 'the document'} is nested more than {max_depth} levels deep", where
         ) from None
+    if isinstance(raw, bytes) and _fine_bytes(raw, max_depth):
+        return value
     check(value, where=where, max_depth=max_depth)
     return value
