@@ -19,6 +19,7 @@ resource type its query reads (``Observation?patient=…`` feeds every ``Observa
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
@@ -45,8 +46,10 @@ if TYPE_CHECKING:
 UCUM = "http://unitsofmeasure.org"
 
 
+@functools.lru_cache(maxsize=4096)
 def query_type(query: str) -> str:
-    """The resource type a prefetch query reads: ``Observation?patient=…`` → ``Observation``."""
+    """The resource type a prefetch query reads: ``Observation?patient=…`` → ``Observation``
+    (remembered: a service's few templates are asked about on every call)."""
     return re.split(r"[/?]", query.strip(), maxsplit=1)[0]
 
 
@@ -208,19 +211,27 @@ class InputRecorder:
             for e in value.get("entry") or []
             if isinstance(e, Mapping) and isinstance(e.get("resource"), Mapping)
         ]
-        referenced = {ref for e in entries for ref in _references(e["resource"])}
-        out: list[Mapping[str, Any]] = []
+        others: list[Mapping[str, Any]] = []
         for e in entries:
             r = e["resource"]
             search = e.get("search")
             mode = search.get("mode") if isinstance(search, Mapping) else None
             rtype = r.get("resourceType")
-            if rtype in (resource_type, "OperationOutcome") or mode in ("include", "outcome"):
-                continue
-            if any(refers_to(ref, f"{rtype}/{r.get('id')}") for ref in referenced):
-                continue
-            out.append(r)
-        return out
+            if rtype not in (resource_type, "OperationOutcome") and mode not in (
+                "include",
+                "outcome",
+            ):
+                others.append(r)
+        if not others:  # the usual answer: nothing to look for among the references
+            return others
+        referenced = {ref for e in entries for ref in _references(e["resource"])}
+        return [
+            r
+            for r in others
+            if not any(
+                refers_to(ref, f"{r.get('resourceType')}/{r.get('id')}") for ref in referenced
+            )
+        ]
 
     def settle(self, prop: PropertyDef, *, has_value: bool) -> None:
         """After every mapping of ``prop`` was read: its truncated searches, and whether having
