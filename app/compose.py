@@ -21,9 +21,10 @@ from sqlalchemy import Engine
 from adapters.fhir.client import FhirClient
 from adapters.fhir.commit import CommitContext, FhirCommitAdapter
 from adapters.fhir.reconcile import reconcile_cli, reconcile_pending, reconcile_run
+from adapters.fhir.scopes import permits
 from adapters.terminology.http import HttpTerminology
 from adapters.terminology.server import terminology_app
-from app.ontology.model import Ontology
+from app.ontology.model import Ontology, ToolDef
 from app.ports import Adapters, CommitHandler, Settlement
 from app.settings import Settings
 from app.terminology.port import TerminologyPort
@@ -72,6 +73,14 @@ class _FhirCommits:
             send_before=send_before,
             resumed=resumed,
         )
+
+    def may_send(self, tool: ToolDef, fhir_authorization: Mapping[str, Any] | None) -> bool:
+        commit = tool.commits
+        if commit is None:
+            return True  # the adapter says why it refuses: not known here, so it may send
+        operation = "create" if commit.operation == "create" else "update"
+        granted = (fhir_authorization or {}).get("scope")
+        return permits(granted if isinstance(granted, str) else None, commit.scope, operation)
 
 
 class _FhirReconciler:

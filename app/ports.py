@@ -18,7 +18,7 @@ import httpx
 from sqlalchemy import Connection, Engine
 
 from app.fhir_reads import FhirReaders
-from app.ontology.model import Ontology
+from app.ontology.model import Ontology, ToolDef
 from app.settings import Settings
 from app.terminology.port import TerminologyPort
 from app.tools.call import ToolCall
@@ -63,6 +63,11 @@ class CommitHandlers(Protocol):
         send_before: float | None,
         resumed: bool,
     ) -> CommitHandler: ...
+
+    def may_send(self, tool: ToolDef, fhir_authorization: Mapping[str, Any] | None) -> bool:
+        """Whether a write of ``tool`` could leave under ``fhir_authorization`` (False: the
+        handler refuses every such write before any request: its scope is not granted)."""
+        ...
 
 
 class Settlement(Protocol):

@@ -58,6 +58,7 @@ from app.cds.errors import (
     RunFailed,
     StoreUnavailable,
 )
+from app.cds.inline import InlineRuns
 from app.cds.leases import LeaseKeeper
 from app.cds.prefetch import Gathered, gather
 from app.cds.record import record_failed, run_record, store_run
@@ -68,7 +69,6 @@ from app.deployments.catalog import Catalog, VersionMoved
 from app.fhir_json import resources_of
 from app.fhir_reads import FhirReaders
 from app.ontology.model import CdsServiceDef
-from app.ontology.outside import computes_only
 from app.ports import CommitHandler, CommitHandlers
 from app.runtime import run_workflow
 from app.runtime.outcome import Outcome
@@ -134,8 +134,8 @@ class HookService:
 
     def __init__(self, deps: HookDeps) -> None:
         self.deps = deps
-        #: (deployment digest, workflow IRI) → whether its runs stay on the event loop
-        self._inline: dict[tuple[str | None, str], bool] = {}
+        #: which calls' runs stay on the event loop
+        self._inline = InlineRuns(deps.runner, deps.commit_handlers)
 
     async def call(
         self,
@@ -295,9 +295,10 @@ class HookService:
             this = first.pop() if first else assembled.again()
             return self._run(call, this, claim, base_url, send_before, ahead=ahead)
 
-        if self._computes_only(call):
-            # a workflow that only computes (pure tools, no language model, no wait) runs,
-            # renders and records on the event loop: a thread hop would cost more than it
+        if self._inline.stays_inside(call):
+            # a run that cannot act outside (it only computes, or what could leave is held
+            # back in this call: app.cds.inline) runs, renders and records on the event
+            # loop: a thread hop would cost more than it
             answer = run(claim)
         else:
             # abandoned at the deadline, the thread carries on: it stores the run, or records
@@ -315,15 +316,6 @@ class HookService:
                 fhir_timeout=d.fhir_timeout,
             )
         return answer
-
-    def _computes_only(self, call: HookCall) -> bool:
-        """Whether the call's workflow acts on nothing outside (``app.ontology.outside``), once
-        per deployment version and workflow."""
-        key = (call.deployment.digest, call.workflow.iri)
-        found = self._inline.get(key)
-        if found is None:
-            found = self._inline[key] = computes_only(call.ontology, call.workflow.iri)
-        return found
 
     async def _assemble(
         self, call: HookCall, gathered: Gathered, now: datetime, started: float
