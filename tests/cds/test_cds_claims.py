@@ -18,6 +18,7 @@ from sqlalchemy import Engine, text
 
 import app.cds.service as service
 from app.bridge.mock import MockBridge
+from app.cds.inline import InlineRuns
 from app.store import Base
 from tests.cds import clinical as fx
 from tests.cds.card_markdown import decision_record_text
@@ -62,7 +63,10 @@ def test_twins_that_both_finish_their_run_store_one_and_answer_alike(
     client: TestClient, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Both twins decide before either stores (held at a barrier): the second to commit
-    stores nothing and answers with the first one's stored response."""
+    stores nothing and answers with the first one's stored response. Each runs in a worker
+    thread, as twins in two workers run side by side (on one event loop, a run that stays
+    inside decides and stores with nothing in between)."""
+    monkeypatch.setattr(InlineRuns, "stays_inside", lambda self, call: False)
     both_decided = threading.Barrier(2, timeout=30)
     store = service.store_run
 
