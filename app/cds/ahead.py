@@ -226,15 +226,15 @@ def reuse(
     ``ahead`` (a run about to be computed ahead), ``{}`` when a current one exists already."""
     since = utcnow() - timedelta(seconds=seconds)
     try:
+        source = ahead_store.lookup(engine, service.id, key, since)
+        if source is None:
+            return None
+        found = source["id"]
+        computed = datetime.fromisoformat(str(source["now"]))
+        current = still_current(computed, now, seconds=seconds, zone=zone)
+        if ahead or not current:
+            return {} if ahead and current else None
         with engine.begin() as connection:
-            source = ahead_store.find(connection, service.id, key, since)
-            if source is None:
-                return None
-            found = source["id"]
-            computed = datetime.fromisoformat(str(source["now"]))
-            current = still_current(computed, now, seconds=seconds, zone=zone)
-            if ahead or not current:
-                return {} if ahead and current else None
             check(connection)
             run_id = str(row["id"])
             response, uuids = answer_of(

@@ -277,9 +277,13 @@ class HookService:
             )
             if ahead:
                 row["ahead_key"] = key
-            reused = await to_thread.run_sync(
-                lambda: self._reused(call.service, dep, row, key, now, base_url, ahead=ahead)
-            )
+
+            def look() -> dict[str, Any] | None:
+                return self._reused(call.service, dep, row, key, now, base_url, ahead=ahead)
+
+            # one prepared SELECT: on the event loop where the run itself would be
+            inline = self._inline.stays_inside(call)
+            reused = look() if inline else await to_thread.run_sync(look)
             if reused is not None:  # ahead: already computed, nothing to do
                 return reused
 

@@ -1,8 +1,9 @@
 """Runs answered ahead (``app.cds.ahead``): found by the key of their input (the order-sign call
 whose input has the same key reuses it: ``RunStore.reuse``).
 
-Plain statements on a ``Connection``, like the rest of the hook path (``app.store.repo``); the
-caller owns the transaction.
+On PostgreSQL the lookup every order-sign call makes is one prepared SELECT on the run store's
+own connections (the run, its answer and its cards together), outside any transaction; SQLite
+reads the same on a connection of the engine.
 """
 
 from __future__ import annotations
@@ -10,12 +11,42 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Connection, Table, select
+from sqlalchemy import Connection, Engine, Table, select
 
+from app.store.db import run_connections
 from app.store.models import IssuedCard, Run
 
 _RUNS = cast(Table, Run.__table__)
 _ISSUED = cast(Table, IssuedCard.__table__)
+
+
+#: :func:`find` in one statement: the newest such run, its answer, its time and its cards
+_PG_FIND = (
+    "SELECT r.id, r.response, r.outcome->'replay'->>'now', "
+    "(SELECT coalesce(json_agg(json_build_array(c.card_uuid, c.card_key, c.rules)), '[]') "
+    "FROM issued_cards c WHERE c.run_id = r.id) "
+    "FROM runs r WHERE r.service_id = %(service)s AND r.ahead_key = %(key)s "
+    "AND r.status = 'completed' AND r.created_at >= %(since)s "
+    "ORDER BY r.created_at DESC LIMIT 1"
+)
+
+
+def lookup(engine: Engine, service_id: str, key: str, since: datetime) -> dict[str, Any] | None:
+    """:func:`find`, outside any transaction: on PostgreSQL one prepared statement."""
+    if engine.dialect.name != "postgresql":
+        with engine.connect() as connection:
+            return find(connection, service_id, key, since)
+    params = {"service": service_id, "key": key, "since": since}
+    row, _again = run_connections(engine).fetchone(_PG_FIND, params)
+    if row is None:
+        return None
+    run_id, response, computed, cards = row
+    return {
+        "id": str(run_id),
+        "response": response,
+        "now": computed,
+        "cards": {uuid: (card_key, tuple(rules or ())) for uuid, card_key, rules in cards},
+    }
 
 
 def find(
@@ -25,7 +56,7 @@ def find(
     after ``since``, as what the call that reuses it rewrites as its own: its ``id``, its
     ``response``, the time it was computed for (``now``, ISO 8601) and the ``cards`` it issued
     (card uuid → (declaration key, rules)); None when there is none. The rest is copied
-    inside the database (:func:`record_reuse`)."""
+    inside the database (``RunStore.reuse``)."""
     statement = (
         select(_RUNS.c.id, _RUNS.c.response, _RUNS.c.outcome["replay"]["now"].as_string())
         .where(
@@ -54,4 +85,4 @@ def find(
     }
 
 
-__all__ = ["find"]
+__all__ = ["find", "lookup"]

@@ -216,6 +216,59 @@ class RunConnections:
         for conn in idle:
             conn.close()
 
+    def fetchone(self, query: str, params: dict[str, Any]) -> tuple[Any, bool]:
+        """``(the first row of query, whether it was sent twice)``: prepared on the
+        connection; a connection the server closed (a restart, an idle timeout) is dropped
+        and the statement sent once more on a fresh one, as a pre-ping would have spared.
+        psycopg's errors come back as SQLAlchemy's, as from the engine."""
+        import psycopg
+
+        for attempt in (1, 2):
+            try:
+                with self.connection() as conn:
+                    return conn.execute(query, params, prepare=True).fetchone(), attempt == 2
+            except psycopg.Error as exc:
+                if attempt == 1 and _dead_connection(exc):
+                    continue
+                raise sa_exc.DBAPIError.instance(None, None, exc, psycopg.Error, True) from exc
+        raise AssertionError("unreachable")
+
+
+def _dead_connection(exc: Exception) -> bool:
+    """Whether ``exc`` says the connection itself is gone (nothing about the statement): no
+    SQLSTATE (the socket closed), a connection exception (08…) or the server shutting down
+    the session (57P…)."""
+    import psycopg
+
+    state = getattr(exc, "sqlstate", None)
+    return isinstance(exc, psycopg.OperationalError) and (
+        state is None or str(state).startswith(("08", "57P"))
+    )
+
+
+#: each PostgreSQL engine's run store connections (they hold no reference to the engine)
+_RUN_CONNECTIONS: weakref.WeakKeyDictionary[Engine, RunConnections] = weakref.WeakKeyDictionary()
+_RUN_CONNECTIONS_LOCK = threading.Lock()
+
+
+def run_connections(engine: Engine) -> RunConnections:
+    """The run store's connections to ``engine``'s PostgreSQL database, opened as needed and
+    closed with the engine (:func:`close_run_connections`, or when it is collected)."""
+    with _RUN_CONNECTIONS_LOCK:
+        found = _RUN_CONNECTIONS.get(engine)
+        if found is None:
+            found = _RUN_CONNECTIONS[engine] = pg_pool(engine)
+            weakref.finalize(engine, found.close)
+        return found
+
+
+def close_run_connections(engine: Engine) -> None:
+    """Close ``engine``'s run store connections, if any were opened."""
+    with _RUN_CONNECTIONS_LOCK:
+        found = _RUN_CONNECTIONS.pop(engine, None)
+    if found is not None:
+        found.close()
+
 
 def pg_pool(engine: Engine) -> RunConnections:
     """The run store's connections to ``engine``'s PostgreSQL database, with the engine's

@@ -27,8 +27,6 @@ Methods that take a ``Connection`` or ``Session`` join the caller's transaction.
 from __future__ import annotations
 
 import functools
-import threading
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -52,14 +50,13 @@ from sqlalchemy import (
 )
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.expression import Executable
 
 from app.fast_json import dumps_text
 from app.statuses import RUN_STATUSES
 from app.store.changes import deployment_generation
-from app.store.db import RunConnections, insert_for, pg_pool
+from app.store.db import close_run_connections, insert_for, run_connections
 from app.store.effects import insert_unsent
 from app.store.models import IssuedCard, Run, SourceVersion, TraceEvent, new_id, utcnow
 from app.store.run_rows import CardIssue, NewRun, Recorded, RunColumns, source_row
@@ -111,7 +108,8 @@ _FENCED_UPDATE = (
 @dataclass(frozen=True)
 class RunStore:
     """The run store of one database (see the module); cheap to make, :meth:`of` an engine.
-    Its PostgreSQL pool lives as long as the engine, or until :meth:`close`."""
+    Its PostgreSQL connections (``app.store.db.run_connections``) live as long as the engine,
+    or until :meth:`close`."""
 
     engine: Engine
 
@@ -124,19 +122,8 @@ class RunStore:
         return self.engine.dialect.name == "postgresql"
 
     def close(self) -> None:
-        """Close the engine's PostgreSQL pool, if one was opened."""
-        with _POOLS_LOCK:
-            pool = _POOLS.pop(self.engine, None)
-        if pool is not None:
-            pool.close()
-
-    def _pg_pool(self) -> RunConnections:
-        with _POOLS_LOCK:
-            pool = _POOLS.get(self.engine)
-            if pool is None:
-                pool = _POOLS[self.engine] = pg_pool(self.engine)
-                weakref.finalize(self.engine, pool.close)
-            return pool
+        """Close the engine's run store connections, if any were opened."""
+        close_run_connections(self.engine)
 
     # --- recorded: a run that sent nothing, complete, at once ---------------------------
 
@@ -168,23 +155,10 @@ class RunStore:
             b_cards=dumps_text(_card_rows(run.cards)),
             b_effects=dumps_text(list(run.effects)),
         )
-        import psycopg
-
-        for attempt in (1, 2):
-            pool = self._pg_pool()
-            try:
-                with pool.connection() as conn:
-                    row = conn.execute(_PG_RECORD, params, prepare=True).fetchone()
-                break
-            except psycopg.Error as exc:
-                # a pooled connection the server closed (a restart, an idle timeout): the
-                # pool drops it; try once more on a fresh one, as a pre-ping would have
-                if attempt == 1 and _dead_connection(exc):
-                    continue
-                raise DBAPIError.instance(None, None, exc, psycopg.Error, True) from exc
+        row, again = run_connections(self.engine).fetchone(_PG_RECORD, params)
         assert row is not None
         stored = row[2] is not None
-        if not stored and attempt == 2:  # the first attempt may have committed before it died
+        if not stored and again:  # the first attempt may have committed before it died
             with self.engine.connect() as connection:
                 found = select(_RUNS.c.id).where(_RUNS.c.id == columns["id"])
                 stored = connection.execute(found).first() is not None
@@ -524,25 +498,8 @@ def _copy_run(dialect: str) -> Executable:
     return statement
 
 
-#: each engine's PostgreSQL pool (the pool holds no reference to its engine)
-_POOLS: weakref.WeakKeyDictionary[Engine, RunConnections] = weakref.WeakKeyDictionary()
-_POOLS_LOCK = threading.Lock()
-
-
 def _with_defaults(columns: RunColumns) -> RunColumns:
     now = utcnow()
     row: RunColumns = {"id": new_id(), "status": "running", "created_at": now, "updated_at": now}
     row.update(columns)
     return row
-
-
-def _dead_connection(exc: Exception) -> bool:
-    """Whether ``exc`` says the connection itself is gone (nothing about the statement): no
-    SQLSTATE (the socket closed), a connection exception (08…) or the server shutting down
-    the session (57P…)."""
-    import psycopg
-
-    state = getattr(exc, "sqlstate", None)
-    return isinstance(exc, psycopg.OperationalError) and (
-        state is None or str(state).startswith(("08", "57P"))
-    )
