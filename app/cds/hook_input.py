@@ -25,6 +25,7 @@ from typing import Any
 
 from app.cds.assemble import CallInput, apply_api_facts, assemble_input
 from app.data_notes import Unreadable
+from app.fast_json import dumps_bytes
 from app.ontology.model import Ontology
 from app.runtime.replay import RecordedRun
 from app.world.facts import Violation
@@ -73,8 +74,7 @@ class HookInput:
 
     def to_bytes(self) -> bytes:
         """The stored form: compact JSON, zlib-compressed."""
-        text = json.dumps(self.to_json(), separators=(",", ":"), ensure_ascii=False)
-        return zlib.compress(text.encode("utf-8"), _LEVEL)
+        return zlib.compress(dumps_bytes(self.to_json()), _LEVEL)
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> HookInput:

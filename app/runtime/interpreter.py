@@ -28,6 +28,10 @@ from app.runtime.trace import ConditionCheck, SubflowTrace, TraceEntry
 from app.runtime.undecided import value_label
 from app.world import World
 
+#: the order of an outcome's facts: by their JSON (``json.dumps(row, default=str)``), with the
+#: encoder built once rather than once per fact
+_FACT_ORDER = json.JSONEncoder(default=str).encode
+
 
 class _Run(StepBodies):
     """A run: the loop from step to step, each step's body run through ``STEP_BODIES``."""
@@ -232,7 +236,7 @@ def _outcome(run: _Run, wf: WorkflowDef, ended: Ended) -> Outcome:
         )
     facts = sorted(
         ([f.subject, local_name(f.property), show(ontology, f.value)] for f in world.facts()),
-        key=lambda row: json.dumps(row, default=str),
+        key=_FACT_ORDER,
     )
     return Outcome(
         run_id=run.ctx.run_id,
