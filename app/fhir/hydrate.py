@@ -160,6 +160,10 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
         #: per resource read, memoised for every property that looks at it: whether it is a
         #: record (its status), whether it is about the focus, and when it was taken
         self._record_of: dict[int, tuple[bool, bool, datetime]] = {}
+        #: (mapping, concept) pairs, by identity, whose code the mapping does not name: each
+        #: pair is asked by the selection, the unusable check and the unread check of a record
+        #: (the call's data and the ontology outlive the hydration: identities are not reused)
+        self._not_coded: set[tuple[int, int]] = set()
 
     def _remember(self, resource: dict[str, Any]) -> None:
         key = (str(resource.get("resourceType")), str(resource.get("id")))
@@ -187,9 +191,19 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
         """Whether a code matches the mapping: one of its ``horis:coding`` values, or a member
         of one of its ``horis:inValueSet`` value sets (``record``: the record selected, named
         in a note when only an earlier expansion lists the code)."""
+        key = (id(m), id(concept))
+        if key in self._not_coded:
+            return False
         codes = self._concept_codings(concept)
-        if set(m.codings).intersection(codes):
+        if set(m.codings).intersection(codes) or self._coded_slowly(m, codes, record):
             return True
+        self._not_coded.add(key)  # a False has no side effect: remembered
+        return False
+
+    def _coded_slowly(
+        self, m: FhirMapping, codes: list[str], record: Mapping[str, Any] | None
+    ) -> bool:
+        """``_coded`` through the mapping's value sets, current and earlier expansions."""
         for c in codes:
             for vs in m.value_sets:
                 if self.o.in_value_set(c, vs):

@@ -378,7 +378,7 @@ class LiteralReading:
     def _unusable(self, m: FhirMapping, r: Mapping[str, Any]) -> str | None:
         """Why a resource about the focus that the mapping's code and ``horis:where`` select
         gives no value (its status, or no value at all); None when it is not such a resource."""
-        if not self._is_about_focus_quietly(r):
+        if not self._record_facts(r)[1]:  # about the focus, once per resource
             return None
         if not (m.codings or m.value_sets) or self._coded(m, r.get("code")):
             nodes: list[Mapping[str, Any]] = [r]
