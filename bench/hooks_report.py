@@ -16,11 +16,10 @@ NOOP = "no-op parse"
 BASELINE = "triage @ baseline"
 
 # the goal lines (PostgreSQL, one worker unless said otherwise)
-RATIO_GOAL = 0.25
-P99_GOAL_MS = 20.0
+P99_GOAL_MS = 30.0
 CPU_GOAL_MS = 2.5
-SCALE_GOAL = 1.4
-SQLITE_P99_GOAL_MS = 100.0
+SCALE_GOAL = 1.7
+SQLITE_P99_GOAL_MS = 60.0
 EXTRA_CPU_FACTOR = 2.0
 
 
@@ -58,10 +57,10 @@ def goals(results: dict[tuple[str, int], dict[str, Endpoint]]) -> list[tuple[boo
         hook, noop = pg1[TRIAGE], pg1[NOOP]
         ratio = hook.rps / noop.rps
         checks += [
-            (ratio >= RATIO_GOAL, f"PG 1 worker: throughput {ratio:.1%} of no-op >= 25%"),
             (
                 hook.percentile(99) <= P99_GOAL_MS,
-                f"PG 1 worker: p99 {hook.percentile(99):.1f} ms <= {P99_GOAL_MS:g} ms",
+                f"PG 1 worker: p99 {hook.percentile(99):.1f} ms <= {P99_GOAL_MS:g} ms "
+                f"(throughput {ratio:.1%} of the no-op's)",
             ),
             (
                 hook.per_request("server_ms") <= CPU_GOAL_MS,
@@ -73,13 +72,19 @@ def goals(results: dict[tuple[str, int], dict[str, Endpoint]]) -> list[tuple[boo
     if pg1 is not None and pg2 is not None:
         scale = pg2[TRIAGE].rps / pg1[TRIAGE].rps
         checks.append(
-            (scale >= SCALE_GOAL, f"PG 2 workers: {scale:.2f}x one worker's throughput >= 1.4x")
+            (
+                scale >= SCALE_GOAL,
+                f"PG 2 workers: {scale:.2f}x one worker's throughput >= {SCALE_GOAL:g}x",
+            )
         )
     for (backend, workers), endpoints in results.items():
         if backend == "sqlite" and workers == 1:
             p99 = endpoints[TRIAGE].percentile(99)
             checks.append(
-                (p99 <= SQLITE_P99_GOAL_MS, f"SQLite 1 worker: p99 {p99:.1f} ms <= 100 ms")
+                (
+                    p99 <= SQLITE_P99_GOAL_MS,
+                    f"SQLite 1 worker: p99 {p99:.1f} ms <= {SQLITE_P99_GOAL_MS:g} ms",
+                )
             )
     for (backend, workers), endpoints in results.items():
         base = endpoints[TRIAGE].per_request("server_ms")
