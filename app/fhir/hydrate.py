@@ -51,7 +51,7 @@ from app.fhir.objects import ObjectReading
 from app.fhir.outcomes import server_errors
 from app.fhir.reading import codings as _codings
 from app.fhir.reading import evaluate, source_of, sources_once
-from app.fhir.records import ABSENT, FOCUS_TYPE, about, is_bare, is_record, refers_to
+from app.fhir.records import ABSENT, FOCUS_TYPE, about, components, is_bare, is_record, refers_to
 from app.fhir.systems import canonical_systems
 from app.fhir.times import effective, when_key
 from app.fhir.values import values_in_components
@@ -164,6 +164,11 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
         #: pair is asked by the selection, the unusable check and the unread check of a record
         #: (the call's data and the ontology outlive the hydration: identities are not reused)
         self._not_coded: set[tuple[int, int]] = set()
+        #: each record's codings (its code's and its components' codes), by identity
+        self._signatures: dict[int, tuple[str, ...]] = {}
+        #: (property, mapping, codings) → whether a record with those codings is another
+        #: reading's for the mapping (``_passed_over``)
+        self._passed: dict[tuple[int, int, tuple[str, ...]], bool] = {}
 
     def _remember(self, resource: dict[str, Any]) -> None:
         key = (str(resource.get("resourceType")), str(resource.get("id")))
@@ -213,6 +218,34 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
                         self.codes.note_earlier(c, vs, source_of(record).reference)
                     return True
         return False
+
+    def _signature(self, r: Mapping[str, Any]) -> tuple[str, ...]:
+        """Every coding of a record's code and of its components' codes, once per record."""
+        found = self._signatures.get(id(r))
+        if found is None:
+            nodes = [r.get("code"), *(c.get("code") for c in components(r))]
+            found = tuple(c for n in nodes if n is not None for c in self._concept_codings(n))
+            self._signatures[id(r)] = found
+        return found
+
+    def _passed_over(self, prop: PropertyDef, m: FhirMapping, r: Mapping[str, Any]) -> bool:
+        """Whether ``r`` is another reading's record for ``m`` (which names codes): none of its
+        codings is one ``m`` names, and one is in a system ``prop``'s list is complete in. Such
+        a record is neither selected nor unread: it is skipped, decided once per mapping and
+        set of codings rather than once per record (the unread check says the same of it)."""
+        sig = self._signature(r)
+        key = (id(prop), id(m), sig)
+        found = self._passed.get(key)
+        if found is None:
+            systems = self._systems(m)
+            named = [c for c in sig if c.split("|", 1)[0] in systems]
+            found = (
+                any(c.split("|", 1)[0] in prop.closed_over for c in named)
+                and not set(m.codings).intersection(sig)
+                and not self._coded_slowly(m, list(sig), None)
+            )
+            self._passed[key] = found
+        return found
 
     def _record_facts(self, r: Mapping[str, Any]) -> tuple[bool, bool, datetime]:
         """(is a record, is about the focus, when it was taken), once per resource."""

@@ -83,6 +83,8 @@ class LiteralReading:
 
         def _record_facts(self, r: Mapping[str, Any]) -> tuple[bool, bool, datetime]: ...
 
+        def _passed_over(self, prop: PropertyDef, m: FhirMapping, r: Mapping[str, Any]) -> bool: ...
+
         def _about_focus(self, r: Mapping[str, Any], prop: str | None) -> bool: ...
 
         def _is_about_focus_quietly(self, r: Mapping[str, Any]) -> bool: ...
@@ -90,7 +92,10 @@ class LiteralReading:
     def _datum(self, prop: PropertyDef, m: FhirMapping) -> None:
         found: list[tuple[datetime, dict[str, Any], Any]] = []
         unusable: list[tuple[Mapping[str, Any], str]] = []
+        names_codes = bool(m.codings or m.value_sets)
         for r in self._candidates(m):
+            if names_codes and self._passed_over(prop, m, r):
+                continue  # another reading's record: nothing to select, nothing unread
             targets = self._targets(m, r)
             if not targets:
                 why = self._unusable(m, r)
