@@ -342,6 +342,19 @@ def prepare(resource_types: Iterable[str]) -> None:
 # --- checking ---------------------------------------------------------------------------------
 
 
+#: where a value is: the path is rendered (``.code.coding[0]``) only for a problem, not built
+#: for every element checked
+_At = str | tuple["_At", str | int]
+
+
+def _render(at: _At) -> str:
+    parts: list[str] = []
+    while isinstance(at, tuple):
+        at, part = at
+        parts.append(f"[{part}]" if isinstance(part, int) else f".{part}")
+    return at + "".join(reversed(parts))
+
+
 class _Full(Exception):
     """Enough problems found: stop looking."""
 
@@ -354,22 +367,22 @@ class _Check:
         #: a Bundle without its entries' resources (each is checked on its own)
         self.outer = outer
 
-    def say(self, at: str, why: str) -> None:
-        self.found.append((at, why))
+    def say(self, at: _At, why: str) -> None:
+        self.found.append((_render(at), why))
         if len(self.found) >= MAX_PROBLEMS:
             raise _Full
 
-    def resource(self, value: Any, at: str, depth: int) -> None:
+    def resource(self, value: Any, at: _At, depth: int) -> None:
         if not isinstance(value, dict):
             self.say(at, "must be a resource, not " + _json_kind(value))
             return
         rtype = value.get("resourceType")
         if not isinstance(rtype, str) or not known_type(rtype):
-            self.say(f"{at}.resourceType", "names no FHIR R4 resource type")
+            self.say((at, "resourceType"), "names no FHIR R4 resource type")
             return
         self.element(_compile(rtype), value, at, depth)
 
-    def element(self, shape: _Shape, value: dict[str, Any], at: str, depth: int) -> None:
+    def element(self, shape: _Shape, value: dict[str, Any], at: _At, depth: int) -> None:
         if depth > MAX_DEPTH:
             self.say(at, "nested too deeply")
             return
@@ -393,11 +406,11 @@ class _Check:
                 if key == "resourceType" and shape.resource:
                     continue
                 if key.startswith("_") and key[1:] in partners:
-                    self.partner(fields[key[1:]], item, value.get(key[1:]), f"{at}.{key}", depth)
+                    self.partner(fields[key[1:]], item, value.get(key[1:]), (at, key), depth)
                     continue
-                self.say(f"{at}.{key}", f"is not an element of R4 {shape.name}")
+                self.say((at, key), f"is not an element of R4 {shape.name}")
                 continue
-            where = f"{at}.{key}"
+            where: _At = (at, key)
             if item is None:
                 self.say(where, "must not be null")
             elif spec.many:
@@ -412,30 +425,30 @@ class _Check:
                                 and i < len(partner)
                                 and partner[i] is not None
                             ):
-                                self.say(f"{where}[{i}]", "must not be null")
+                                self.say((where, i), "must not be null")
                             continue
-                        self.one(spec, one, f"{where}[{i}]", depth)
+                        self.one(spec, one, (where, i), depth)
             else:
                 if type(item) is list:
                     self.say(where, "must be a single value, not a list")
                 else:
                     self.one(spec, item, where, depth)
         for key, (system, codes) in _CONCEPTS.get(shape.name, {}).items():
-            self.concept(value.get(key), system, codes, f"{at}.{key}")
+            self.concept(value.get(key), system, codes, (at, key))
         for key in shape.required:
             if not value.get(key):
-                self.say(f"{at}.{key}", "is required")
+                self.say((at, key), "is required")
         for key in shape.required_primitives:
             if value.get(key) is None and value.get(partners.get(key, "")) is None:
-                self.say(f"{at}.{key}", "is required")
+                self.say((at, key), "is required")
         for group, members, need in shape.choices:
             given = [m for m in members if m in value or (m in partners and partners[m] in value)]
             if len(given) > 1:
-                self.say(f"{at}.{given[1]}", f"{group}[x] is given more than once")
+                self.say((at, given[1]), f"{group}[x] is given more than once")
             elif need and not given:
-                self.say(f"{at}.{group}[x]", "is required")
+                self.say((at, f"{group}[x]"), "is required")
 
-    def concept(self, item: Any, system: str, codes: frozenset[str], at: str) -> None:
+    def concept(self, item: Any, system: str, codes: frozenset[str], at: _At) -> None:
         """A CodeableConcept under a required binding: a coding in the binding's code system
         carries one of its codes (``Active`` is not ``active``)."""
         codings = item.get("coding") if type(item) is dict else None
@@ -446,10 +459,11 @@ class _Check:
             if type(code) is str and code not in codes:
                 allowed = ", ".join(sorted(codes))
                 self.say(
-                    f"{at}.coding[{i}].code", f"{code!r} is not a code R4 allows here ({allowed})"
+                    (((at, "coding"), i), "code"),
+                    f"{code!r} is not a code R4 allows here ({allowed})",
                 )
 
-    def one(self, spec: _Field, item: Any, at: str, depth: int) -> None:
+    def one(self, spec: _Field, item: Any, at: _At, depth: int) -> None:
         if spec.primitive is not None:
             why = _primitive(spec.primitive, item)
             if why is not None:
@@ -465,7 +479,7 @@ class _Check:
         else:
             self.element(_compile(spec.target or "Element"), item, at, depth + 1)
 
-    def partner(self, spec: _Field, item: Any, value: Any, at: str, depth: int) -> None:
+    def partner(self, spec: _Field, item: Any, value: Any, at: _At, depth: int) -> None:
         """``_element``: the id and extensions of a primitive (a list of them, in step with
         the values, where the element repeats)."""
         ext = _compile("FHIRPrimitiveExtension")
@@ -478,11 +492,11 @@ class _Check:
             for i, one in enumerate(item):
                 if one is None:
                     if not (type(value) is list and i < len(value) and value[i] is not None):
-                        self.say(f"{at}[{i}]", "must not be null")
+                        self.say((at, i), "must not be null")
                 elif type(one) is not dict:
-                    self.say(f"{at}[{i}]", "must be an object, not " + _json_kind(one))
+                    self.say((at, i), "must be an object, not " + _json_kind(one))
                 else:
-                    self.element(ext, one, f"{at}[{i}]", depth + 1)
+                    self.element(ext, one, (at, i), depth + 1)
         elif type(item) is not dict:
             self.say(at, "must be an object, not " + _json_kind(item))
         else:
