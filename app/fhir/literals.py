@@ -90,7 +90,7 @@ class LiteralReading:
         def _is_about_focus_quietly(self, r: Mapping[str, Any]) -> bool: ...
 
     def _datum(self, prop: PropertyDef, m: FhirMapping) -> None:
-        found: list[tuple[datetime, dict[str, Any], Any]] = []
+        found: list[tuple[datetime, Mapping[str, Any], Any]] = []
         unusable: list[tuple[Mapping[str, Any], str]] = []
         names_codes = bool(m.codings or m.value_sets)
         for r in self._candidates(m):
@@ -121,7 +121,7 @@ class LiteralReading:
                 for v in values:
                     for item in as_codings(v, self.canonical) if prop.range == _STRING else (v,):
                         if item is not None:
-                            found.append((when_key(effective(r)), dict(origin), item))
+                            found.append((when_key(effective(r)), origin, item))
         found = self._not_in_future(prop, found)
         if not found:
             for res, why in unusable:  # only unusable readings: say why none was read
@@ -130,9 +130,9 @@ class LiteralReading:
         if m.max_age is not None:
             fresh = [f for f in found if not is_stale(f[0], self._at, m.max_age)]
             if not fresh:
-                when, r, _raw = max(found, key=lambda f: f[0])
+                when, latest, _raw = max(found, key=lambda f: f[0])
                 taken = None if when == UNDATED else when
-                self.inputs.stale(prop, m, source_of(r).reference, taken)
+                self.inputs.stale(prop, m, source_of(latest).reference, taken)
                 return
             found = fresh
         if m.pick == "Latest":
@@ -142,12 +142,12 @@ class LiteralReading:
                 self._latest_of_tied(prop, m, tied)
                 return
             found = found[:1]
-        for _when, r, raw in found:
-            self._assert_literal(prop, m, r, raw)
+        for _when, origin, raw in found:
+            self._assert_literal(prop, m, origin, raw)
 
     def _not_in_future(
-        self, prop: PropertyDef, found: list[tuple[datetime, dict[str, Any], Any]]
-    ) -> list[tuple[datetime, dict[str, Any], Any]]:
+        self, prop: PropertyDef, found: list[tuple[datetime, Mapping[str, Any], Any]]
+    ) -> list[tuple[datetime, Mapping[str, Any], Any]]:
         """The readings not stamped after the hook's time (beyond the service's clock skew); each
         later one is a refused input, never the "latest"."""
         kept = []
@@ -161,7 +161,7 @@ class LiteralReading:
         return kept
 
     def _latest_of_tied(
-        self, prop: PropertyDef, m: FhirMapping, tied: list[tuple[datetime, dict[str, Any], Any]]
+        self, prop: PropertyDef, m: FhirMapping, tied: list[tuple[datetime, Mapping[str, Any], Any]]
     ) -> None:
         """Several readings share the latest time: read as one when every condition on the
         property answers alike for all of them, else the input is *conflicting*."""
