@@ -81,7 +81,9 @@ class CommitContext:
 
 def _source_ref(source: Any) -> SourceRef:
     def get(name: str) -> Any:
-        return source.get(name) if isinstance(source, Mapping) else getattr(source, name, None)
+        if type(source) is dict or isinstance(source, Mapping):  # a dict first: no ABC check
+            return source.get(name)
+        return getattr(source, name, None)
 
     return SourceRef(
         resource_type=str(get("resource_type")),

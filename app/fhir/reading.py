@@ -341,7 +341,8 @@ def content_date(resource: Mapping[str, Any]) -> str | None:
     for path in _DATE_ELEMENTS:
         node: Any = resource
         for name in path:
-            node = node.get(name) if isinstance(node, Mapping) else None
+            # a dict first: JSON is read into dicts, and the Mapping check is an ABC's (slow)
+            node = node.get(name) if type(node) is dict or isinstance(node, Mapping) else None
         if isinstance(node, str) and node:
             return node
     return None
