@@ -61,7 +61,7 @@ PARTS: list[tuple[str, str, str]] = [
     ("    records (object properties)", "app.fhir.objects", "ObjectReading._object"),
     ("    input status settled", "app.fhir.inputs", "InputRecorder.settle"),
     ("  World + api facts", "app.cds.assemble", "apply_api_facts"),
-    ("the run, rendered and recorded (worker thread)", "app.cds.service", "HookService._run"),
+    ("the run, rendered and recorded", "app.cds.service", "HookService._run"),
     ("  run: workflow (rules, steps, tools)", "app.cds.service", "run_workflow"),
     ("  render: cards, actions, check", "app.cds.service", "render"),
     ("    cards of the declarations", "app.cds.render", "declared_cards"),
