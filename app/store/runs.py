@@ -7,9 +7,9 @@ A run's life, as the store sees it:
   complete — its row, trace, source versions, cards and the effects of writes that sent
   nothing — under the condition that its deployment is still at the version it ran on. On
   PostgreSQL that is **one statement** (data-modifying ``WITH`` clauses, the version check as
-  the INSERT's condition) on the store's own psycopg pool, prepared once per connection and
-  sent without a pre-ping: one round trip, no ``BEGIN``/``COMMIT``. SQLite does the same in
-  one transaction.
+  the INSERT's condition) on the store's own connections (``app.store.db.RunConnections``),
+  prepared once per connection and sent without a pre-ping: one round trip, no
+  ``BEGIN``/``COMMIT``. SQLite does the same in one transaction.
 - **claimed** (:meth:`RunStore.claim`): a run about to send something commits its row as
   ``running`` first, so a twin waits for its answer (``app.cds.claim``);
 - **finished** (:meth:`RunStore.finish`): a claimed run's outcome, fenced by its lease; a
@@ -132,6 +132,7 @@ class RunStore:
         ``generation`` (None: no deployment to check) or a twin holds its hookInstance; in
         its own transaction (one statement on PostgreSQL)."""
         columns = _with_defaults(run.columns)
+        _checked(columns["status"])
         if self.one_statement:
             return self._record_pg(run, columns, deployment, generation)
         with self.engine.begin() as connection:
