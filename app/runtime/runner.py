@@ -203,19 +203,9 @@ class Runner:
         material.pop("outcome")
         document["replay"] = material
         document.update(extra)
-        suspended = outcome.suspended
-        values = {
-            "status": outcome.status,
-            "terminal": outcome.terminal,
-            "decision": outcome.decision.to_json() if outcome.decision else None,
-            "outcome": document,
-            "world_state": suspended.to_json(with_trace=False) if suspended else None,
-            "position": suspended.step if suspended else None,
-            "wait_deadline": wait_deadline(ontology, suspended) if suspended else None,
-        }
         trace = recorded.outcome.get("trace")
         return RunRecord(
-            values=values,
+            values=dict(outcome_columns(ontology, outcome, document)),
             trace=list(trace) if isinstance(trace, list) else trace_json(outcome.trace),
         )
 
@@ -287,20 +277,26 @@ class Runner:
             document = {k: v for k, v in stored.items() if k not in OUTCOME_KEYS}
             document.update(outcome.to_json())
             entries = document.pop("trace")
-            after = outcome.suspended
-            columns: RunColumns = {
-                "status": outcome.status,
-                "terminal": outcome.terminal,
-                "decision": outcome.decision.to_json() if outcome.decision else None,
-                "outcome": document,
-                "world_state": after.to_json(with_trace=False) if after else None,
-                "position": after.step if after else None,
-                "wait_deadline": wait_deadline(ontology, after) if after else None,
-            }
+            columns = outcome_columns(ontology, outcome, document)
             # a WaitStep inside a subflow continues the SubflowStep's entry: rewrite it too
             first = len(suspended.trace) - (1 if suspended.parent is not None else 0)
             RunStore.of(engine).resume(connection, run_id, columns, entries[first:], from_seq=first)
         return outcome
+
+
+def outcome_columns(ontology: Ontology, outcome: Outcome, document: dict[str, Any]) -> RunColumns:
+    """A run's columns for how it ended (or where it waits): its status, terminal, decision,
+    outcome ``document`` and, suspended, its World, WaitStep and deadline."""
+    suspended = outcome.suspended
+    return {
+        "status": outcome.status,
+        "terminal": outcome.terminal,
+        "decision": outcome.decision.to_json() if outcome.decision else None,
+        "outcome": document,
+        "world_state": suspended.to_json(with_trace=False) if suspended else None,
+        "position": suspended.step if suspended else None,
+        "wait_deadline": wait_deadline(ontology, suspended) if suspended else None,
+    }
 
 
 def wait_step(ontology: Ontology, step_iri: str) -> tuple[WorkflowDef, WaitStep]:
