@@ -267,6 +267,9 @@ class HookService:
         )
         now = d.runner.clock()
         row = _run_row(call)
+        # a run that cannot act outside runs on the event loop (app.cds.inline), and so does
+        # its answered-ahead lookup (one prepared SELECT)
+        inline = self._inline.stays_inside(call)
         if call.service.answered_ahead and d.answer_ahead_seconds > 0:
             dep = call.deployment
             key = input_key(
@@ -281,8 +284,6 @@ class HookService:
             def look() -> dict[str, Any] | None:
                 return self._reused(call.service, dep, row, key, now, base_url, ahead=ahead)
 
-            # one prepared SELECT: on the event loop where the run itself would be
-            inline = self._inline.stays_inside(call)
             reused = look() if inline else await to_thread.run_sync(look)
             if reused is not None:  # ahead: already computed, nothing to do
                 return reused
@@ -299,10 +300,10 @@ class HookService:
             this = first.pop() if first else assembled.again()
             return self._run(call, this, claim, base_url, send_before, ahead=ahead)
 
-        if self._inline.stays_inside(call):
+        if inline:
             # a run that cannot act outside (it only computes, or what could leave is held
-            # back in this call: app.cds.inline) runs, renders and records on the event
-            # loop: a thread hop would cost more than it
+            # back in this call) runs, renders and records on the event loop: a thread hop
+            # would cost more than it
             answer = run(claim)
         else:
             # abandoned at the deadline, the thread carries on: it stores the run, or records

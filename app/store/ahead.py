@@ -40,13 +40,7 @@ def lookup(engine: Engine, service_id: str, key: str, since: datetime) -> dict[s
     row, _again = run_connections(engine).fetchone(_PG_FIND, params)
     if row is None:
         return None
-    run_id, response, computed, cards = row
-    return {
-        "id": str(run_id),
-        "response": response,
-        "now": computed,
-        "cards": {uuid: (card_key, tuple(rules or ())) for uuid, card_key, rules in cards},
-    }
+    return _found(*row)
 
 
 def find(
@@ -77,6 +71,11 @@ def find(
             _ISSUED.c.run_id == run_id
         )
     )
+    return _found(run_id, response, computed, cards)
+
+
+def _found(run_id: Any, response: Any, computed: Any, cards: Any) -> dict[str, Any]:
+    """What :func:`find` answers, from the run's id, answer, time and (uuid, key, rules) cards."""
     return {
         "id": str(run_id),
         "response": response,
