@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -52,28 +52,31 @@ def _owner(name: str, known: dict[str, Path]) -> str | None:
     return name or None
 
 
+def _imports(name: str, path: Path) -> Iterator[tuple[str, list[str]]]:
+    """``(module, names)`` for each import of a module, anywhere in its source: ``import m``
+    as ``(m, [])``, ``from m import a, b`` as ``(m, [a, b])``, relative imports resolved."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            yield from ((alias.name, []) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            yield base, [alias.name for alias in node.names]
+
+
 def import_graph(root: Path) -> dict[str, set[str]]:
     """Module → the modules it imports, anywhere in its source, relative imports resolved."""
     known = modules(root)
     graph: dict[str, set[str]] = {name: set() for name in known}
     for name, path in known.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base_parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    base = ".".join(base_parts + ([node.module] if node.module else []))
-                else:
-                    base = node.module or ""
-                # ``from pkg import mod`` imports the module; ``from mod import name`` the module
-                targets = [
-                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
-                    for alias in node.names
-                ]
-            for target in targets:
+        for base, names in _imports(name, path):
+            # ``from pkg import mod`` imports the module; ``from mod import name`` the module
+            targets = [f"{base}.{n}" if f"{base}.{n}" in known else base for n in names]
+            for target in targets or [base]:
                 owner = _owner(target, known)
                 if owner is not None and owner != name:
                     graph[name].add(owner)
@@ -181,22 +184,6 @@ def test_no_source_file_over_the_limit() -> None:
     assert not too_long, f"over {MAX_LINES} lines: {too_long}"
 
 
-def _imported_bases(name: str, path: Path) -> list[str]:
-    """What each ``import`` and ``from … import`` of a module names as its module part."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    bases: list[str] = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.Import):
-            bases += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                bases.append(".".join(parts + ([node.module] if node.module else [])))
-            else:
-                bases.append(node.module or "")
-    return bases
-
-
 def package_two_way_imports(root: Path) -> list[str]:
     """``package ↔ module`` for each package whose ``__init__`` imports one of its modules that
     imports from the package itself (``from package import …``, which runs the package's
@@ -208,9 +195,8 @@ def package_two_way_imports(root: Path) -> list[str]:
         if path.name != "__init__.py":
             continue
         for module in sorted(graph[package]):
-            if module.startswith(package + ".") and package in _imported_bases(
-                module, known[module]
-            ):
+            bases = {base for base, _names in _imports(module, known[module])}
+            if module.startswith(package + ".") and package in bases:
                 found.append(f"{package} ↔ {module}")
     return found
 
