@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from app.population.cli import population
+from app.population.cli import At, Export, Master, population
 
 app = typer.Typer(
     name="horismos",
@@ -441,10 +441,10 @@ def change_replay(
 @change.command("impact")
 def change_impact_command(
     change_id: Annotated[str, typer.Argument(help="The change (its id).")],
-    ndjson: Annotated[Path, typer.Option(help="A Bulk Data export folder (*.ndjson).")],
+    ndjson: Export,
     out: Annotated[Path, typer.Option(help="Where the runs and impact.json go.")],
-    at: Annotated[str | None, typer.Option(help="The instant decided at (default: now).")] = None,
-    master: Annotated[str | None, typer.Option(help="Spark master URL.")] = None,
+    at: At = None,
+    master: Master = None,
     actor: Annotated[str | None, typer.Option(help="Who runs it (default: you).")] = None,
 ) -> None:
     """The patients of an export whose answer the change would change (patient-view services,

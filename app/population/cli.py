@@ -8,6 +8,13 @@ from typing import Annotated
 
 import typer
 
+#: the options every population command over an export takes (``horismos change impact`` too)
+Export = Annotated[Path, typer.Option(help="A Bulk Data export folder (*.ndjson).")]
+At = Annotated[str | None, typer.Option(help="The instant decided at (default: now).")]
+Master = Annotated[
+    str | None, typer.Option(help="Spark master URL (default: local[*], this machine).")
+]
+
 population = typer.Typer(
     help="Population runs on Apache Spark: a service's decisions over a Bulk Data export.",
     no_args_is_help=True,
@@ -21,12 +28,10 @@ def _err(message: str) -> None:
 @population.command("run")
 def population_run_command(
     service_id: Annotated[str, typer.Argument(help="The CDS service (a patient-view service).")],
-    ndjson: Annotated[Path, typer.Option(help="A Bulk Data export folder (*.ndjson).")],
+    ndjson: Export,
     out: Annotated[Path, typer.Option(help="Where decisions/ (Parquet) and summary.json go.")],
-    at: Annotated[str | None, typer.Option(help="The instant decided at (default: now).")] = None,
-    master: Annotated[
-        str | None, typer.Option(help="Spark master URL (default: local[*], this machine).")
-    ] = None,
+    at: At = None,
+    master: Master = None,
 ) -> None:
     """Decide SERVICE_ID for every patient of the export, as a hook call with that patient's
     data as prefetch would; nothing is written to an EHR or to the run store."""
@@ -46,7 +51,7 @@ def population_run_command(
 def population_diff_command(
     first: Annotated[Path, typer.Argument(help="The OUT folder of one population run.")],
     second: Annotated[Path, typer.Argument(help="The OUT folder of another.")],
-    master: Annotated[str | None, typer.Option(help="Spark master URL.")] = None,
+    master: Master = None,
 ) -> None:
     """The patients whose decision or cards differ between two runs (exit 1 when any does)."""
     from app.population import cli_commands
