@@ -5,6 +5,9 @@ usage: scripts/opioid_drug_data.py CQL_DIR [--valuesets DIR] [--table FILE …] 
                                    [--out FILE]
 
 Reads ``OMTKData.cql`` (the opioid ingredients and strengths of each RxNorm drug code) and
+``OMTKData2020.cql`` when the folder has it (an earlier extract, RxNorm 2020-01-13: the
+products RxNorm retired before the later one, such as Vicodin 5/500, which older charts still
+carry; only the codes the later extract lacks are taken from it, each marked ``extract``),
 ``CDCMMEClinicalConversionFactors.cql`` (the guide's clinical conversion factors per ingredient,
 after the CDC's 2016 table) — the two libraries the guide's MME calculation (``MMECalculator`` →
 ``OMTKLogic`` → ``ConversionFactors``) uses —, the extended-release value set from
@@ -49,6 +52,8 @@ DEFAULT_TABLES = (
 DEFAULT_TABLE = "cdc-2022"
 #: the table version of the guide's CDCMMEClinicalConversionFactors library
 CQL_TABLE = "cdc-2016"
+#: an earlier extract of the same data (the guide's 2022.1.0 library, RxNorm 2020-01-13)
+EARLIER = "OMTKData2020.cql"
 EXTENDED_RELEASE = "extended-release-opioid-with-ambulatory-misuse-potential"
 RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
 
@@ -144,7 +149,11 @@ def read_drug_ingredients(omtk_data: str) -> list[dict[str, Any]]:
 
 
 def read_extract_date(omtk_data: str) -> str | None:
-    found = re.search(r"generated on (\d{4}-\d{2}-\d{2})", omtk_data)
+    """The day of the RxNorm extract: "generated on <day>" in the library's header, or the
+    RxNav data store it says it was "Generated from" (``…-2020-01-13.sqlite``)."""
+    found = re.search(r"generated on (\d{4}-\d{2}-\d{2})", omtk_data) or re.search(
+        r"Generated from \S*?(\d{4}-\d{2}-\d{2})\.sqlite", omtk_data
+    )
     return found.group(1) if found else None
 
 
@@ -235,19 +244,10 @@ def read_table(path: Path) -> tuple[str, dict[str, Any]]:
     }
 
 
-def build(
-    cql_dir: Path,
-    valuesets: Path,
-    tables: tuple[Path, ...] = DEFAULT_TABLES,
-    use: str = DEFAULT_TABLE,
-) -> dict[str, Any]:
-    omtk = (cql_dir / "OMTKData.cql").read_text(encoding="utf-8")
-    supplement = (cql_dir / "CDCMMEClinicalConversionFactors.cql").read_text(encoding="utf-8")
-    extended = _members(
-        json.loads((valuesets / f"{EXTENDED_RELEASE}.json").read_text(encoding="utf-8"))
-    )
+def _drugs(rows: list[dict[str, Any]], extended: set[str]) -> dict[str, dict[str, Any]]:
+    """The drug entries of one extract's ``DrugIngredients`` rows, by RxNorm code."""
     drugs: dict[str, dict[str, Any]] = {}
-    for row in read_drug_ingredients(omtk):
+    for row in rows:
         code = str(row["drugCode"])
         form = {"code": str(row["doseFormCode"]), "name": row["doseFormName"]}
         drug = drugs.setdefault(
@@ -274,6 +274,32 @@ def build(
         # hydrochloride and terephthalate) has two rows with the same ingredient code, and the
         # guide's calculation counts both
         drug["ingredients"].append(ingredient)
+    return drugs
+
+
+def build(
+    cql_dir: Path,
+    valuesets: Path,
+    tables: tuple[Path, ...] = DEFAULT_TABLES,
+    use: str = DEFAULT_TABLE,
+) -> dict[str, Any]:
+    omtk = (cql_dir / "OMTKData.cql").read_text(encoding="utf-8")
+    earlier_path = cql_dir / EARLIER
+    earlier = earlier_path.read_text(encoding="utf-8") if earlier_path.exists() else None
+    supplement = (cql_dir / "CDCMMEClinicalConversionFactors.cql").read_text(encoding="utf-8")
+    extended = _members(
+        json.loads((valuesets / f"{EXTENDED_RELEASE}.json").read_text(encoding="utf-8"))
+    )
+    drugs = _drugs(read_drug_ingredients(omtk), extended)
+    earlier_day = None
+    if earlier is not None:
+        # RxNorm retires products (Vicodin 5/500 left with the 500 mg acetaminophen combinations)
+        # that charts written before still carry: the earlier extract's codes the later one
+        # lacks are kept, each saying which extract it is from
+        earlier_day = read_extract_date(earlier)
+        for code, drug in _drugs(read_drug_ingredients(earlier), extended).items():
+            if code not in drugs:
+                drugs[code] = {**drug, "extract": earlier_day}
     factor_tables: dict[str, Any] = {
         CQL_TABLE: {
             "source": {
@@ -308,6 +334,16 @@ def build(
             ),
             "drugData": "OMTKData.cql (DrugIngredients)",
             "rxnormExtract": read_extract_date(omtk),
+            **(
+                {
+                    "earlierDrugData": (
+                        f"{EARLIER} (DrugIngredients, RxNorm {earlier_day}): the codes the "
+                        "later extract does not carry, each marked with its extract"
+                    )
+                }
+                if earlier is not None
+                else {}
+            ),
             "conversionFactors": (
                 "per table version, each with its source; the toolkit uses conversionFactorTable"
             ),

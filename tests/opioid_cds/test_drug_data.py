@@ -55,11 +55,27 @@ def test_units_are_ucum() -> None:
     assert drug_data().drug("1010603").ingredients[0].unit == "mg"  # type: ignore[union-attr]
 
 
-def test_the_file_covers_the_whole_extract() -> None:
+def test_the_file_covers_the_whole_extract_and_what_only_the_earlier_one_carries() -> None:
     data = drug_data()
-    assert len(data.drugs) == 910
+    raw = json.loads(DATA.read_text(encoding="utf-8"))["drugs"]
+    later = {code for code, drug in raw.items() if "extract" not in drug}
+    assert len(later) == 910
+    assert sum(len(data.drugs[code].ingredients) for code in later) == 912
     assert data.source["rxnormExtract"] == "2020-10-20"
-    assert sum(len(d.ingredients) for d in data.drugs.values()) == 912
+    # the earlier extract (RxNorm 2020-01-13) adds the products RxNorm retired in between, and
+    # nothing it also carries: a code of both keeps the later extract's name
+    earlier = {code for code, drug in raw.items() if drug.get("extract") == "2020-01-13"}
+    assert len(earlier) == 226 and earlier | later == set(raw)
+    assert "OMTKData2020.cql" in data.source["earlierDrugData"]
+    vicodin = data.drug("856907")
+    assert vicodin is not None
+    assert vicodin.name == (
+        "Acetaminophen 500 MG / Hydrocodone Bitartrate 5 MG Oral Tablet [Vicodin]"
+    )
+    assert [(i.name, i.strength, i.unit) for i in vicodin.ingredients] == [
+        ("Hydrocodone", Decimal(5), "mg")
+    ]
+    assert data.drug("197873").name == "levorphanol tartrate 2 MG Oral Tablet"  # type: ignore[union-attr]
 
 
 def test_the_toolkit_uses_the_cdc_2022_table_which_names_its_source() -> None:
@@ -123,6 +139,15 @@ define DrugIngredients:
 }
 """  # noqa: E501
 
+EARLIER_SNIPPET = """library OMTKData2020 version '2022.1.0'
+// Generated from LocalDataStore_RxNav_OpioidCds-2020-01-13.sqlite
+define DrugIngredients:
+{
+  { drugCode: 197696, drugName: '72 HR Fentanyl 0.075 MG/HR Transdermal System', doseFormCode: 316987, doseFormName: 'Transdermal System', ingredientCode: 4337, ingredientName: 'Fentanyl', strength: '0.075 MG/HR', strengthValue: 0.075, strengthUnit: 'MG/HR' },
+  { drugCode: 2, drugName: 'Morphine Sulfate 15 MG Oral Tablet [Retired]', doseFormCode: 317541, doseFormName: 'Oral Tablet', ingredientCode: 7052, ingredientName: 'Morphine', strength: '15 MG', strengthValue: 15.0, strengthUnit: 'MG' }
+}
+"""  # noqa: E501
+
 FACTORS_SNIPPET = """library CDCMMEClinicalConversionFactors version '3.0.0'
 define CDCMMEClinicalConversionFactorsCodeSystem:
     CodeSystem { concept: List<FHIR.CodeSystem.Concept> {
@@ -154,6 +179,7 @@ def test_the_script_builds_the_file_from_the_cql_libraries(tmp_path: Path) -> No
     cql = tmp_path / "cql"
     cql.mkdir()
     (cql / "OMTKData.cql").write_text(OMTK_SNIPPET, encoding="utf-8")
+    (cql / "OMTKData2020.cql").write_text(EARLIER_SNIPPET, encoding="utf-8")
     (cql / "CDCMMEClinicalConversionFactors.cql").write_text(FACTORS_SNIPPET, encoding="utf-8")
     out = tmp_path / "drugs.json"
     done = subprocess.run(
@@ -163,8 +189,12 @@ def test_the_script_builds_the_file_from_the_cql_libraries(tmp_path: Path) -> No
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    data = parse(json.loads(out.read_text(encoding="utf-8"), parse_float=Decimal))
-    assert sorted(data.drugs) == ["1", "197696"]
+    raw = json.loads(out.read_text(encoding="utf-8"), parse_float=Decimal)
+    data = parse(raw)
+    assert sorted(data.drugs) == ["1", "197696", "2"]
+    # the later extract's name where both carry the code; the earlier's code marked as such
+    assert data.drugs["197696"].name == "72 HR fentanyl 0.075 MG/HR Transdermal System"
+    assert raw["drugs"]["2"]["extract"] == "2020-01-13" and "extract" not in raw["drugs"]["1"]
     assert data.drugs["1"].name == "it's a test 5 MG/ML Oral Solution"
     assert data.drugs["1"].ingredients[0].unit == "mg/mL"
     assert data.drugs["197696"].long_acting and not data.drugs["1"].long_acting

@@ -25,6 +25,11 @@ S = "opioidcds-03"
 P = "p03"
 ADULT = patient(P)
 ER_DRAFT = order("draft-er", P, OXYCODONE_ER_10)
+#: branded long-acting products the guide's extended-release list does not name: Duragesic (a
+#: brand of a listed fentanyl patch) and Avinza (a morphine capsule RxNorm has since retired,
+#: from the drug table's earlier extract); each is that list's member by its supplement
+DURAGESIC_25 = ("261184", "72 HR fentanyl 0.025 MG/HR Transdermal System [Duragesic]")
+AVINZA_60 = ("892351", "24 HR Morphine Sulfate 60 MG Extended Release Oral Capsule [Avinza]")
 
 
 def stored_opioid(days_ago: int) -> dict[str, object]:
@@ -50,6 +55,12 @@ CASES = [
          drafts=[order("draft-er", P, OXYCODONE_ER_10, supply_days=14)]),
     case("immediate-release", S, "order-sign", ADULT,
          drafts=[order("draft-ir", P, OXYCODONE_IR_5)]),
+    case("naive-duragesic", S, "order-sign", ADULT,
+         drafts=[order("draft-er", P, DURAGESIC_25)], expected=["warning"]),
+    case("naive-retired-avinza", S, "order-sign", ADULT,
+         drafts=[order("draft-er", P, AVINZA_60)], expected=["warning"]),
+    case("duragesic-after-an-opioid-last-month", S, "order-sign", ADULT,
+         drafts=[order("draft-er", P, DURAGESIC_25)], stored=[stored_opioid(30)]),
 ]  # fmt: skip
 
 
