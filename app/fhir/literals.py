@@ -31,7 +31,7 @@ from app.fhir.times import UNDATED, effective, when_key, years_since
 from app.fhir.unread import filter_gap, record_name, system_name
 from app.fhir.values import NotANumber, other_value, values_in_components
 from app.ontology.model import XSD, FhirMapping, PropertyDef
-from app.ucum import UnitError, convert
+from app.ucum import UnitError, annotations_of, convert
 from app.ucum import display as unit_display
 from app.world.facts import Assert, Source, Violation, ViolationCode
 
@@ -283,9 +283,12 @@ class LiteralReading:
                     try:
                         value, unit = convert(value, str(code), prop.unit), prop.unit
                     except UnitError as exc:
-                        said = unit_refusal(raw, prop.unit)
-                        self._problem("unit", prop, raw.get("value"), src, str(exc), said)
-                        return None
+                        implied = self._implied(value, str(code), prop, m, src)
+                        if implied is None:
+                            said = unit_refusal(raw, prop.unit)
+                            self._problem("unit", prop, raw.get("value"), src, str(exc), said)
+                            return None
+                        value, unit = implied, prop.unit
             comparator = raw.get("comparator")
             bounded_by_context = False
             if comparator is None and m.upper_bound_when is not None:
@@ -301,6 +304,36 @@ class LiteralReading:
         if prop.range == XSD + "integer" and isinstance(value, Decimal):
             value = int(value) if value == value.to_integral_value() else value
         return value, unit
+
+    def _implied(
+        self, value: Decimal, code: str, prop: PropertyDef, m: FhirMapping, src: Source
+    ) -> Decimal | None:
+        """``value`` in ``code`` read in the property's unit when the only thing ``code`` lacks
+        is an annotation the mapping's codes define (``horis:codesImply``: an eGFR reported in
+        ``mL/min`` under a LOINC code that is the rate per 1.73 m²), with a data-quality note;
+        ``None`` otherwise."""
+        target = prop.unit or ""
+        for annotation in m.codes_imply:
+            if annotations_of(code) or not target.endswith("/" + annotation):
+                continue
+            try:
+                read = convert(value, f"{code}/{annotation}", target)
+            except UnitError:
+                continue
+            self.out.notes.append(
+                DataNote(
+                    rule="unit-annotation-implied-by-code",
+                    field=f"{src.reference} value",
+                    received=code,
+                    read_as=target,
+                    message=(
+                        f"{src.reference}: {label_of(prop)} reported in {code!r} is read in "
+                        f"{target!r}: the code it is reported under defines {annotation}"
+                    ),
+                )
+            )
+            return read
+        return None
 
     def _bounded(
         self,

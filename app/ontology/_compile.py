@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import Any, cast
 
@@ -381,6 +382,15 @@ class Compiler(FlowCompiler, ToolCompiler):
 
     def _mapping(self, node: Node) -> FhirMapping:
         codings = self.strings(node, H("coding"))
+        implied = self.strings(node, H("codesImply"))
+        for a in implied:
+            if not re.fullmatch(r"\{[^{}]+\}", a):
+                self.r.problem(
+                    "literal-type",
+                    node,
+                    f'horis:codesImply "{a}" must be a UCUM annotation like "{{1.73_m2}}"',
+                    via=H("codesImply"),
+                )
         for c in codings:
             if not V.valid_coding(c):
                 self.r.problem(
@@ -399,6 +409,7 @@ class Compiler(FlowCompiler, ToolCompiler):
             via=self._via(node),
             missing_excludes=self.strings(node, H("missingExcludes")),
             upper_bound_when=self.string(node, H("upperBoundWhen")),
+            codes_imply=implied,
         )
 
     def _via(self, node: Node) -> str | None:

@@ -82,6 +82,9 @@ class FhirMapping:
     #: horis:upperBoundWhen: a FHIRPath boolean; where true, the value read is an upper bound
     #: of the quantity (read as ``<=`` the value)
     upper_bound_when: str | None = None
+    #: horis:codesImply "{1.73_m2}": UCUM annotations of the property's unit that the mapping's
+    #: codes define, so a reading whose unit lacks one is read as carrying it (with a note)
+    codes_imply: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -117,7 +117,7 @@ def test_horismos_deployments_lists_them_and_exits_one_for_a_refused_one(tmp_pat
     assert {k: (d["version"], d["status"], d["services"]) for k, d in listed.items()} == {
         "hookwait": ("0.1.0", "refused", ["hook-wait"]),
         "med-safety": (
-            "1.6.0",
+            "1.7.0",
             "serving",
             ["horismos-med-safety", "horismos-med-safety-order-select"],
         ),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -288,12 +289,39 @@ def test_another_patients_allergy_and_draft_order_are_refused(onto: Ontology) ->
 # --- 3. annotated units ----------------------------------------------------------------------
 
 
-def test_a_clearance_not_indexed_to_body_surface_is_not_an_egfr(onto: Ontology) -> None:
-    h = med_safety(onto, labs=bundle(obs("g1", EGFR, 25, "mL/min")))
+def test_a_clearance_not_indexed_to_body_surface_is_not_an_indexed_rate(onto: Ontology) -> None:
+    """Where the codes do not define the annotation (a mapping without horis:codesImply),
+    mL/min is not mL/min/{1.73_m2}: refused, never converted 1:1."""
+    egfr = onto.properties[MED + "egfr"]
+    plain = replace(egfr, from_fhir=tuple(replace(m, codes_imply=()) for m in egfr.from_fhir))
+    h = med_safety(
+        replace(onto, properties={**onto.properties, MED + "egfr": plain}),
+        labs=bundle(obs("g1", EGFR, 25, "mL/min")),
+    )
     assert asserted(h, MED + "egfr") == []
     [v] = h.violations
     assert v.code == "unit" and v.property == MED + "egfr"
     assert "{1.73_m2}" in v.message
+
+
+def test_an_egfr_code_defines_the_rate_per_1_73_m2_so_ml_min_is_read_with_a_note(
+    onto: Ontology,
+) -> None:
+    """LOINC 33914-3 is the rate per 1.73 m² by definition (Synthea reports it in mL/min): the
+    value is read in mL/min/{1.73_m2} and the run says so; another annotation is refused."""
+    h = med_safety(onto, labs=bundle(obs("g1", EGFR, 25, "mL/min")))
+    assert values(h, MED + "egfr") == [Decimal(25)]
+    assert h.violations == []
+    [note] = h.notes
+    assert (note.rule, note.received, note.read_as) == (
+        "unit-annotation-implied-by-code",
+        "mL/min",
+        "mL/min/{1.73_m2}",
+    )
+    other = med_safety(onto, labs=bundle(obs("g1", EGFR, 25, "mL/min/{BSA}")))
+    assert asserted(other, MED + "egfr") == [] and [v.code for v in other.violations] == ["unit"]
+    clearance = med_safety(onto, labs=bundle(obs("g1", EGFR, 25, "mL/min/1.73.m2")))
+    assert asserted(clearance, MED + "egfr") == []
 
 
 def test_an_indexed_rate_converts_between_time_units(onto: Ontology) -> None:
@@ -453,7 +481,7 @@ def test_triage_over_http_ignores_retracted_and_foreign_readings(
     assert "priority" not in fhir_server.read("Encounter", eid)
 
 
-def test_med_safety_over_http_refuses_a_non_indexed_clearance(client: TestClient) -> None:
+def _ibuprofen_at_egfr_22(client: TestClient, unit: str) -> Any:
     pid = fx.new_id()
     order = fx.draft_order(pid, "5640")
     body = fx.hook_request(
@@ -470,18 +498,39 @@ def test_med_safety_over_http_refuses_a_non_indexed_clearance(client: TestClient
         prefetch={
             "patient": fx.patient(pid, "1960-06"),
             "allergies": None,
-            "labs": fx.searchset([fx.observation(pid, EGFR, 22, "mL/min", category="laboratory")]),
+            "labs": fx.searchset([fx.observation(pid, EGFR, 22, unit, category="laboratory")]),
         },
     )
     resp = client.post("/cds-services/horismos-med-safety", json=body)
     assert resp.status_code == 200, resp.text
-    result = resp.json()
-    # the clearance is not an eGFR: refused, so the order is not called safe or cautioned on a
-    # guess; the card says which reading was not used and why
+    return resp
+
+
+def test_med_safety_over_http_refuses_a_rate_indexed_otherwise(client: TestClient) -> None:
+    result = _ibuprofen_at_egfr_22(client, "mL/min/{BSA}").json()
+    # not the annotation the code defines: refused, so the order is not called safe or
+    # cautioned on a guess; the card says which reading was not used and why
     run = result["extension"]["dev.horismos.run"]
     assert "decision" not in run and run["terminal"] == "NotDecided"
     [card] = result["cards"]
     assert card["indicator"] == "warning"
-    assert "eGFR reading not used: unit 'mL/min' cannot be converted" in card["detail"]
+    assert "eGFR reading not used: unit 'mL/min/{BSA}' cannot be converted" in card["detail"]
     assert "NSAID with eGFR below 30 (Contraindicated)" in decision_record_text(client, card)
     assert "Refused input (unit)" in card["detail"]
+
+
+def test_med_safety_over_http_reads_an_egfr_reported_in_ml_min_as_its_code_defines(
+    client: TestClient,
+) -> None:
+    """Synthea and some laboratories report LOINC 33914-3 in mL/min: the code is the rate per
+    1.73 m², so ibuprofen at 22 is contraindicated, and the run keeps a note of the unit."""
+    resp = _ibuprofen_at_egfr_22(client, "mL/min")
+    run = resp.json()["extension"]["dev.horismos.run"]
+    assert run["decision"]["value"] == "Contraindicated"
+    record = client.get(f"/runs/{run['runId']}").json()
+    [note] = record["dataQuality"]
+    assert (note["rule"], note["received"], note["readAs"]) == (
+        "unit-annotation-implied-by-code",
+        "mL/min",
+        "mL/min/{1.73_m2}",
+    )

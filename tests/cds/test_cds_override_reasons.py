@@ -132,7 +132,7 @@ def test_the_chosen_reason_is_stored_against_card_service_rules_and_version(
         assert row.card_uuid == card["uuid"]
         assert row.card_key == "Contraindicated medication order"
         assert row.rules == ["ContraindicatedNsaidLowEgfr"]
-        assert row.deployment_version == "1.6.0"
+        assert row.deployment_version == "1.7.0"
         assert row.reason_code == f"{NON_ADHERENCE}|recipient-concerns-outcomes"
         assert row.override_reason is not None
         assert row.override_reason["userComment"] == "seen by nephrology"

@@ -207,3 +207,15 @@ def test_relative_dates_are_rolled_to_the_day_the_test_runs() -> None:
         "c": "2026-03-01T12:00:00+00:00",
         "d": "@x",
     }
+
+
+def test_the_readme_table_says_which_cases_are_known_gaps() -> None:
+    """The set's README lists every case once, with "yes" exactly where its file has a gap."""
+    rows = re.findall(
+        r"^\| `([^`]+)` \|.*\|\s*(yes)?\s*\|$",
+        (CASES_DIR / "README.md").read_text(encoding="utf-8"),
+        flags=re.MULTILINE,
+    )
+    files = {p.stem: "known_gap" in load(p) for p in CASES_DIR.glob("*.json")}
+    assert {name: gap == "yes" for name, gap in rows} == files
+    assert len(rows) == len(files)

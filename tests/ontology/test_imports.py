@@ -148,7 +148,7 @@ def test_every_run_records_the_version_and_digest_of_each_imported_file(
 """
     (tmp_path / "shared.ttl").write_text(shared, encoding="utf-8")
     med = (ROOT / "ontologies/med-safety.ttl").read_text(encoding="utf-8")
-    header = 'owl:versionInfo "1.6.0" .'
+    header = 'owl:versionInfo "1.7.0" .'
     assert header in med
     med = med.replace(
         header, 'owl:versionInfo "1.0.0" ; owl:imports <https://example.org/shared> .'

@@ -45,7 +45,7 @@ def test_every_service_of_discovery_is_a_valid_plan_definition(client: TestClien
 def test_a_service_reads_as_its_hook_prefetch_cards_and_suggestions(client: TestClient) -> None:
     plan: dict[str, Any] = client.get("/fhir/PlanDefinition/horismos-med-safety").json()
 
-    assert plan["version"] == "1.6.0"
+    assert plan["version"] == "1.7.0"
     [top] = plan["action"]
     assert top["trigger"] == [{"type": "named-event", "name": "order-sign"}]
     queries = [i["extension"][0]["valueString"] for i in top["input"]]
