@@ -16,7 +16,9 @@ measured is 160 measured), so it does not block alone. A condition reached throu
 path through the focus's conditions, orders, encounters) is judged record by record: it could
 come to hold only through a new record (the link's own input is incomplete) or a record whose
 rules are not ruled out by its complete data — an unread element of a record that cannot change
-the decision does not make it undecided. A goal that does not hold is undecided
+the decision does not make it undecided. An aggregate a rule tests only for a bound it can
+only move past with more records (``atLeast`` on a Count or DaysCovered) is not undone by more
+records. A goal that does not hold is undecided
 when an incomplete input could make it hold. Sound, not complete: where a fact has several
 derivations the first is examined, so a run may be called undecided when a second derivation
 would have carried it; it is never called decided when an input could change it.
@@ -39,6 +41,10 @@ if TYPE_CHECKING:
     from app.world.engine import Engine
     from app.world.index import CompiledCondition, CompiledRule, OntologyIndex
     from app.world.store import Store
+
+#: which way a value may move without changing the rule that reads it: "up" when the rule tests
+#: only a lower bound of it, "down" only an upper bound, None otherwise
+Direction = Literal["up", "down"] | None
 
 #: how an incomplete input could change the conclusion
 How = Literal["overrule", "conflict", "absence", "aggregate", "reading", "goal"]
@@ -71,6 +77,22 @@ class Blocker:
         if self.value is not None:
             out["value"] = local_name(self.value) if isinstance(self.value, str) else self.value
         return out
+
+
+def _bound_tested(rule: CompiledRule, s: str, premise: FactKey) -> Direction:
+    """How ``rule`` on ``s`` tests the value of ``premise``: "up" when every condition reading
+    that property is a lower bound of it on ``s`` itself (``atLeast``, ``greaterThan``),
+    "down" when every one is an upper bound, None otherwise (a path, another test)."""
+    subject, p, _ = premise
+    reading = [cc for cc in rule.conditions if cc.path[-1] == p]
+    if subject != s or any(len(cc.path) > 1 or cc.negative for cc in reading):
+        return None
+    ops = {cc.condition.op for cc in reading}
+    if ops and ops <= {"atLeast", "greaterThan"}:
+        return "up"
+    if ops and ops <= {"atMost", "lessThan"}:
+        return "down"
+    return None
 
 
 class _Deps:
@@ -190,7 +212,7 @@ class _Check:
         self.engine = engine
         self.deps = _deps(ix, world.ontology)
         self.incomplete = incomplete
-        self.seen: dict[FactKey, tuple[Blocker, ...]] = {}
+        self.seen: dict[tuple[FactKey, Direction], tuple[Blocker, ...]] = {}
         #: (subject, path) pairs whose reach is being judged: a rule cycle stops there
         self.exploring: set[tuple[str, tuple[str, ...]]] = set()
 
@@ -230,10 +252,15 @@ class _Check:
 
     # --- a fact that holds ---------------------------------------------------------------
 
-    def fact(self, key: FactKey) -> tuple[Blocker, ...]:
-        if key in self.seen:
-            return self.seen[key]
-        self.seen[key] = ()  # a cycle adds nothing new
+    def fact(self, key: FactKey, rising: Direction = None) -> tuple[Blocker, ...]:
+        """What could undo the fact ``key``. ``rising`` says how the rule that reads it tests
+        it: ``"up"`` when only a lower bound matters (``atLeast 21``), ``"down"`` an upper
+        one; an aggregate whose value can only move that way with more data is then not
+        undone by more records (a count of 27 days stays at least 21)."""
+        memo = (key, rising)
+        if memo in self.seen:
+            return self.seen[memo]
+        self.seen[memo] = ()  # a cycle adds nothing new
         s, p, v = key
         out = list(self.rivals(s, p, v))
         support = self.st.support.get(key)
@@ -242,12 +269,14 @@ class _Check:
             if self.incomplete_on(s, p) and prop is not None and prop.single_valued:
                 out.append(Blocker(input=p, concerns=p, subject=s, how="reading"))
         elif support:
-            out.extend(self.derivations(s, p, list(support)))
+            out.extend(self.derivations(s, p, list(support), rising))
         found = tuple(dict.fromkeys(out))
-        self.seen[key] = found
+        self.seen[memo] = found
         return found
 
-    def derivations(self, s: str, p: str, acts: list[tuple[int, str]]) -> list[Blocker]:
+    def derivations(
+        self, s: str, p: str, acts: list[tuple[int, str]], rising: Direction = None
+    ) -> list[Blocker]:
         """The blockers of the first derivation; none when any derivation stands whole."""
         first: list[Blocker] | None = None
         for a in acts:
@@ -259,7 +288,7 @@ class _Check:
             if rule.aggregate is not None:
                 found.extend(
                     Blocker(input=q, concerns=p, subject=s, how="aggregate", rule=rule.rule.iri)
-                    for q in self.aggregate_open(s, rule)
+                    for q in self.aggregate_open(s, rule, rising)
                 )
             for subject, path in act.absent:
                 # the absence holds unless the path could gain a value, record by record
@@ -274,7 +303,7 @@ class _Check:
                     for b in self.through(subject, tuple(path), p)
                 )
             for premise in act.premises:
-                found.extend(self.fact(premise))
+                found.extend(self.fact(premise, _bound_tested(rule, s, premise)))
             if not found:
                 return []
             if first is None:
@@ -315,15 +344,22 @@ class _Check:
         that reads only complete inputs rules it out (or it fires already)."""
         return self.could_hold(s, rule.conditions)
 
-    def aggregate_open(self, s: str, rule: CompiledRule) -> list[str]:
+    def aggregate_open(self, s: str, rule: CompiledRule, rising: Direction = None) -> list[str]:
         """The incomplete inputs through which ``rule``'s aggregate on ``s`` could change. A
         Count, Sum, Min, Max or DaysCovered over records with a positive filter is judged
         record by record (a record counted now stays counted): a new record along a path, a
         record not counted now that could come to pass the filter — unless its known span
         covers no day of the window — or the summed value or span of one counted. Any other
-        aggregate (a dated or shared relation) is judged by everything it reads."""
+        aggregate (a dated or shared relation) is judged by everything it reads. Where the
+        rule reading it tests only a bound the value can move past in one way (``rising``) and
+        the aggregate only moves that way with more records (Count, DaysCovered and Max up, Min
+        down), a new record or one that could come to count does not block: only a counted
+        record whose value or span could change does."""
         agg = rule.aggregate
         assert agg is not None
+        grows = (rising == "up" and agg.function in ("Count", "DaysCovered", "Max")) or (
+            rising == "down" and agg.function == "Min"
+        )
         spans = agg.function == "DaysCovered" and agg.span is not None
         if (
             (agg.function not in ("Count", "Sum", "Min", "Max") and not spans)
@@ -342,7 +378,8 @@ class _Check:
             for prop in path:
                 reached: list[str] = []
                 for node in nodes:
-                    out.extend(b.input for b in self.could_become(node, (prop,), concerns))
+                    if not grows:
+                        out.extend(b.input for b in self.could_become(node, (prop,), concerns))
                     reached.extend(
                         v
                         for v in self.world.values(node, prop)
@@ -355,8 +392,10 @@ class _Check:
                     if agg.of is not None:
                         out.extend(self.value_open(record, agg.of))
                     if agg.span is not None:
-                        out.extend(self.span_open(record, agg.span))
+                        out.extend(self.span_open(record, agg.span, gaining=not grows))
                     continue
+                if grows:
+                    continue  # it could only add to the value, which the rule reads one way
                 opened = self.could_hold(record, agg.where)
                 if (
                     opened
@@ -368,14 +407,17 @@ class _Check:
                 out.extend(opened)
         return list(dict.fromkeys(out))
 
-    def span_open(self, record: str, span: SpanDef) -> list[str]:
+    def span_open(self, record: str, span: SpanDef, *, gaining: bool = True) -> list[str]:
         """The incomplete inputs through which a record's span could change, judged on the
-        record: a start, end or length it could gain, or one it has that could be undone."""
+        record: a start, end or length it could gain (unless ``gaining`` is False: a span
+        that can only grow, where only growth does not matter), or one it has that could be
+        undone."""
         out: list[str] = []
         for p in (span.start, span.end, span.length):
             if p is None:
                 continue
-            out.extend(b.input for b in self.could_become(record, (p,), p))
+            if gaining:
+                out.extend(b.input for b in self.could_become(record, (p,), p))
             for v in self.world.values(record, p):
                 out.extend(b.input for b in self.fact((record, p, v)))
         return list(dict.fromkeys(out))

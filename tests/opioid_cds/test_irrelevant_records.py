@@ -40,7 +40,15 @@ UNRELATED_DRUGS = (
     ("310798", "Hydrochlorothiazide 25 MG Oral Tablet"),
     ("748962", "Camila 0.35 MG Oral Tablet"),
 )
+#: three back-to-back 30-day fills: 21 days or more of each of the past three months
+FILLS = [
+    order(f"fill-{days}", P, OXYCODONE_IR_5, authored=ago(days), status="completed")
+    for days in (88, 58, 28)
+]
 SERVICES = {
+    # on opioids long-term, no misuse assessment: evaluate benefits and risks; an opioid stopped
+    # years ago with no supply could only add days to months already past 21
+    "opioidcds-07": FILLS,
     # benzodiazepine on record: naloxone applies
     "opioidcds-08": [order("stored-benzo", P, TEMAZEPAM_20, authored=ago(40))],
     # an opioid on record with its supply: counted in the total with the draft (52.5 MME)
@@ -65,9 +73,11 @@ def _decision(client: TestClient, service: str, stored: list[dict[str, Any]]) ->
         found = by_type.get(kind, [])
         return {"resourceType": "Bundle", "type": "searchset", "total": len(found), "entry": found}
 
+    # recommendation 7 names its medication key after the resource type
+    medications = "medicationRequests" if service == "opioidcds-07" else "medications"
     request["prefetch"] = {
         "patient": ADULT,
-        "medications": searchset("MedicationRequest"),
+        medications: searchset("MedicationRequest"),
         "conditions": searchset("Condition"),
         "encounters": searchset("Encounter"),
         "procedures": searchset("Procedure"),
@@ -124,6 +134,22 @@ def test_an_irrelevant_record_leaves_a_decided_chart_decided(
     before = _decision(client, service, base)
     assert not before.startswith("undecided"), before  # the complete twin decides
     assert _decision(client, service, [*base, *added]) == before
+
+
+def test_an_opioid_without_supply_that_could_complete_the_months_still_blocks(
+    client: TestClient,
+) -> None:
+    """The twin of the above for recommendation 7: with the first month's fill missing, an
+    opioid authored 89 days ago with no supply could cover that month, so the check waits."""
+    two_fills = FILLS[1:]
+    assert _decision(client, "opioidcds-07", two_fills) == "NoAdvice"
+    unknown = order("no-supply", P, OXYCODONE_IR_5, authored=ago(89), supply_days=None)
+    del unknown["dispenseRequest"]
+    assert _decision(client, "opioidcds-07", [*two_fills, unknown]) == (
+        "undecided: supplyUnit, supplyValue"
+    )
+    # and with all three fills it could add days only to months past 21: decided
+    assert _decision(client, "opioidcds-07", [*FILLS, unknown]) == "EvaluateBenefitsAndRisks"
 
 
 def test_the_unrelated_codes_are_in_no_list_of_the_guide() -> None:
