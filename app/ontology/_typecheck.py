@@ -131,6 +131,14 @@ class TypeChecker(ConditionChecker):
                     "horis:transform horis:PeriodDays yields a number of days: the range must "
                     "be xsd:integer or xsd:decimal",
                 )
+            for a in m.codes_imply:
+                if not (p.unit or "").endswith("/" + a):
+                    self.add(
+                        "type-check",
+                        p.iri,
+                        f'horis:codesImply "{a}" must end the property\'s horis:unit as "/{a}" '
+                        f"(its unit is {p.unit!r})",
+                    )
         if p.aggregate is not None:
             self._aggregate(p)
         if p.rules_only and p.from_fhir:

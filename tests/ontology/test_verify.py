@@ -210,3 +210,30 @@ def test_a_service_answered_ahead_acts_on_nothing_outside(triage: Ontology) -> N
     # its vital signs are read with horis:maxAge: a reading may go stale within the day an
     # answer computed ahead stands for
     assert any("reads with horis:maxAge" in p for p in problems)
+
+
+@pytest.mark.parametrize(
+    ("annotation", "sound"), [("{1.73_m2}", True), ("{BSA}", False), ("1.73_m2", False)]
+)
+def test_codes_imply_an_annotation_that_ends_the_property_s_unit(
+    annotation: str, sound: bool
+) -> None:
+    """med-safety's eGFR codes imply {1.73_m2}, which ends its unit mL/min/{1.73_m2}; an
+    annotation the unit does not end with (or a text that is no annotation) is refused."""
+    from app.ontology import default_ontology_paths
+
+    [path] = [p for p in default_ontology_paths() if p.name == "med-safety.ttl"]
+    o = load_ontology([path])
+    egfr = o.properties["https://horismos.dev/example/med-safety#egfr"]
+    assert [m.codes_imply for m in egfr.from_fhir] == [("{1.73_m2}",)]
+    changed = dataclasses.replace(
+        egfr,
+        from_fhir=tuple(dataclasses.replace(m, codes_imply=(annotation,)) for m in egfr.from_fhir),
+    )
+    o = dataclasses.replace(o, properties={**o.properties, egfr.iri: changed})
+    found = [p.message for p in verify(o) if "codesImply" in p.message]
+    if sound:
+        assert found == []
+    else:
+        [message] = found
+        assert f'horis:codesImply "{annotation}"' in message
