@@ -123,6 +123,12 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
             truncated=truncated or {},
             errors=errors,
             invalid=invalid,
+            read_types=frozenset(
+                m.resource_type
+                for p in self.o.properties_of(self.focus_class)
+                for m in p.from_fhir
+                if m.context_key is None
+            ),
         )
         #: readings stamped later than this are refused as taken in the future
         self._latest = self._at + timedelta(seconds=clock_skew)

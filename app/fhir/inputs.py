@@ -127,8 +127,12 @@ class InputRecorder:
         truncated: Mapping[str, str],
         errors: Mapping[str, str] | None = None,
         invalid: Mapping[str, Sequence[Unreadable]] | None = None,
+        read_types: frozenset[str] = frozenset(),
     ) -> None:
         self.status = status
+        #: the resource types the focus's own mappings read from prefetch: a record of one of
+        #: them in another type's answer is read where it belongs, not unread here
+        self._read_types = read_types
         self._data = data
         self._context = context
         self._prefetch = prefetch
@@ -195,7 +199,8 @@ class InputRecorder:
         """The records a search of ``resource_type`` answered under ``key`` that are of another
         type (a MedicationStatement among the MedicationRequests of a medications search): a
         match the service cannot read, never an included resource (``search.mode`` include,
-        or one another entry refers to) nor the server's OperationOutcome."""
+        or one another entry refers to), the server's OperationOutcome, nor a record of a
+        type the service reads itself (recommendation 8 reads MedicationStatements)."""
         known = self._others.get((key, resource_type))
         if known is not None:
             return known
@@ -217,9 +222,10 @@ class InputRecorder:
             search = e.get("search")
             mode = search.get("mode") if isinstance(search, Mapping) else None
             rtype = r.get("resourceType")
-            if rtype not in (resource_type, "OperationOutcome") and mode not in (
-                "include",
-                "outcome",
+            if (
+                rtype not in (resource_type, "OperationOutcome")
+                and rtype not in self._read_types
+                and mode not in ("include", "outcome")
             ):
                 others.append(r)
         if not others:  # the usual answer: nothing to look for among the references

@@ -119,7 +119,7 @@ def test_an_opioid_order_authored_at_a_leap_second_is_checked_like_any_other(
             draft = oc.order("draft", pid, oc.HYDROCODONE_10, dose=5, authored=authored)
             empty = fx.searchset([])
             prefetch = {"patient": oc.patient(pid), "medications": empty, "conditions": empty}
-            prefetch |= {"encounters": empty, "procedures": empty}
+            prefetch |= {"encounters": empty, "procedures": empty, "statements": empty}
             answer = client.post(
                 "/cds-services/opioidcds-08", json=_order_sign(pid, draft, prefetch)
             )

@@ -64,7 +64,7 @@ def test_a_run_records_its_deployment_and_the_shared_files_it_imports(
         "1.1.0",
     )
     assert {i["iri"]: i["version"] for i in recorded["imports"]} == {
-        "https://horismos.dev/opioid-cds/common": "1.5.0",
+        "https://horismos.dev/opioid-cds/common": "1.6.0",
         "https://horismos.dev/opioid-cds/urine-screening": "1.1.0",
     }
 

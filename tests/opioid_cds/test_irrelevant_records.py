@@ -81,6 +81,7 @@ def _decision(client: TestClient, service: str, stored: list[dict[str, Any]]) ->
         "conditions": searchset("Condition"),
         "encounters": searchset("Encounter"),
         "procedures": searchset("Procedure"),
+        "statements": searchset("MedicationStatement"),
     }
     answer = client.post(f"/cds-services/{service}", json=request)
     assert answer.status_code == 200, answer.text

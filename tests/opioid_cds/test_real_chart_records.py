@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 from tests.support.fhir_server import FhirServer
 from tests.support.opioid_cases import (
     HYDROCODONE_10,
+    OXYCODONE_IR_5,
     RXNORM,
     TEMAZEPAM_20,
     ago,
@@ -132,24 +133,65 @@ def _rec08(medications: list[dict[str, Any]]) -> dict[str, Any]:
         "conditions": searchset([]),
         "encounters": searchset([]),
         "procedures": searchset([]),
+        "statements": searchset([]),
     }
     return request
 
 
-def test_a_medication_statement_in_the_medications_answer_is_unread_not_ignored(
+def test_a_benzodiazepine_the_patient_takes_as_a_medication_statement_is_a_risk_factor(
     client: TestClient,
 ) -> None:
-    """A benzodiazepine the patient takes, listed as a MedicationStatement: the service reads
-    medication orders, so it says it could not read it instead of calling the patient
-    benzodiazepine-free."""
+    """A benzodiazepine the patient takes, listed as an active MedicationStatement among the
+    medications answer: recommendation 8 reads it as a benzodiazepine the patient reports
+    taking (where it once left the check undecided), and the card says so."""
     body = client.post(f"/cds-services/{S}", json=_rec08([_statement("ms-benzo", TEMAZEPAM_20)]))
     assert body.status_code == 200, body.text
+    run = body.json()["extension"]["dev.horismos.run"]
+    assert run["decision"]["value"] == "Applies", run
     [card] = body.json()["cards"]
     assert card["indicator"] == "warning"
     assert (
-        "MedicationStatement/ms-benzo" in card["detail"] or "MedicationStatement" in card["detail"]
+        f"with **{TEMAZEPAM_20[1]}** (a benzodiazepine) the patient reports taking"
+        in (card["detail"])
     )
-    assert "undecided" in body.json()["extension"]["dev.horismos.run"]
+
+
+@pytest.mark.parametrize(
+    ("status", "answer"),
+    [
+        ("stopped", "NotApplicable"),  # not taken now: no risk factor, decided
+        ("completed", "NotApplicable"),
+        ("unknown", None),  # could be taken now: unread, the check waits
+    ],
+)
+def test_a_statement_counts_only_while_it_is_taken(
+    client: TestClient, status: str, answer: str | None
+) -> None:
+    statement = {**_statement("ms-benzo", TEMAZEPAM_20), "status": status}
+    body = client.post(f"/cds-services/{S}", json=_rec08([statement]))
+    assert body.status_code == 200, body.text
+    run = body.json()["extension"]["dev.horismos.run"]
+    if answer is None:
+        assert "decision" not in run, run
+        assert [i["input"] for i in run["undecided"]["inputs"]] == ["statementStatus"]
+    else:
+        assert run["decision"]["value"] == answer, run
+        assert body.json()["cards"] == []
+
+
+def test_a_statement_is_still_unread_where_a_service_reads_orders_only(
+    client: TestClient,
+) -> None:
+    """Recommendations 4-5 total the MME of prescriptions; an opioid the patient reports taking
+    is not one of them, so a statement in their medications answer stays unread, named."""
+    request = _rec08([_statement("ms-opioid", OXYCODONE_IR_5)])
+    del request["prefetch"]["procedures"], request["prefetch"]["statements"]
+    body = client.post("/cds-services/opioidcds-04-05", json=request)
+    assert body.status_code == 200, body.text
+    run = body.json()["extension"]["dev.horismos.run"]
+    assert "decision" not in run, run
+    assert run["undecided"]["inputs"] == [{"input": "hasStoredOrder", "state": "unread"}]
+    assert any("MedicationStatement" in c["detail"] for c in body.json()["cards"])
 
 
 def test_the_same_benzodiazepine_as_an_order_still_decides(client: TestClient) -> None:
