@@ -105,17 +105,15 @@ def opioid(
         }
         context["selections"] = [f"MedicationRequest/{d['id']}" for d in drafts]
     records = [{**r, "subject": {"reference": f"Patient/{pid}"}} for r in stored]
-    return fx.hook_request(
-        hook,
-        context,
-        fhir_server=None,
-        prefetch={
-            "patient": patient,
-            "medications": fx.searchset(records),
-            "conditions": fx.searchset([]),
-            "encounters": fx.searchset([]),
-        },
-    )
+    prefetch = {
+        "patient": patient,
+        "medications": fx.searchset(records),
+        "conditions": fx.searchset([]),
+        "encounters": fx.searchset([]),
+    }
+    if hook == "order-select":  # it reads what the patient reports taking, too
+        prefetch["statements"] = fx.searchset([])
+    return fx.hook_request(hook, context, fhir_server=None, prefetch=prefetch)
 
 
 def _opioid_on_record() -> dict[str, Any]:

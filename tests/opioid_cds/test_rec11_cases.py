@@ -37,6 +37,27 @@ OPIOID_ON_RECORD = order("stored-opioid", P, OXYCODONE_IR_5, authored=ago(15))
 BENZO_ON_RECORD = order("stored-benzo", P, TEMAZEPAM_20, authored=ago(40))
 HOSPICE = ("http://snomed.info/sct", "385763009")
 
+
+def statement(sid: str, drug: tuple[str, str], status: str = "active") -> dict[str, object]:
+    """What the patient reports taking, as an EHR's medication list writes it."""
+    return {
+        "resourceType": "MedicationStatement",
+        "id": sid,
+        "status": status,
+        "medicationCodeableConcept": {
+            "coding": [
+                {
+                    "system": "http://www.nlm.nih.gov/research/umls/rxnorm",
+                    "code": drug[0],
+                    "display": drug[1],
+                }
+            ]
+        },
+        "subject": {"reference": f"Patient/{P}"},
+        "effectivePeriod": {"start": ago(40)},
+    }
+
+
 CASES = [
     # patient-view
     case("pv-opioid-and-benzodiazepine", PV, "patient-view", ADULT,
@@ -95,6 +116,16 @@ CASES = [
          drafts=[order("draft-opioid", P, OXYCODONE_ER_10)],
          stored=[BENZO_ON_RECORD,
                  condition("c-cancer", P, "C25.0", system="http://hl7.org/fhir/sid/icd-10-cm")]),
+    # what the patient reports taking (a MedicationStatement) counts as what is on record
+    case("os-opioid-drafted-on-reported-benzodiazepine", OS, "order-select", ADULT,
+         drafts=[order("draft-opioid", P, OXYCODONE_ER_10)],
+         stored=[statement("ms-benzo", TEMAZEPAM_20)], expected=["warning"]),
+    case("os-opioid-drafted-on-benzodiazepine-no-longer-taken", OS, "order-select", ADULT,
+         drafts=[order("draft-opioid", P, OXYCODONE_ER_10)],
+         stored=[statement("ms-benzo", TEMAZEPAM_20, status="stopped")]),
+    case("os-benzodiazepine-drafted-on-reported-opioid", OS, "order-select", ADULT,
+         drafts=[order("draft-benzo", P, FLURAZEPAM_15)],
+         stored=[statement("ms-opioid", OXYCODONE_IR_5)], expected=["warning"]),
 ]  # fmt: skip
 
 
@@ -117,3 +148,11 @@ def test_the_card_shows_the_orders_on_both_sides(
     record = decision_record_text(client, card)
     assert f"RxNorm {OXYCODONE_IR_5[0]}" in record
     assert f"RxNorm {TEMAZEPAM_20[0]}" in record
+
+
+def test_the_card_names_the_benzodiazepine_the_patient_reports_taking(
+    client: TestClient, fhir_server: FhirServer
+) -> None:
+    [example] = [c for c in CASES if c.name == "os-opioid-drafted-on-reported-benzodiazepine"]
+    (card,) = run_case(client, fhir_server, example, "prefetch")
+    assert f"**{TEMAZEPAM_20[1]}** (the patient reports taking it)" in card["detail"]
