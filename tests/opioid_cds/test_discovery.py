@@ -40,6 +40,22 @@ def test_each_service_is_in_discovery_with_the_guides_hook(client: TestClient) -
         assert "Patient/{{context.patientId}}" in listed[service_id]["prefetch"].values()
 
 
+def test_the_services_that_read_what_the_patient_reports_taking_ask_for_it(
+    client: TestClient,
+) -> None:
+    """Recommendations 8 and 11 (order-select) read MedicationStatements: their discovery asks
+    the EHR for them, so an integrator knows to send them; the others do not ask."""
+    listed = {s["id"]: s for s in client.get("/individual/cds-services").json()["services"]}
+    asking = {
+        service_id
+        for service_id in SERVICES
+        if "MedicationStatement?patient={{context.patientId}}"
+        in listed[service_id]["prefetch"].values()
+    }
+    assert asking == {"opioidcds-08", "opioidcds-11-order-select"}
+    assert listed["opioidcds-08"]["prefetch"]["statements"].startswith("MedicationStatement?")
+
+
 @pytest.mark.parametrize("service_id", sorted(SERVICES))
 def test_each_service_is_a_deployment_of_its_own_on_the_common_definitions(
     service_id: str,
