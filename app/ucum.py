@@ -46,6 +46,13 @@ def _unit(code: str) -> Any:
         raise UnitError(f"{code!r} is not a UCUM unit this service knows") from exc
 
 
+@lru_cache(maxsize=512)
+def _magnitude(code: str) -> float:
+    """The number a UCUM code carries besides its units (``mL/min/2`` → 0.5), 1 for most."""
+    _unit(code)  # refuses a code that is not UCUM
+    return float(_registry().from_ucum(code).magnitude)
+
+
 def warm() -> None:
     """Load the UCUM registry now rather than on first use."""
     _unit("Cel")
@@ -88,6 +95,11 @@ def convert(value: Decimal, source: str, target: str) -> Decimal:
     problem = _annotation_problem(source, target)
     if problem is not None:
         raise UnitError(problem)
+    for code in (source, target):
+        if _magnitude(code) != 1:
+            # "mL/min/1.73" is a person's "per 1.73 m²" to a reader and a factor to UCUM:
+            # scaling the value either way would be a guess
+            raise UnitError(f"{code!r} carries a number besides its units: it is not converted")
     from pint.errors import DimensionalityError
 
     reg = _registry()

@@ -411,12 +411,16 @@ class _Check:
         """The incomplete inputs through which a record's span could change, judged on the
         record: a start, end or length it could gain (unless ``gaining`` is False: a span
         that can only grow, where only growth does not matter), or one it has that could be
-        undone."""
+        undone. A start measured with a length moves the whole span when an earlier one is
+        gained (it could leave the window): such a start is judged as gaining even then,
+        unless it is single-valued (a second start would be a conflict, judged apart)."""
         out: list[str] = []
         for p in (span.start, span.end, span.length):
             if p is None:
                 continue
-            if gaining:
+            prop = self.ix.properties.get(p)
+            moves = p == span.start and span.length is not None
+            if gaining or (moves and not (prop is not None and prop.single_valued)):
                 out.extend(b.input for b in self.could_become(record, (p,), p))
             for v in self.world.values(record, p):
                 out.extend(b.input for b in self.fact((record, p, v)))

@@ -324,6 +324,17 @@ def test_an_egfr_code_defines_the_rate_per_1_73_m2_so_ml_min_is_read_with_a_note
     assert asserted(clearance, MED + "egfr") == []
 
 
+@pytest.mark.parametrize("unit", ["mL/min/1.73", "mL/min/2", "mL/(2.min)"])
+def test_a_unit_code_with_a_number_in_it_is_refused_not_scaled_by_a_guess(
+    onto: Ontology, unit: str
+) -> None:
+    """ "mL/min/1.73" is a person's "per 1.73 m²" and, to a UCUM parser, a factor: read either
+    way the eGFR would move by a constant, and the metformin thresholds read it; refused."""
+    h = med_safety(onto, labs=bundle(obs("g1", EGFR, 60, unit)))
+    assert asserted(h, MED + "egfr") == []
+    assert [v.code for v in h.violations] == ["unit"]
+
+
 def test_an_indexed_rate_converts_between_time_units(onto: Ontology) -> None:
     h = med_safety(onto, labs=bundle(obs("g1", EGFR, 0.5, "mL/s/{1.73_m2}")))
     assert values(h, MED + "egfr") == [Decimal("30.0")]

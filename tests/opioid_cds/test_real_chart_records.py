@@ -179,6 +179,25 @@ def test_a_statement_counts_only_while_it_is_taken(
         assert body.json()["cards"] == []
 
 
+@pytest.mark.parametrize(("status", "decided"), [("active", False), ("stopped", True)])
+def test_an_opioid_the_patient_reports_taking_leaves_the_total_open(
+    client: TestClient, status: str, decided: bool
+) -> None:
+    """An opioid in an active statement is no prescription the MME total counts: with no other
+    risk factor, recommendation 8 cannot say the total stays under 50 (not completed), where
+    reading the statement must not make it "no risk factor"; a stopped one changes nothing."""
+    statement = {**_statement("ms-opioid", OXYCODONE_IR_5), "status": status}
+    body = client.post(f"/cds-services/{S}", json=_rec08([statement]))
+    assert body.status_code == 200, body.text
+    run = body.json()["extension"]["dev.horismos.run"]
+    if decided:
+        assert run["decision"]["value"] == "NotApplicable", run
+    else:
+        assert "decision" not in run, run
+        [card] = body.json()["cards"]
+        assert card["indicator"] == "info" and "not completed" in card["summary"]
+
+
 def test_a_statement_is_still_unread_where_a_service_reads_orders_only(
     client: TestClient,
 ) -> None:
