@@ -36,21 +36,26 @@ def _registry() -> Any:
 
 
 @lru_cache(maxsize=512)
-def _unit(code: str) -> Any:
+def _parsed(code: str) -> tuple[Any, float]:
+    """The code's units, and the number it carries besides them (a code the grammar reads as a
+    bare number, with no units, is no unit)."""
     from lark.exceptions import LarkError
     from ucumvert import InvalidUcumError
 
     try:
-        return _registry().from_ucum(code).units
+        quantity = _registry().from_ucum(code)
+        return quantity.units, float(quantity.magnitude)
     except (InvalidUcumError, LarkError, ValueError, KeyError, AttributeError) as exc:
         raise UnitError(f"{code!r} is not a UCUM unit this service knows") from exc
 
 
-@lru_cache(maxsize=512)
+def _unit(code: str) -> Any:
+    return _parsed(code)[0]
+
+
 def _magnitude(code: str) -> float:
     """The number a UCUM code carries besides its units (``mL/min/2`` → 0.5), 1 for most."""
-    _unit(code)  # refuses a code that is not UCUM
-    return float(_registry().from_ucum(code).magnitude)
+    return _parsed(code)[1]
 
 
 def warm() -> None:

@@ -96,6 +96,8 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
         self.canonical = canonical_systems(terminology)
         self.focus_id = focus_id
         self.focus_class = focus_class
+        #: the properties hydration reads on the focus (asked once: the ontology does not keep it)
+        self._focus_properties = ontology.properties_of(focus_class)
         self.context = context
         self.now = now
         self._at = now if now.tzinfo is not None else now.replace(tzinfo=UTC)
@@ -125,7 +127,7 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
             invalid=invalid,
             read_types=frozenset(
                 m.resource_type
-                for p in self.o.properties_of(self.focus_class)
+                for p in self._focus_properties
                 for m in p.from_fhir
                 if m.context_key is None
             ),
@@ -404,7 +406,7 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
         texts = tuple(texts)
         self._text_types = frozenset(t.resource_type for t in texts)
         focus_source = self._seen.get(("Patient", self.focus_id))
-        for prop in self.o.properties_of(self.focus_class):
+        for prop in self._focus_properties:
             if not prop.from_fhir:
                 continue
             self.inputs.read(prop)

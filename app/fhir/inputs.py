@@ -200,7 +200,7 @@ class InputRecorder:
         type (a MedicationStatement among the MedicationRequests of a medications search): a
         match the service cannot read, never an included resource (``search.mode`` include,
         or one another entry refers to), the server's OperationOutcome, nor a record of a
-        type the service reads itself (recommendation 8 reads MedicationStatements)."""
+        type the service's own mappings read (a service that reads MedicationStatements itself)."""
         known = self._others.get((key, resource_type))
         if known is not None:
             return known
