@@ -19,7 +19,6 @@ from tests.support.fhir_server import FhirServer
 from tests.support.opioid_cases import (
     HYDROCODONE_10,
     OXYCODONE_IR_5,
-    RXNORM,
     TEMAZEPAM_20,
     ago,
     case,
@@ -27,6 +26,7 @@ from tests.support.opioid_cases import (
     order,
     patient,
     run_case,
+    statement,
 )
 from tests.support.opioid_examples import Example
 
@@ -97,20 +97,6 @@ def test_recommendation_8_on_synthea_conditions(
 # --- MedicationStatement in a medications search ----------------------------------------------
 
 
-def _statement(sid: str, drug: tuple[str, str]) -> dict[str, Any]:
-    """A benzodiazepine the patient takes, as an EHR's medication list writes it."""
-    return {
-        "resourceType": "MedicationStatement",
-        "id": sid,
-        "status": "active",
-        "medicationCodeableConcept": {
-            "coding": [{"system": RXNORM, "code": drug[0], "display": drug[1]}]
-        },
-        "subject": {"reference": f"Patient/{P}"},
-        "effectivePeriod": {"start": ago(40)},
-    }
-
-
 def _rec08(medications: list[dict[str, Any]]) -> dict[str, Any]:
     """An order-sign call to recommendation 8 with everything prefetched: the draft, and the
     medications search answered with ``medications``."""
@@ -144,7 +130,7 @@ def test_a_benzodiazepine_the_patient_takes_as_a_medication_statement_is_a_risk_
     """A benzodiazepine the patient takes, listed as an active MedicationStatement among the
     medications answer: recommendation 8 reads it as a benzodiazepine the patient reports
     taking (where it once left the check undecided), and the card says so."""
-    body = client.post(f"/cds-services/{S}", json=_rec08([_statement("ms-benzo", TEMAZEPAM_20)]))
+    body = client.post(f"/cds-services/{S}", json=_rec08([statement("ms-benzo", P, TEMAZEPAM_20)]))
     assert body.status_code == 200, body.text
     run = body.json()["extension"]["dev.horismos.run"]
     assert run["decision"]["value"] == "Applies", run
@@ -167,8 +153,8 @@ def test_a_benzodiazepine_the_patient_takes_as_a_medication_statement_is_a_risk_
 def test_a_statement_counts_only_while_it_is_taken(
     client: TestClient, status: str, answer: str | None
 ) -> None:
-    statement = {**_statement("ms-benzo", TEMAZEPAM_20), "status": status}
-    body = client.post(f"/cds-services/{S}", json=_rec08([statement]))
+    reported = statement("ms-benzo", P, TEMAZEPAM_20, status=status)
+    body = client.post(f"/cds-services/{S}", json=_rec08([reported]))
     assert body.status_code == 200, body.text
     run = body.json()["extension"]["dev.horismos.run"]
     if answer is None:
@@ -186,8 +172,8 @@ def test_an_opioid_the_patient_reports_taking_leaves_the_total_open(
     """An opioid in an active statement is no prescription the MME total counts: with no other
     risk factor, recommendation 8 cannot say the total stays under 50 (not completed), where
     reading the statement must not make it "no risk factor"; a stopped one changes nothing."""
-    statement = {**_statement("ms-opioid", OXYCODONE_IR_5), "status": status}
-    body = client.post(f"/cds-services/{S}", json=_rec08([statement]))
+    reported = statement("ms-opioid", P, OXYCODONE_IR_5, status=status)
+    body = client.post(f"/cds-services/{S}", json=_rec08([reported]))
     assert body.status_code == 200, body.text
     run = body.json()["extension"]["dev.horismos.run"]
     if decided:
@@ -203,7 +189,7 @@ def test_a_statement_is_still_unread_where_a_service_reads_orders_only(
 ) -> None:
     """Recommendations 4-5 total the MME of prescriptions; an opioid the patient reports taking
     is not one of them, so a statement in their medications answer stays unread, named."""
-    request = _rec08([_statement("ms-opioid", OXYCODONE_IR_5)])
+    request = _rec08([statement("ms-opioid", P, OXYCODONE_IR_5)])
     del request["prefetch"]["procedures"], request["prefetch"]["statements"]
     body = client.post("/cds-services/opioidcds-04-05", json=request)
     assert body.status_code == 200, body.text

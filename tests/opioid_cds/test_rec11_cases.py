@@ -23,6 +23,7 @@ from tests.support.opioid_cases import (
     order,
     patient,
     run_case,
+    statement,
     years_ago,
 )
 from tests.support.opioid_examples import Example
@@ -36,26 +37,6 @@ ADULT = patient(P)
 OPIOID_ON_RECORD = order("stored-opioid", P, OXYCODONE_IR_5, authored=ago(15))
 BENZO_ON_RECORD = order("stored-benzo", P, TEMAZEPAM_20, authored=ago(40))
 HOSPICE = ("http://snomed.info/sct", "385763009")
-
-
-def statement(sid: str, drug: tuple[str, str], status: str = "active") -> dict[str, object]:
-    """What the patient reports taking, as an EHR's medication list writes it."""
-    return {
-        "resourceType": "MedicationStatement",
-        "id": sid,
-        "status": status,
-        "medicationCodeableConcept": {
-            "coding": [
-                {
-                    "system": "http://www.nlm.nih.gov/research/umls/rxnorm",
-                    "code": drug[0],
-                    "display": drug[1],
-                }
-            ]
-        },
-        "subject": {"reference": f"Patient/{P}"},
-        "effectivePeriod": {"start": ago(40)},
-    }
 
 
 CASES = [
@@ -119,13 +100,13 @@ CASES = [
     # what the patient reports taking (a MedicationStatement) counts as what is on record
     case("os-opioid-drafted-on-reported-benzodiazepine", OS, "order-select", ADULT,
          drafts=[order("draft-opioid", P, OXYCODONE_ER_10)],
-         stored=[statement("ms-benzo", TEMAZEPAM_20)], expected=["warning"]),
+         stored=[statement("ms-benzo", P, TEMAZEPAM_20)], expected=["warning"]),
     case("os-opioid-drafted-on-benzodiazepine-no-longer-taken", OS, "order-select", ADULT,
          drafts=[order("draft-opioid", P, OXYCODONE_ER_10)],
-         stored=[statement("ms-benzo", TEMAZEPAM_20, status="stopped")]),
+         stored=[statement("ms-benzo", P, TEMAZEPAM_20, status="stopped")]),
     case("os-benzodiazepine-drafted-on-reported-opioid", OS, "order-select", ADULT,
          drafts=[order("draft-benzo", P, FLURAZEPAM_15)],
-         stored=[statement("ms-opioid", OXYCODONE_IR_5)], expected=["warning"]),
+         stored=[statement("ms-opioid", P, OXYCODONE_IR_5)], expected=["warning"]),
 ]  # fmt: skip
 
 

@@ -69,6 +69,23 @@ def patient(pid: str, *, age: int = 40, birth_date: str | None = None) -> dict[s
     }
 
 
+def statement(
+    sid: str, pid: str, drug: tuple[str, str], *, status: str = "active", started: int = 40
+) -> dict[str, Any]:
+    """What the patient reports taking (a MedicationStatement), as an EHR's medication list
+    writes it: ``drug`` in RxNorm, taken since ``started`` days ago."""
+    return {
+        "resourceType": "MedicationStatement",
+        "id": sid,
+        "status": status,
+        "medicationCodeableConcept": {
+            "coding": [{"system": RXNORM, "code": drug[0], "display": drug[1]}]
+        },
+        "subject": {"reference": f"Patient/{pid}"},
+        "effectivePeriod": {"start": ago(started)},
+    }
+
+
 def order(
     oid: str,
     pid: str,
