@@ -1,8 +1,9 @@
 """The service's FHIR R4 base (``/fhir``): its CapabilityStatement, every served CDS service as a
 PlanDefinition (``app.plandefinition.export``), for engines and authoring tools that list
-guidelines as PlanDefinitions, and ``$apply`` on them (``app.plandefinition.apply``). Reading is
-as open as discovery; ``$apply`` decides about a patient, so it asks for the client JWT a hook
-call asks for."""
+guidelines as PlanDefinitions, and ``$apply`` on them (``app.plandefinition.apply``) and on an
+ActivityDefinition sent inline (``app.plandefinition.activity``). Reading is as open as
+discovery; ``$apply`` reads a patient's records, so it asks for the client JWT a hook call asks
+for."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from app.cds.auth import called_url
 from app.cds.routes import read_json_body
 from app.container import running
 from app.deps import DeploymentsDep
+from app.plandefinition.activity import apply_activity
 from app.plandefinition.apply import ApplyRefused, apply, outcome
 from app.plandefinition.export import plans
 
@@ -68,7 +70,16 @@ def metadata(request: Request) -> JSONResponse:
                                 "definition": "http://hl7.org/fhir/OperationDefinition/PlanDefinition-apply",
                             }
                         ],
-                    }
+                    },
+                    {
+                        "type": "ActivityDefinition",
+                        "operation": [
+                            {
+                                "name": "apply",
+                                "definition": "http://hl7.org/fhir/OperationDefinition/ActivityDefinition-apply",
+                            }
+                        ],
+                    },
                 ],
             }
         ],
@@ -130,3 +141,19 @@ async def apply_by_id(plan_id: str, request: Request, deployments: DeploymentsDe
 )
 async def apply_by_url(request: Request, deployments: DeploymentsDep) -> JSONResponse:
     return await _apply(None, request, deployments)
+
+
+@router.post(
+    "/ActivityDefinition/$apply",
+    summary="Apply an ActivityDefinition sent inline to a subject: the request resource it defines",
+)
+async def apply_activity_definition(request: Request) -> JSONResponse:
+    parts = running(request.app)
+    audience, _base_url = called_url(request)
+    await parts.authenticator.verify(request.headers.get("authorization"), audience)
+    body = await read_json_body(request)
+    try:
+        result = apply_activity(body)
+    except ApplyRefused as exc:
+        return JSONResponse(outcome(exc), status_code=exc.status, media_type=FHIR_JSON)
+    return JSONResponse(result, media_type=FHIR_JSON)

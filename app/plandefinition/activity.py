@@ -1,0 +1,394 @@
+"""``$apply`` on an ActivityDefinition: the one request resource it defines, for one subject.
+
+An ActivityDefinition is a template for a request (an order, a task, a message). Applying it
+to a subject builds the resource its ``kind`` names, as the CPG-on-FHIR guide's unit tests
+expect, in FHIR R4:
+
+- from the call: the subject (``subject``, ``for`` on a Task, ``patient`` on an
+  ImmunizationRecommendation), ``encounter`` and ``requester`` (the ``practitioner``);
+- from the definition: ``status`` draft, its ``intent``, ``priority``, ``code``, ``doNotPerform``
+  (on a Task, which has no such element, the ``request-doNotPerform`` modifier extension),
+  ``instantiatesCanonical`` (its url and version), the product and dosage of a medication and
+  the profile it names as ``meta.profile`` — each where the request's type has the element
+  (:data:`KINDS`);
+- then each ``dynamicValue``: a FHIRPath expression evaluated with the definition as its
+  context, the call's resources as ``%subject``, ``%practitioner``, ``%encounter``,
+  ``%organization`` and each entry of the ``parameters`` parameter as ``%name``; its value set
+  at the ``path`` the dynamic value names.
+
+Nothing is guessed around. A definition whose expressions are CQL (this host evaluates FHIRPath
+and its own rules, not CQL), a kind this module does not build, a path the request's type does
+not have, an expression that does not parse or fails, a resource an expression reads that the
+``data`` Bundle does not hold, a ``dataEndpoint`` (its data would not be read) and a result that
+is not valid R4 are each refused with an OperationOutcome naming the element. Nothing is stored
+and nothing is written to an EHR: the request is a proposal returned to the caller.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from fhirpathpy import evaluate as fhirpath_evaluate
+from fhirpathpy.models import models as fhirpath_models
+
+from app.fhir_validate import problems
+from app.ontology._fhir_model import type_info
+from app.plandefinition.apply import ApplyRefused, parameters
+
+FHIRPATH = "text/fhirpath"
+DO_NOT_PERFORM = "http://hl7.org/fhir/StructureDefinition/request-doNotPerform"
+#: Variables FHIRPath and the CPG guide define themselves, not resources of the call.
+_BUILT_IN = frozenset({"resource", "context", "rootResource", "ucum", "sct", "loinc"})
+#: The call's resources an expression may name, and the parameter each comes from.
+CALL_RESOURCES = {
+    "subject": "subject",
+    "practitioner": "practitioner",
+    "encounter": "encounter",
+    "organization": "organization",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Kind:
+    """Where a request type takes what the definition and the call give (None: it has no
+    such element, and it is not written)."""
+
+    subject: str = "subject"
+    intent: bool = True
+    status: bool = True
+    priority: bool = True
+    code: str | None = "code"
+    #: "many" (an array), "one" (a Task's single canonical) or None
+    canonical: str | None = "many"
+    #: "element", "extension" (only when true, as a modifier extension) or None
+    do_not_perform: str | None = "element"
+    requester: str | None = "requester"
+    encounter: str | None = "encounter"
+    #: the choice element the definition's product[x] goes to (medication[x])
+    product: str | None = None
+    dosage: str | None = None
+
+
+#: The request types an ActivityDefinition's ``kind`` may name here, as R4 shapes them.
+KINDS: dict[str, Kind] = {
+    "ServiceRequest": Kind(),
+    "MedicationRequest": Kind(code=None, product="medication", dosage="dosageInstruction"),
+    "DeviceRequest": Kind(code="codeCodeableConcept", do_not_perform=None),
+    "Task": Kind(subject="for", canonical="one", do_not_perform="extension"),
+    "CommunicationRequest": Kind(intent=False, code=None, canonical=None),
+    "ImmunizationRecommendation": Kind(
+        subject="patient",
+        intent=False,
+        status=False,
+        priority=False,
+        code=None,
+        canonical=None,
+        do_not_perform=None,
+        requester=None,
+        encounter=None,
+    ),
+}
+
+#: Elements of a definition that shape the request and are not carried over here: a definition
+#: with one is refused rather than applied without it.
+NOT_CARRIED = (
+    "timing",
+    "location",
+    "participant",
+    "quantity",
+    "bodySite",
+    "specimenRequirement",
+    "observationRequirement",
+    "observationResultRequirement",
+    "transform",
+)
+
+_STRING = re.compile(r"'(?:[^'\\]|\\.)*'")
+_VARIABLE = re.compile(r"%`?([A-Za-z_][A-Za-z0-9_-]*)`?")
+_STEP = re.compile(r"^([A-Za-z][A-Za-z0-9]*)(?:\[(\d+)\])?$")
+
+
+def variables(expression: str) -> set[str]:
+    """The ``%name`` variables an expression reads (string literals left out)."""
+    return {m.group(1) for m in _VARIABLE.finditer(_STRING.sub("''", expression))}
+
+
+def _refuse_cql(definition: Mapping[str, Any]) -> None:
+    for i, dv in enumerate(definition.get("dynamicValue") or ()):
+        expression = (dv or {}).get("expression") or {}
+        language = str(expression.get("language", ""))
+        if language != FHIRPATH:
+            raise ApplyRefused(
+                422,
+                "not-supported",
+                f"dynamicValue[{i}] ({dv.get('path')}) is written in {language or 'no language'}"
+                f" ({expression.get('expression')!r}): this host evaluates FHIRPath "
+                f"({FHIRPATH}) and its own rules, not CQL",
+                f"ActivityDefinition.dynamicValue[{i}].expression",
+            )
+    if definition.get("library"):
+        raise ApplyRefused(
+            422,
+            "not-supported",
+            "the ActivityDefinition names a logic library: this host evaluates FHIRPath and its "
+            "own rules, not CQL",
+            "ActivityDefinition.library",
+        )
+
+
+def _steps(kind: str, path: str, at: str) -> list[tuple[str, int | None, bool]]:
+    """A dynamic value's path as (element, index, repeats) steps through the request's type,
+    or a refusal naming the step R4 does not define."""
+    steps: list[tuple[str, int | None, bool]] = []
+    owner = kind
+    for part in path.split("."):
+        match = _STEP.match(part)
+        info = type_info(owner)
+        element = info.elements.get(match.group(1)) if match and info else None
+        if match is None or element is None:
+            raise ApplyRefused(
+                422,
+                "invalid",
+                f"{at}.path {path!r}: {owner} has no element {part!r}",
+                f"ActivityDefinition.{at}.path",
+            )
+        index = int(match.group(2)) if match.group(2) is not None else None
+        steps.append((element.name, index, element.repeats))
+        owner = element.types[0] if element.types else owner
+    return steps
+
+
+def _place(target: dict[str, Any], steps: list[tuple[str, int | None, bool]], value: Any) -> None:
+    *inner, (name, index, repeats) = steps
+    for step, at, many in inner:
+        if many:
+            items = target.setdefault(step, [])
+            position = at or 0
+            while len(items) <= position:
+                items.append({})
+            target = items[position]
+        else:
+            target = target.setdefault(step, {})
+    if not repeats:
+        target[name] = value[0] if len(value) == 1 else value
+    elif index is None:
+        target[name] = list(value)
+    else:
+        items = target.setdefault(name, [])
+        while len(items) <= index:
+            items.append(None)
+        items[index] = value[0] if len(value) == 1 else value
+
+
+def _found(data: Any) -> dict[str, dict[str, Any]]:
+    if data is None:
+        return {}
+    if not isinstance(data, dict) or data.get("resourceType") != "Bundle":
+        raise ApplyRefused(400, "value", "data must be a Bundle", "data")
+    found: dict[str, dict[str, Any]] = {}
+    for entry in data.get("entry") or ():
+        resource = entry.get("resource") if isinstance(entry, dict) else None
+        if isinstance(resource, dict) and resource.get("resourceType") and resource.get("id"):
+            found[f"{resource['resourceType']}/{resource['id']}"] = resource
+    return found
+
+
+def _reference(value: Any, name: str) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        value = value.get("reference")
+    if not isinstance(value, str) or not re.fullmatch(
+        r"[A-Z][A-Za-z]+/[A-Za-z0-9\-.]{1,64}", value
+    ):
+        raise ApplyRefused(400, "value", f"{name} must be a reference Type/id", name)
+    return value
+
+
+def _base_request(
+    definition: Mapping[str, Any], kind: Kind, resource_type: str, refs: Mapping[str, str | None]
+) -> dict[str, Any]:
+    made: dict[str, Any] = {"resourceType": resource_type, "id": str(uuid.uuid4())}
+    if isinstance(definition.get("profile"), str):
+        made["meta"] = {"profile": [definition["profile"]]}
+    if kind.status:
+        made["status"] = "draft"
+    if kind.intent:
+        made["intent"] = definition.get("intent") or "proposal"
+    if kind.priority and definition.get("priority"):
+        made["priority"] = definition["priority"]
+    if kind.code and definition.get("code"):
+        made[kind.code] = definition["code"]
+    flag = definition.get("doNotPerform")
+    if kind.do_not_perform == "element" and isinstance(flag, bool):
+        made["doNotPerform"] = flag
+    elif kind.do_not_perform == "extension" and flag is True:
+        made["modifierExtension"] = [{"url": DO_NOT_PERFORM, "valueBoolean": True}]
+    url = definition.get("url")
+    if kind.canonical and isinstance(url, str):
+        canonical = f"{url}|{definition['version']}" if definition.get("version") else url
+        made["instantiatesCanonical"] = [canonical] if kind.canonical == "many" else canonical
+    made[kind.subject] = {"reference": refs["subject"]}
+    if kind.encounter and refs.get("encounter"):
+        made[kind.encounter] = {"reference": refs["encounter"]}
+    if kind.requester and refs.get("practitioner"):
+        made[kind.requester] = {"reference": refs["practitioner"]}
+    if kind.product:
+        for key, value in definition.items():
+            if key.startswith("product"):
+                made[kind.product + key.removeprefix("product")] = value
+    if kind.dosage and definition.get("dosage"):
+        made[kind.dosage] = definition["dosage"]
+    return made
+
+
+def _immunization(made: dict[str, Any], definition: Mapping[str, Any], when: datetime) -> None:
+    """An ImmunizationRecommendation is a recommendation, not a request: the vaccine is the
+    definition's product, due now."""
+    made["date"] = when.isoformat()
+    recommendation: dict[str, Any] = {
+        "forecastStatus": {
+            "coding": [
+                {
+                    "system": "http://terminology.hl7.org/CodeSystem/immunization-recommendation-status",
+                    "code": "due",
+                    "display": "Due",
+                }
+            ]
+        }
+    }
+    if isinstance(definition.get("productCodeableConcept"), dict):
+        recommendation["vaccineCode"] = [definition["productCodeableConcept"]]
+    made["recommendation"] = [recommendation]
+
+
+def apply_activity(body: Any, *, at: datetime | None = None) -> dict[str, Any]:
+    """The request resource an inline ActivityDefinition (the ``activityDefinition``
+    parameter) defines for the call's subject."""
+    given = parameters(body)
+    definition = given.get("activityDefinition")
+    if not isinstance(definition, dict) or definition.get("resourceType") != "ActivityDefinition":
+        raise ApplyRefused(
+            400,
+            "required",
+            "$apply needs the activityDefinition parameter (an ActivityDefinition resource); "
+            "stored definitions are not kept yet",
+            "activityDefinition",
+        )
+    wrong = problems(definition)
+    if wrong:
+        where, rule = wrong[0]
+        raise ApplyRefused(
+            400, "structure", f"ActivityDefinition{where}: {rule}", f"ActivityDefinition{where}"
+        )
+    if given.get("dataEndpoint") is not None:
+        raise ApplyRefused(
+            422,
+            "not-supported",
+            "dataEndpoint is not read: send the subject's records in the data parameter",
+            "dataEndpoint",
+        )
+    _refuse_cql(definition)
+    resource_type = definition.get("kind")
+    kind = KINDS.get(resource_type) if isinstance(resource_type, str) else None
+    if kind is None or not isinstance(resource_type, str):
+        raise ApplyRefused(
+            422,
+            "not-supported",
+            f"ActivityDefinition.kind {resource_type!r} is not one this host builds "
+            f"({', '.join(sorted(KINDS))})",
+            "ActivityDefinition.kind",
+        )
+    immunization = resource_type == "ImmunizationRecommendation"
+    kept = {"product": kind.product or immunization, "dosage": kind.dosage}
+    if immunization and "productReference" in definition:
+        kept["product"] = None
+    for key in definition:
+        base = next((n for n in (*NOT_CARRIED, *kept) if key.startswith(n)), None)
+        if base is not None and not kept.get(base):
+            raise ApplyRefused(
+                422,
+                "not-supported",
+                f"ActivityDefinition.{key} is not carried into a {resource_type} here: applying "
+                "the definition without it would drop what it asks for",
+                f"ActivityDefinition.{key}",
+            )
+    refs = {name: _reference(given.get(name), name) for name in CALL_RESOURCES}
+    if refs["subject"] is None:
+        raise ApplyRefused(400, "required", "$apply needs the subject parameter", "subject")
+    found = _found(given.get("data"))
+    extra = given.get("parameters")
+    if extra is not None and (
+        not isinstance(extra, dict) or extra.get("resourceType") != "Parameters"
+    ):
+        raise ApplyRefused(400, "value", "parameters must be a Parameters resource", "parameters")
+    user = {
+        p["name"]: p.get("resource", next((v for k, v in p.items() if k.startswith("value")), None))
+        for p in (extra or {}).get("parameter") or ()
+        if isinstance(p, dict) and isinstance(p.get("name"), str)
+    }
+    when = at or datetime.now(UTC)
+    made = _base_request(definition, kind, resource_type, refs)
+    if immunization:
+        _immunization(made, definition, when)
+    model = fhirpath_models["r4"]
+    for i, dv in enumerate(definition.get("dynamicValue") or ()):
+        at_i = f"dynamicValue[{i}]"
+        steps = _steps(resource_type, str(dv.get("path", "")), at_i)
+        expression = str(dv["expression"].get("expression", ""))
+        env: dict[str, Any] = {"context": definition, "resource": definition}
+        for name in variables(expression) - _BUILT_IN:
+            if name in user:
+                env[name] = user[name]
+            elif name in CALL_RESOURCES:
+                ref = refs[CALL_RESOURCES[name]]
+                if ref is None or ref not in found:
+                    raise ApplyRefused(
+                        422,
+                        "not-found",
+                        f"{at_i} reads %{name}, but "
+                        + (
+                            f"the data Bundle does not hold {ref}"
+                            if ref
+                            else f"no {name} was given"
+                        ),
+                        f"ActivityDefinition.{at_i}.expression",
+                    )
+                env[name] = found[ref]
+            else:
+                raise ApplyRefused(
+                    422,
+                    "invalid",
+                    f"{at_i} reads %{name}, which is neither a resource of the call nor a "
+                    "parameter",
+                    f"ActivityDefinition.{at_i}.expression",
+                )
+        try:
+            value = fhirpath_evaluate(definition, expression, env, model)
+        except Exception as exc:  # fhirpathpy raises plain exceptions for bad expressions
+            raise ApplyRefused(
+                422,
+                "invalid",
+                f"{at_i} expression {expression!r} could not be evaluated: {exc}",
+                f"ActivityDefinition.{at_i}.expression",
+            ) from None
+        if value:
+            _place(made, steps, list(value))
+    wrong = problems(made)
+    if wrong:  # a dynamic value of the wrong type for its element
+        where, rule = wrong[0]
+        raise ApplyRefused(
+            422,
+            "invalid",
+            f"the {resource_type} built is not valid R4 at {resource_type}{where}: {rule}",
+            "ActivityDefinition",
+        )
+    return made
+
+
+__all__ = ["KINDS", "Kind", "apply_activity", "variables"]
