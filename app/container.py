@@ -39,6 +39,7 @@ from app.cors import log_cors_origins
 from app.deployments import Deployment, Deployments
 from app.deployments.catalog import Catalog
 from app.metrics import Metrics
+from app.plandefinition.library import Definitions, load_definitions
 from app.ports import Adapters
 from app.readiness import DatabaseProbe
 from app.runtime.runner import Runner
@@ -68,6 +69,8 @@ class Running:
     hooks: HookService
     leases: LeaseKeeper
     shadow: ShadowRunner
+    #: the FHIR definitions ``$apply`` finds (``HORISMOS_DEFINITION_PATHS``)
+    definitions: Definitions = field(default_factory=Definitions)
     #: told about each newly stored feedback item (``app.cds.routes``)
     feedback_listeners: list[FeedbackListener] = field(default_factory=list)
 
@@ -218,7 +221,11 @@ async def _hook_parts(
             answer_ahead_seconds=settings.answer_ahead_seconds,
         )
     )
+    definitions = await run_in_threadpool(load_definitions, settings.definition_paths)
+    if settings.definition_paths:
+        log.info("definitions: %d from %s", len(definitions), settings.definition_paths)
     return Running(
+        definitions=definitions,
         engine=engine,
         http=http,
         catalog=catalog,

@@ -97,6 +97,9 @@ class Settings(BaseSettings):
     database_pool_timeout_seconds: float = Field(default=5.0, gt=0)
     #: Turtle files loaded as one ontology; empty means the bundled ``ontologies/*.ttl``.
     ontology_paths: Annotated[list[Path], NoDecode] = Field(default_factory=list)
+    #: Folders of FHIR definitions (ActivityDefinition, PlanDefinition, Questionnaire JSON)
+    #: that ``$apply`` and a plan's ``definitionCanonical`` find; empty: none.
+    definition_paths: Annotated[list[Path], NoDecode] = Field(default_factory=list)
     #: The folder holding the installed FHIR terminology packages; unset means this
     #: installation's ``terminology/packages`` (where ``make terminology`` puts them).
     terminology_packages: Path | None = None
@@ -160,7 +163,9 @@ class Settings(BaseSettings):
     #: The IANA time zone cards and decision pages show times in (``Europe/Paris``).
     timezone: str = "UTC"
 
-    @field_validator("ontology_paths", "cors_origins", "allowed_fhir_servers", mode="before")
+    @field_validator(
+        "ontology_paths", "definition_paths", "cors_origins", "allowed_fhir_servers", mode="before"
+    )
     @classmethod
     def _lists_from_text(cls, value: object) -> object:
         return _split_list(value)

@@ -17,9 +17,9 @@ from app.cds.auth import called_url
 from app.cds.routes import read_json_body
 from app.container import running
 from app.deps import DeploymentsDep
-from app.plandefinition.activity import apply_activity
-from app.plandefinition.apply import ApplyRefused, apply, outcome
+from app.plandefinition.apply import ApplyRefused, outcome
 from app.plandefinition.export import plans
+from app.plandefinition.operations import apply_activity_definition, apply_plan
 
 router = APIRouter(prefix="/fhir", tags=["FHIR"])
 
@@ -120,7 +120,14 @@ async def _apply(
     base = _base(request)
     try:
         result = await run_in_threadpool(
-            lambda: apply(deployments, plan_id, body, base=base, runner=parts.hooks.deps.runner)
+            lambda: apply_plan(
+                deployments,
+                parts.definitions,
+                plan_id,
+                body,
+                base=base,
+                runner=parts.hooks.deps.runner,
+            )
         )
     except ApplyRefused as exc:
         return JSONResponse(outcome(exc), status_code=exc.status, media_type=FHIR_JSON)
@@ -129,7 +136,8 @@ async def _apply(
 
 @router.post(
     "/PlanDefinition/{plan_id}/$apply",
-    summary="Apply a served PlanDefinition to a subject: a Bundle with the RequestGroup first",
+    summary="Apply a PlanDefinition (a served CDS service or one the service holds) to a "
+    "subject: a Bundle with the RequestGroup first",
 )
 async def apply_by_id(plan_id: str, request: Request, deployments: DeploymentsDep) -> JSONResponse:
     return await _apply(plan_id, request, deployments)
@@ -137,23 +145,36 @@ async def apply_by_id(plan_id: str, request: Request, deployments: DeploymentsDe
 
 @router.post(
     "/PlanDefinition/$apply",
-    summary="Apply the served PlanDefinition named by the url parameter",
+    summary="Apply the PlanDefinition sent inline, or named by the url parameter",
 )
 async def apply_by_url(request: Request, deployments: DeploymentsDep) -> JSONResponse:
     return await _apply(None, request, deployments)
 
 
-@router.post(
-    "/ActivityDefinition/$apply",
-    summary="Apply an ActivityDefinition sent inline to a subject: the request resource it defines",
-)
-async def apply_activity_definition(request: Request) -> JSONResponse:
+async def _apply_activity(definition_id: str | None, request: Request) -> JSONResponse:
     parts = running(request.app)
     audience, _base_url = called_url(request)
     await parts.authenticator.verify(request.headers.get("authorization"), audience)
     body = await read_json_body(request)
     try:
-        result = apply_activity(body)
+        result = apply_activity_definition(parts.definitions, definition_id, body)
     except ApplyRefused as exc:
         return JSONResponse(outcome(exc), status_code=exc.status, media_type=FHIR_JSON)
     return JSONResponse(result, media_type=FHIR_JSON)
+
+
+@router.post(
+    "/ActivityDefinition/$apply",
+    summary="Apply an ActivityDefinition (inline, or held by url) to a subject: the request "
+    "resource it defines",
+)
+async def apply_activity_by_url(request: Request) -> JSONResponse:
+    return await _apply_activity(None, request)
+
+
+@router.post(
+    "/ActivityDefinition/{definition_id}/$apply",
+    summary="Apply an ActivityDefinition the service holds to a subject",
+)
+async def apply_activity_by_id(definition_id: str, request: Request) -> JSONResponse:
+    return await _apply_activity(definition_id, request)

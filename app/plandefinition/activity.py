@@ -118,29 +118,6 @@ def variables(expression: str) -> set[str]:
     return {m.group(1) for m in _VARIABLE.finditer(_STRING.sub("''", expression))}
 
 
-def _refuse_cql(definition: Mapping[str, Any]) -> None:
-    for i, dv in enumerate(definition.get("dynamicValue") or ()):
-        expression = (dv or {}).get("expression") or {}
-        language = str(expression.get("language", ""))
-        if language != FHIRPATH:
-            raise ApplyRefused(
-                422,
-                "not-supported",
-                f"dynamicValue[{i}] ({dv.get('path')}) is written in {language or 'no language'}"
-                f" ({expression.get('expression')!r}): this host evaluates FHIRPath "
-                f"({FHIRPATH}) and its own rules, not CQL",
-                f"ActivityDefinition.dynamicValue[{i}].expression",
-            )
-    if definition.get("library"):
-        raise ApplyRefused(
-            422,
-            "not-supported",
-            "the ActivityDefinition names a logic library: this host evaluates FHIRPath and its "
-            "own rules, not CQL",
-            "ActivityDefinition.library",
-        )
-
-
 def _steps(kind: str, path: str, at: str) -> list[tuple[str, int | None, bool]]:
     """A dynamic value's path as (element, index, repeats) steps through the request's type,
     or a refusal naming the step R4 does not define."""
@@ -155,7 +132,7 @@ def _steps(kind: str, path: str, at: str) -> list[tuple[str, int | None, bool]]:
                 422,
                 "invalid",
                 f"{at}.path {path!r}: {owner} has no element {part!r}",
-                f"ActivityDefinition.{at}.path",
+                f"{at}.path",
             )
         index = int(match.group(2)) if match.group(2) is not None else None
         steps.append((element.name, index, element.repeats))
@@ -267,33 +244,145 @@ def _immunization(made: dict[str, Any], definition: Mapping[str, Any], when: dat
     made["recommendation"] = [recommendation]
 
 
-def apply_activity(body: Any, *, at: datetime | None = None) -> dict[str, Any]:
-    """The request resource an inline ActivityDefinition (the ``activityDefinition``
-    parameter) defines for the call's subject."""
-    given = parameters(body)
-    definition = given.get("activityDefinition")
-    if not isinstance(definition, dict) or definition.get("resourceType") != "ActivityDefinition":
-        raise ApplyRefused(
-            400,
-            "required",
-            "$apply needs the activityDefinition parameter (an ActivityDefinition resource); "
-            "stored definitions are not kept yet",
-            "activityDefinition",
-        )
-    wrong = problems(definition)
+@dataclass(frozen=True, kw_only=True)
+class Call:
+    """What one ``$apply`` call gives every definition it applies: the references of its
+    subject, encounter, practitioner and organization, the resources of its ``data`` Bundle by
+    ``Type/id``, its ``parameters`` by name, and its time."""
+
+    refs: dict[str, str | None]
+    found: dict[str, dict[str, Any]]
+    user: dict[str, Any]
+    when: datetime
+
+    @classmethod
+    def of(cls, given: Mapping[str, Any], *, at: datetime | None = None) -> Call:
+        if given.get("dataEndpoint") is not None:
+            raise ApplyRefused(
+                422,
+                "not-supported",
+                "dataEndpoint is not read: send the subject's records in the data parameter",
+                "dataEndpoint",
+            )
+        refs = {name: _reference(given.get(name), name) for name in CALL_RESOURCES}
+        if refs["subject"] is None:
+            raise ApplyRefused(400, "required", "$apply needs the subject parameter", "subject")
+        extra = given.get("parameters")
+        if extra is not None and (
+            not isinstance(extra, dict) or extra.get("resourceType") != "Parameters"
+        ):
+            raise ApplyRefused(
+                400, "value", "parameters must be a Parameters resource", "parameters"
+            )
+        user = {
+            p["name"]: p.get(
+                "resource", next((v for k, v in p.items() if k.startswith("value")), None)
+            )
+            for p in (extra or {}).get("parameter") or ()
+            if isinstance(p, dict) and isinstance(p.get("name"), str)
+        }
+        found = _found(given.get("data"))
+        return cls(refs=refs, found=found, user=user, when=at or datetime.now(UTC))
+
+    def reference(self, name: str) -> dict[str, str] | None:
+        ref = self.refs.get(name)
+        return {"reference": ref} if ref else None
+
+
+def checked(resource: Any, resource_type: str, name: str) -> dict[str, Any]:
+    """``resource`` when it is a valid R4 ``resource_type``; else a 400 naming the element."""
+    if not isinstance(resource, dict) or resource.get("resourceType") != resource_type:
+        raise ApplyRefused(400, "required", f"{name} must be a {resource_type} resource", name)
+    wrong = problems(resource)
     if wrong:
         where, rule = wrong[0]
         raise ApplyRefused(
-            400, "structure", f"ActivityDefinition{where}: {rule}", f"ActivityDefinition{where}"
+            400, "structure", f"{resource_type}{where}: {rule}", f"{resource_type}{where}"
         )
-    if given.get("dataEndpoint") is not None:
+    return resource
+
+
+def refuse_other_languages(values: Any, where: str) -> None:
+    """Refuse a dynamic value not written in FHIRPath (CQL above all), naming it."""
+    for i, dv in enumerate(values or ()):
+        expression = (dv or {}).get("expression") or {}
+        language = str(expression.get("language", ""))
+        if language != FHIRPATH:
+            raise ApplyRefused(
+                422,
+                "not-supported",
+                f"{where}.dynamicValue[{i}] ({dv.get('path')}) is written in "
+                f"{language or 'no language'} ({expression.get('expression')!r}): this host "
+                f"evaluates FHIRPath ({FHIRPATH}) and its own rules, not CQL",
+                f"{where}.dynamicValue[{i}].expression",
+            )
+
+
+def set_dynamic_values(
+    made: dict[str, Any], context: Mapping[str, Any], values: Any, call: Call, where: str
+) -> None:
+    """Evaluate each dynamic value of ``values`` with ``context`` as its context resource and
+    set it in ``made`` at its path; ``where`` names the element holding them in refusals."""
+    model = fhirpath_models["r4"]
+    for i, dv in enumerate(values or ()):
+        at_i = f"{where}.dynamicValue[{i}]"
+        steps = _steps(made["resourceType"], str(dv.get("path", "")), at_i)
+        expression = str(dv["expression"].get("expression", ""))
+        env: dict[str, Any] = {"context": context, "resource": context}
+        for name in variables(expression) - _BUILT_IN:
+            if name in call.user:
+                env[name] = call.user[name]
+            elif name in CALL_RESOURCES:
+                ref = call.refs[CALL_RESOURCES[name]]
+                if ref is None or ref not in call.found:
+                    held = f"the data Bundle does not hold {ref}" if ref else f"no {name} was given"
+                    raise ApplyRefused(
+                        422, "not-found", f"{at_i} reads %{name}, but {held}", f"{at_i}.expression"
+                    )
+                env[name] = call.found[ref]
+            else:
+                raise ApplyRefused(
+                    422,
+                    "invalid",
+                    f"{at_i} reads %{name}, which is neither a resource of the call nor a "
+                    "parameter",
+                    f"{at_i}.expression",
+                )
+        try:
+            value = fhirpath_evaluate(dict(context), expression, env, model)
+        except Exception as exc:  # fhirpathpy raises plain exceptions for bad expressions
+            raise ApplyRefused(
+                422,
+                "invalid",
+                f"{at_i} expression {expression!r} could not be evaluated: {exc}",
+                f"{at_i}.expression",
+            ) from None
+        if value:
+            _place(made, steps, list(value))
+
+
+def valid_result(made: dict[str, Any], where: str) -> dict[str, Any]:
+    wrong = problems(made)
+    if wrong:  # a dynamic value of the wrong type for its element
+        at, rule = wrong[0]
+        kind = made["resourceType"]
+        raise ApplyRefused(
+            422, "invalid", f"the {kind} built is not valid R4 at {kind}{at}: {rule}", where
+        )
+    return made
+
+
+def instantiate(definition: Mapping[str, Any], call: Call) -> dict[str, Any]:
+    """The request ``definition`` (a valid ActivityDefinition) defines for ``call``."""
+    refuse_other_languages(definition.get("dynamicValue"), "ActivityDefinition")
+    if definition.get("library"):
         raise ApplyRefused(
             422,
             "not-supported",
-            "dataEndpoint is not read: send the subject's records in the data parameter",
-            "dataEndpoint",
+            f"the ActivityDefinition {definition.get('url') or definition.get('id')} names a "
+            "logic library: this host evaluates FHIRPath and its own rules, not CQL",
+            "ActivityDefinition.library",
         )
-    _refuse_cql(definition)
     resource_type = definition.get("kind")
     kind = KINDS.get(resource_type) if isinstance(resource_type, str) else None
     if kind is None or not isinstance(resource_type, str):
@@ -318,77 +407,45 @@ def apply_activity(body: Any, *, at: datetime | None = None) -> dict[str, Any]:
                 "the definition without it would drop what it asks for",
                 f"ActivityDefinition.{key}",
             )
-    refs = {name: _reference(given.get(name), name) for name in CALL_RESOURCES}
-    if refs["subject"] is None:
-        raise ApplyRefused(400, "required", "$apply needs the subject parameter", "subject")
-    found = _found(given.get("data"))
-    extra = given.get("parameters")
-    if extra is not None and (
-        not isinstance(extra, dict) or extra.get("resourceType") != "Parameters"
-    ):
-        raise ApplyRefused(400, "value", "parameters must be a Parameters resource", "parameters")
-    user = {
-        p["name"]: p.get("resource", next((v for k, v in p.items() if k.startswith("value")), None))
-        for p in (extra or {}).get("parameter") or ()
-        if isinstance(p, dict) and isinstance(p.get("name"), str)
-    }
-    when = at or datetime.now(UTC)
-    made = _base_request(definition, kind, resource_type, refs)
+    made = _base_request(definition, kind, resource_type, call.refs)
     if immunization:
-        _immunization(made, definition, when)
-    model = fhirpath_models["r4"]
-    for i, dv in enumerate(definition.get("dynamicValue") or ()):
-        at_i = f"dynamicValue[{i}]"
-        steps = _steps(resource_type, str(dv.get("path", "")), at_i)
-        expression = str(dv["expression"].get("expression", ""))
-        env: dict[str, Any] = {"context": definition, "resource": definition}
-        for name in variables(expression) - _BUILT_IN:
-            if name in user:
-                env[name] = user[name]
-            elif name in CALL_RESOURCES:
-                ref = refs[CALL_RESOURCES[name]]
-                if ref is None or ref not in found:
-                    raise ApplyRefused(
-                        422,
-                        "not-found",
-                        f"{at_i} reads %{name}, but "
-                        + (
-                            f"the data Bundle does not hold {ref}"
-                            if ref
-                            else f"no {name} was given"
-                        ),
-                        f"ActivityDefinition.{at_i}.expression",
-                    )
-                env[name] = found[ref]
-            else:
-                raise ApplyRefused(
-                    422,
-                    "invalid",
-                    f"{at_i} reads %{name}, which is neither a resource of the call nor a "
-                    "parameter",
-                    f"ActivityDefinition.{at_i}.expression",
-                )
-        try:
-            value = fhirpath_evaluate(definition, expression, env, model)
-        except Exception as exc:  # fhirpathpy raises plain exceptions for bad expressions
+        _immunization(made, definition, call.when)
+    set_dynamic_values(made, definition, definition.get("dynamicValue"), call, "ActivityDefinition")
+    return valid_result(made, "ActivityDefinition")
+
+
+def apply_activity(
+    body: Any, *, at: datetime | None = None, stored: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The request resource an ActivityDefinition defines for the call's subject: the one sent
+    inline (the ``activityDefinition`` parameter), or ``stored`` (one of the service's
+    definitions, chosen by the route)."""
+    given = parameters(body)
+    if stored is not None:
+        if given.get("activityDefinition") is not None:
             raise ApplyRefused(
-                422,
+                400,
                 "invalid",
-                f"{at_i} expression {expression!r} could not be evaluated: {exc}",
-                f"ActivityDefinition.{at_i}.expression",
-            ) from None
-        if value:
-            _place(made, steps, list(value))
-    wrong = problems(made)
-    if wrong:  # a dynamic value of the wrong type for its element
-        where, rule = wrong[0]
-        raise ApplyRefused(
-            422,
-            "invalid",
-            f"the {resource_type} built is not valid R4 at {resource_type}{where}: {rule}",
-            "ActivityDefinition",
+                "activityDefinition is not allowed when the operation names a definition",
+                "activityDefinition",
+            )
+        definition: Mapping[str, Any] = stored
+    else:
+        definition = checked(
+            given.get("activityDefinition"), "ActivityDefinition", "activityDefinition"
         )
-    return made
+    return instantiate(definition, Call.of(given, at=at))
 
 
-__all__ = ["KINDS", "Kind", "apply_activity", "variables"]
+__all__ = [
+    "KINDS",
+    "Call",
+    "Kind",
+    "apply_activity",
+    "checked",
+    "instantiate",
+    "refuse_other_languages",
+    "set_dynamic_values",
+    "valid_result",
+    "variables",
+]

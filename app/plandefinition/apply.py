@@ -18,8 +18,8 @@ interpreter and cards. The cards become the RequestGroup's actions:
 
 Which PlanDefinitions: the served services whose hook context can be built from a subject (and an
 encounter): ``patient-view``, ``encounter-start``, ``encounter-discharge``. An authored
-PlanDefinition sent inline (``planDefinition``) is refused: compiling one into a deployment is
-not built yet.
+PlanDefinition (sent inline or held among the service's definitions) is expanded by
+``app.plandefinition.authored`` instead (``app.plandefinition.operations`` chooses).
 """
 
 from __future__ import annotations
@@ -156,14 +156,6 @@ def apply(
         if not isinstance(url, str) or not url.startswith(prefix):
             raise ApplyRefused(404, "not-found", f"no served PlanDefinition at url {url!r}", "url")
         plan_id = url.removeprefix(prefix).split("|", 1)[0]
-    if given.get("planDefinition") is not None:
-        raise ApplyRefused(
-            422,
-            "not-supported",
-            "an inline PlanDefinition is not compiled into a deployment yet: apply a served "
-            "one by its id (POST /fhir/PlanDefinition/{id}/$apply) or url",
-            "planDefinition",
-        )
     service = next((s for s, _d in deployments.services() if s.id == plan_id), None)
     if service is None:
         raise ApplyRefused(404, "not-found", f"no served PlanDefinition {plan_id!r}", "id")

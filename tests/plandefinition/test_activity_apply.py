@@ -8,18 +8,16 @@ that would be dropped, a path the request type does not have, ``%name`` from ``p
 from __future__ import annotations
 
 import copy
-import json
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.support.live_server import LiveServer, free_port, launch
+from tests.plandefinition.conftest import CPG, case, needs_cql, post
+from tests.support.live_server import LiveServer
 
-FIXTURES = Path(__file__).resolve().parents[1] / "data/cpg-pd-apply/activitydefinition"
+FIXTURES = CPG / "activitydefinition"
 CASES = sorted(FIXTURES.glob("*.json"))
 URL = "/fhir/ActivityDefinition/$apply"
 #: identifiers and times a server assigns per call
@@ -27,39 +25,15 @@ PER_CALL = ("id", "date")
 
 
 def _case(path: Path) -> dict[str, Any]:
-    case: dict[str, Any] = json.loads(path.read_text())
-    return case
+    return case(path)
 
 
-def _needs_cql(case: dict[str, Any]) -> bool:
-    return "text/cql" in json.dumps(case["request"])
-
-
-@pytest.fixture(scope="module")
-def server(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    where = tmp_path_factory.mktemp("activity-apply")
-    database = where / "horismos.db"
-    shutil.copyfile(sqlite_template, database)
-    port = free_port()
-    env = {
-        "HORISMOS_DATABASE_URL": f"sqlite:///{database}",
-        "HORISMOS_PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
-        "HORISMOS_RECONCILE_INTERVAL_SECONDS": "0",
-    }
-    running = launch(env, where / "server.log", port=port)
-    try:
-        yield running
-    finally:
-        running.stop()
+def _needs_cql(found: dict[str, Any]) -> bool:
+    return needs_cql(found)
 
 
 def _post(server: LiveServer, body: Any) -> httpx.Response:
-    return httpx.post(
-        server.base + URL,
-        content=json.dumps(body),
-        headers={"Content-Type": "application/fhir+json"},
-        timeout=30,
-    )
+    return post(server, URL, body)
 
 
 def _without_per_call(resource: dict[str, Any]) -> dict[str, Any]:
@@ -184,3 +158,30 @@ def test_metadata_lists_the_operation(server: LiveServer) -> None:
     statement = httpx.get(server.base + "/fhir/metadata", timeout=30).json()
     types = {r["type"]: r for r in statement["rest"][0]["resource"]}
     assert [o["name"] for o in types["ActivityDefinition"]["operation"]] == ["apply"]
+
+
+def test_a_held_definition_applies_by_id_and_by_url_as_sent_inline(server: LiveServer) -> None:
+    inline = _send_message()
+    expected = _without_per_call(_post(server, inline).json())
+    held = [p for p in inline["parameter"] if p["name"] != "activityDefinition"]
+
+    by_id = post(
+        server,
+        "/fhir/ActivityDefinition/SendMessageActivity/$apply",
+        {"resourceType": "Parameters", "parameter": held},
+    )
+    assert by_id.status_code == 200, by_id.text
+    assert _without_per_call(by_id.json()) == expected
+
+    url = {"name": "url", "valueUri": "http://example.org/ActivityDefinition/SendMessageActivity"}
+    by_url = _post(server, {"resourceType": "Parameters", "parameter": [*held, url]})
+    assert by_url.status_code == 200, by_url.text
+    assert _without_per_call(by_url.json()) == expected
+
+    unknown = post(
+        server,
+        "/fhir/ActivityDefinition/Nope/$apply",
+        {"resourceType": "Parameters", "parameter": held},
+    )
+    assert unknown.status_code == 404
+    assert unknown.json()["issue"][0]["expression"] == ["id"]

@@ -1,0 +1,258 @@
+"""``$apply`` on an authored PlanDefinition that holds no logic: its action tree expanded for
+one subject into a RequestGroup, as the CPG-on-FHIR guide's unit tests expect it in R4.
+
+A plan without applicability conditions decides nothing: every action applies. Applying it is
+an expansion, and this module does only that:
+
+- the RequestGroup: ``status`` draft, ``intent`` proposal (option for a plan nested in
+  another), ``subject``, ``encounter``, ``author`` (the practitioner), ``instantiatesCanonical``
+  (the plan's ``url|version``) and a ``resource-pertainsToGoal`` extension per goal;
+- each action with what R4's RequestGroup action carries (:data:`CARRIED`), its children the
+  same way, and its ``definitionCanonical`` resolved among the service's definitions
+  (``app.plandefinition.library``): an ActivityDefinition is applied
+  (``app.plandefinition.activity``) and then the action's own ``dynamicValue``s set on the
+  request it made, evaluated with the plan as their context; a PlanDefinition is applied in
+  turn as a nested RequestGroup; a Questionnaire is referenced. The resource made is in the
+  Bundle and the action's ``resource`` points at it;
+- each ``goal`` a Goal (``lifecycleStatus`` proposed: the RequestGroup is a proposal) for the
+  subject.
+
+What decides is refused rather than skipped: an action with a ``condition`` (applicability is
+a rule, and this host's rules decide — compiling conditions into them is not built), a plan or
+definition naming a logic ``library``, an expression not in FHIRPath. So are a
+``definitionCanonical`` the service does not hold and an element of an action the RequestGroup
+would lose (``transform``, ``definitionUri``, ``subject[x]``, ``modifierExtension``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from app.plandefinition.activity import (
+    Call,
+    instantiate,
+    refuse_other_languages,
+    set_dynamic_values,
+    valid_result,
+)
+from app.plandefinition.apply import ApplyRefused
+from app.plandefinition.export import ACTION_TYPES
+from app.plandefinition.library import Definitions
+
+PERTAINS_TO_GOAL = "http://hl7.org/fhir/StructureDefinition/resource-pertainsToGoal"
+#: Elements of a plan's action a RequestGroup action carries as they are.
+CARRIED = (
+    "id",
+    "prefix",
+    "title",
+    "description",
+    "textEquivalent",
+    "priority",
+    "code",
+    "documentation",
+    "relatedAction",
+    "timingDateTime",
+    "timingAge",
+    "timingPeriod",
+    "timingDuration",
+    "timingRange",
+    "timingTiming",
+    "participant",
+    "type",
+    "groupingBehavior",
+    "selectionBehavior",
+    "requiredBehavior",
+    "precheckBehavior",
+    "cardinalityBehavior",
+)
+#: Elements of an action read here rather than carried.
+READ = (
+    "action",
+    "definitionCanonical",
+    "dynamicValue",
+    "goalId",
+    "reason",
+    "extension",
+    # when the plan applies and what data its logic reads: $apply is the call, and a plan
+    # without conditions reads nothing
+    "trigger",
+    "input",
+    "output",
+)
+#: How deep plans may nest in one another.
+MAX_NESTING = 8
+
+
+class _Expansion:
+    def __init__(self, definitions: Definitions, call: Call) -> None:
+        self.definitions = definitions
+        self.call = call
+        self.made: list[dict[str, Any]] = []
+
+    def plan(self, plan: Mapping[str, Any], *, nested: int, where: str) -> dict[str, Any]:
+        if nested > MAX_NESTING:
+            raise ApplyRefused(422, "too-costly", f"plans nest deeper than {MAX_NESTING}", where)
+        if plan.get("library"):
+            raise ApplyRefused(
+                422,
+                "not-supported",
+                f"the PlanDefinition {plan.get('url') or plan.get('id')} names a logic library: "
+                "this host evaluates FHIRPath and its own rules, not CQL",
+                f"{where}.library",
+            )
+        goals = {}
+        for i, goal in enumerate(plan.get("goal") or ()):
+            made = self._goal(goal)
+            goals[goal.get("id") or f"#{i}"] = made
+        group: dict[str, Any] = {
+            "resourceType": "RequestGroup",
+            "id": str(uuid.uuid4()),
+            "status": "draft",
+            "intent": "option" if nested else "proposal",
+            "subject": {"reference": self.call.refs["subject"]},
+        }
+        for name, element in (("encounter", "encounter"), ("practitioner", "author")):
+            ref = self.call.reference(name)
+            if ref:
+                group[element] = ref
+        url = plan.get("url")
+        if isinstance(url, str):
+            version = plan.get("version")
+            group["instantiatesCanonical"] = [f"{url}|{version}" if version else url]
+        if goals:
+            group["extension"] = [
+                {"url": PERTAINS_TO_GOAL, "valueReference": {"reference": f"Goal/{g['id']}"}}
+                for g in goals.values()
+            ]
+        actions = [
+            self.action(plan, a, nested=nested, where=f"{where}.action[{i}]")
+            for i, a in enumerate(plan.get("action") or ())
+        ]
+        if actions:
+            group["action"] = actions
+        return valid_result(group, where)
+
+    def _goal(self, goal: Mapping[str, Any]) -> dict[str, Any]:
+        made: dict[str, Any] = {
+            "resourceType": "Goal",
+            "id": str(uuid.uuid4()),
+            "lifecycleStatus": "proposed",
+            "subject": {"reference": self.call.refs["subject"]},
+        }
+        for key in ("category", "priority", "description", "start", "addresses", "note"):
+            if key in goal:
+                made[key] = goal[key]
+        if goal.get("target"):
+            made["target"] = goal["target"]
+        self.made.append(made)
+        return made
+
+    def action(
+        self, plan: Mapping[str, Any], action: Mapping[str, Any], *, nested: int, where: str
+    ) -> dict[str, Any]:
+        if action.get("condition"):
+            raise ApplyRefused(
+                422,
+                "not-supported",
+                f"{where} has an applicability condition: a condition decides, and compiling "
+                "a plan's conditions into this host's rules is not built yet",
+                f"{where}.condition",
+            )
+        lost = [key for key in action if key not in CARRIED and key not in READ]
+        if lost:
+            raise ApplyRefused(
+                422,
+                "not-supported",
+                f"{where}.{lost[0]} is not carried into a RequestGroup here: applying the plan "
+                "without it would drop what it asks for",
+                f"{where}.{lost[0]}",
+            )
+        refuse_other_languages(action.get("dynamicValue"), where)
+        out: dict[str, Any] = {k: action[k] for k in CARRIED if k in action}
+        canonical = action.get("definitionCanonical")
+        if isinstance(canonical, str):
+            out["resource"], defined = self._definition(plan, action, canonical, nested, where)
+            if "type" not in out and defined == "ActivityDefinition":
+                # the action made a request: what it proposes is to create it
+                out["type"] = {"coding": [{"system": ACTION_TYPES, "code": "create"}]}
+        elif action.get("dynamicValue"):
+            raise ApplyRefused(
+                422,
+                "not-supported",
+                f"{where} has dynamic values but no definition to set them on",
+                f"{where}.dynamicValue",
+            )
+        children = [
+            self.action(plan, a, nested=nested, where=f"{where}.action[{i}]")
+            for i, a in enumerate(action.get("action") or ())
+        ]
+        if children:
+            out["action"] = children
+        return out
+
+    def _definition(
+        self,
+        plan: Mapping[str, Any],
+        action: Mapping[str, Any],
+        canonical: str,
+        nested: int,
+        where: str,
+    ) -> tuple[dict[str, str], str]:
+        """The reference to what ``canonical`` made for the action, and the definition's type."""
+        held = self.definitions.canonical(canonical)
+        if held is None:
+            why = (
+                "is held in several versions: name one as url|version"
+                if canonical in self.definitions.ambiguous
+                else "is not among the service's definitions"
+            )
+            raise ApplyRefused(
+                422,
+                "not-found",
+                f"{where}.definitionCanonical {canonical} {why}",
+                f"{where}.definitionCanonical",
+            )
+        kind = held["resourceType"]
+        if kind == "Questionnaire":
+            if action.get("dynamicValue"):
+                raise ApplyRefused(
+                    422,
+                    "not-supported",
+                    f"{where} sets dynamic values on a Questionnaire, which is referenced, "
+                    "not made",
+                    f"{where}.dynamicValue",
+                )
+            return {"reference": f"Questionnaire/{held.get('id')}"}, kind
+        if kind == "PlanDefinition":
+            if action.get("dynamicValue"):
+                raise ApplyRefused(
+                    422,
+                    "not-supported",
+                    f"{where} sets dynamic values on a nested plan's RequestGroup: not built",
+                    f"{where}.dynamicValue",
+                )
+            made = self.plan(held, nested=nested + 1, where=f"{where}.definitionCanonical")
+        else:
+            made = instantiate(held, self.call)
+            set_dynamic_values(made, plan, action.get("dynamicValue"), self.call, where)
+            made = valid_result(made, where)
+        self.made.append(made)
+        return {"reference": f"{made['resourceType']}/{made['id']}"}, kind
+
+
+def expand(plan: Mapping[str, Any], definitions: Definitions, call: Call) -> dict[str, Any]:
+    """The ``$apply`` Bundle for ``plan`` (a valid PlanDefinition holding no logic): the
+    RequestGroup first, then every resource it made."""
+    expansion = _Expansion(definitions, call)
+    group = expansion.plan(plan, nested=0, where="PlanDefinition")
+    return {
+        "resourceType": "Bundle",
+        "id": str(uuid.uuid4()),
+        "type": "collection",
+        "entry": [{"resource": group}, *({"resource": r} for r in expansion.made)],
+    }
+
+
+__all__ = ["CARRIED", "expand"]

@@ -1,0 +1,107 @@
+"""The FHIR definitions the service holds: ActivityDefinitions, PlanDefinitions and
+Questionnaires read from JSON files at start (``HORISMOS_DEFINITION_PATHS``), by canonical url
+(with and without its version) and by ``Type/id``.
+
+A plan's ``definitionCanonical`` and ``$apply`` by url or id find them here. Every file is one
+resource or a Bundle of them; each resource is checked as R4 when it is read, and a file that
+is not JSON, a resource that is not valid R4, a type not listed in :data:`TYPES` and two
+definitions claiming the same ``url|version`` or ``Type/id`` stop the service from starting
+with the file named, as a Turtle deployment that does not load does: a definition the service
+cannot read is never skipped quietly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.fhir_validate import problems
+
+#: The definition types a folder may hold.
+TYPES = ("ActivityDefinition", "PlanDefinition", "Questionnaire")
+
+
+class DefinitionError(ValueError):
+    """A definition file the service cannot read: every problem, each naming its file."""
+
+
+@dataclass(frozen=True)
+class Definitions:
+    """Definitions by ``url``, ``url|version`` and ``Type/id``."""
+
+    by_key: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    files: tuple[str, ...] = ()
+    #: urls held in several versions: a canonical naming one of them needs its ``|version``
+    ambiguous: frozenset[str] = frozenset()
+
+    def canonical(self, url: str) -> Mapping[str, Any] | None:
+        """The definition a canonical (``url`` or ``url|version``) names, if held once."""
+        return None if url in self.ambiguous else self.by_key.get(url)
+
+    def by_id(self, resource_type: str, ident: str) -> Mapping[str, Any] | None:
+        return self.by_key.get(f"{resource_type}/{ident}")
+
+    def __len__(self) -> int:
+        return len({id(v) for v in self.by_key.values()})
+
+
+def _resources(value: Any) -> Iterable[Any]:
+    if isinstance(value, dict) and value.get("resourceType") == "Bundle":
+        for entry in value.get("entry") or ():
+            yield entry.get("resource") if isinstance(entry, dict) else entry
+    else:
+        yield value
+
+
+def load_definitions(folders: Iterable[Path]) -> Definitions:
+    """Every ``*.json`` file of ``folders`` (sorted), or a ``DefinitionError`` naming each
+    problem."""
+    by_key: dict[str, Mapping[str, Any]] = {}
+    ambiguous: set[str] = set()
+    files: list[str] = []
+    found: list[str] = []
+    for folder in folders:
+        if not folder.is_dir():
+            found.append(f"{folder}: not a folder")
+            continue
+        for path in sorted(folder.glob("*.json")):
+            files.append(str(path))
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                found.append(f"{path}: not readable JSON ({exc})")
+                continue
+            for resource in _resources(data):
+                kind = resource.get("resourceType") if isinstance(resource, dict) else None
+                if kind not in TYPES:
+                    found.append(f"{path}: a {kind or 'non-resource'} is not a definition")
+                    continue
+                wrong = problems(resource)
+                if wrong:
+                    where, rule = wrong[0]
+                    found.append(f"{path}: {kind}{where}: {rule}")
+                    continue
+                keys = [f"{kind}/{resource.get('id')}"] if resource.get("id") else []
+                url = resource.get("url")
+                if isinstance(url, str):
+                    keys.append(url)
+                    if resource.get("version"):
+                        keys.append(f"{url}|{resource['version']}")
+                if not keys:
+                    found.append(f"{path}: a {kind} with neither id nor url cannot be named")
+                for key in keys:
+                    if key not in by_key:
+                        by_key[key] = resource
+                    elif key == url and resource.get("version"):
+                        ambiguous.add(url)  # several versions: only url|version names one
+                    else:
+                        found.append(f"{path}: {key} is defined twice")
+    if found:
+        raise DefinitionError("; ".join(found))
+    return Definitions(by_key=by_key, files=tuple(files), ambiguous=frozenset(ambiguous))
+
+
+__all__ = ["TYPES", "DefinitionError", "Definitions", "load_definitions"]

@@ -1,0 +1,94 @@
+"""Which definition a ``$apply`` call applies, and how.
+
+``PlanDefinition/$apply``: a plan sent inline (``planDefinition``) or held among the service's
+definitions (by id, or by the ``url`` parameter) is expanded (``app.plandefinition.authored``);
+a served CDS service (by its id, or by its ``{base}/fhir/PlanDefinition/{id}`` url) is run as a
+hook call (``app.plandefinition.apply``). ``ActivityDefinition/$apply``: the definition sent
+inline, or held by id or url (``app.plandefinition.activity``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from app.deployments import Deployments
+from app.plandefinition.activity import Call, apply_activity, checked
+from app.plandefinition.apply import ApplyRefused, apply, parameters
+from app.plandefinition.authored import expand
+from app.plandefinition.library import Definitions
+from app.runtime.runner import Runner
+
+
+def _held(
+    definitions: Definitions, resource_type: str, ident: str | None, url: Any
+) -> Mapping[str, Any] | None:
+    if ident is not None:
+        return definitions.by_id(resource_type, ident)
+    if isinstance(url, str):
+        held = definitions.canonical(url)
+        if held is not None and held["resourceType"] == resource_type:
+            return held
+    return None
+
+
+def apply_plan(
+    deployments: Deployments,
+    definitions: Definitions,
+    plan_id: str | None,
+    body: Any,
+    *,
+    base: str,
+    runner: Runner,
+) -> dict[str, Any]:
+    given = parameters(body)
+    inline = given.get("planDefinition")
+    if inline is not None:
+        if plan_id is not None:
+            raise ApplyRefused(
+                400,
+                "invalid",
+                "planDefinition is not allowed when the operation names a PlanDefinition",
+                "planDefinition",
+            )
+        plan = checked(inline, "PlanDefinition", "planDefinition")
+        return expand(plan, definitions, Call.of(given))
+    url = given.get("url")
+    served_prefix = f"{base}/fhir/PlanDefinition/"
+    served = plan_id is not None and any(s.id == plan_id for s, _d in deployments.services())
+    if served or (plan_id is None and isinstance(url, str) and url.startswith(served_prefix)):
+        return apply(deployments, plan_id, body, base=base, runner=runner)
+    held = _held(definitions, "PlanDefinition", plan_id, url)
+    if held is None:
+        named = f"id {plan_id!r}" if plan_id is not None else f"url {url!r}"
+        raise ApplyRefused(
+            404,
+            "not-found",
+            f"no PlanDefinition with {named}: neither a served CDS service nor one of the "
+            "service's definitions",
+            "id" if plan_id is not None else "url",
+        )
+    return expand(held, definitions, Call.of(given))
+
+
+def apply_activity_definition(
+    definitions: Definitions, definition_id: str | None, body: Any
+) -> dict[str, Any]:
+    given = parameters(body)
+    if definition_id is None and given.get("activityDefinition") is not None:
+        return apply_activity(body)
+    held = _held(definitions, "ActivityDefinition", definition_id, given.get("url"))
+    if held is None:
+        if definition_id is None and given.get("url") is None:
+            return apply_activity(body)  # names neither: the inline parameter's refusal
+        named = f"id {definition_id!r}" if definition_id is not None else f"url {given['url']!r}"
+        raise ApplyRefused(
+            404,
+            "not-found",
+            f"no ActivityDefinition with {named} among the service's definitions",
+            "id" if definition_id is not None else "url",
+        )
+    return apply_activity(body, stored=held)
+
+
+__all__ = ["apply_activity_definition", "apply_plan"]

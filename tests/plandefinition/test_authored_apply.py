@@ -1,0 +1,183 @@
+"""``POST /fhir/PlanDefinition/$apply`` on authored plans, over real HTTP: the public CPG
+unit-test collection (``tests/data/cpg-pd-apply/plandefinition``) — every plan whose logic
+needs no CQL answers its expected Bundle (compared structurally: ids, fullUrls and times
+ignored, a reference compared by what it points at), every plan naming a CQL library is refused
+with an OperationOutcome naming it — and what the collection does not exercise: an
+applicability condition (it decides, and conditions are not compiled into rules yet), a
+definition the service does not hold, an action element the RequestGroup would lose, a plan
+held by the service applied by id and by url, a served CDS service still applied by its id."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.plandefinition.conftest import CPG, case, needs_cql, post
+from tests.support.live_server import LiveServer
+
+FIXTURES = CPG / "plandefinition"
+CASES = sorted(FIXTURES.glob("*.json"))
+URL = "/fhir/PlanDefinition/$apply"
+PER_CALL = ("id", "fullUrl", "date", "authoredOn")
+
+
+def structure(bundle: dict[str, Any]) -> tuple[Any, list[str]]:
+    """The Bundle's first resource with every reference to a resource of the Bundle replaced by
+    that resource (per-call identifiers dropped), and the sorted types of all entries."""
+    held = {
+        f"{e['resource']['resourceType']}/{e['resource']['id']}": e["resource"]
+        for e in bundle["entry"]
+    }
+
+    def resolved(value: Any) -> Any:
+        if isinstance(value, dict):
+            if set(value) == {"reference"} and value["reference"] in held:
+                return resolved(held[value["reference"]])
+            return {k: resolved(v) for k, v in value.items() if k not in PER_CALL}
+        if isinstance(value, list):
+            return [resolved(v) for v in value]
+        return value
+
+    types = sorted(e["resource"]["resourceType"] for e in bundle["entry"])
+    return resolved(bundle["entry"][0]["resource"]), types
+
+
+@pytest.mark.parametrize("path", [p for p in CASES if not needs_cql(case(p))], ids=lambda p: p.stem)
+def test_a_plan_without_cql_answers_its_expected_bundle(server: LiveServer, path: Path) -> None:
+    found = case(path)
+    answer = post(server, URL, found["request"])
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"].startswith("application/fhir+json")
+    bundle = answer.json()
+    assert bundle["resourceType"] == "Bundle"
+    assert bundle["entry"][0]["resource"]["resourceType"] == "RequestGroup"
+    assert structure(bundle) == structure(found["expected"])
+
+
+@pytest.mark.parametrize("path", [p for p in CASES if needs_cql(case(p))], ids=lambda p: p.stem)
+def test_a_plan_naming_a_cql_library_is_refused_naming_it(server: LiveServer, path: Path) -> None:
+    answer = post(server, URL, case(path)["request"])
+    assert answer.status_code == 422
+    [issue] = answer.json()["issue"]
+    assert issue["code"] == "not-supported"
+    assert issue["expression"] == ["PlanDefinition.library"]
+    assert "CQL" in issue["diagnostics"]
+
+
+def test_the_collection_has_both_kinds_of_plan() -> None:
+    assert len([p for p in CASES if not needs_cql(case(p))]) == 8
+    assert len([p for p in CASES if needs_cql(case(p))]) == 5
+
+
+def _discharge() -> dict[str, Any]:
+    return copy.deepcopy(case(FIXTURES / "discharge-follow-up-plan.json")["request"])
+
+
+def _plan(body: dict[str, Any]) -> dict[str, Any]:
+    plan: dict[str, Any] = next(
+        p["resource"] for p in body["parameter"] if p["name"] == "planDefinition"
+    )
+    return plan
+
+
+def test_an_applicability_condition_is_refused_not_skipped(server: LiveServer) -> None:
+    body = _discharge()
+    _plan(body)["action"][0]["action"][1]["condition"] = [
+        {
+            "kind": "applicability",
+            "expression": {"language": "text/fhirpath", "expression": "%subject.active"},
+        }
+    ]
+    answer = post(server, URL, body)
+    assert answer.status_code == 422
+    [issue] = answer.json()["issue"]
+    assert issue["expression"] == ["PlanDefinition.action[0].action[1].condition"]
+
+
+def test_the_same_plan_without_the_condition_still_applies(server: LiveServer) -> None:
+    answer = post(server, URL, _discharge())
+    assert answer.status_code == 200
+    [monitor] = answer.json()["entry"][0]["resource"]["action"]
+    assert [a["title"] for a in monitor["action"]] == [
+        "Case management or referral",
+        "Schedule follow-up visit",
+    ]
+
+
+def test_a_definition_the_service_does_not_hold_is_named(server: LiveServer) -> None:
+    body = _discharge()
+    _plan(body)["action"][0]["definitionCanonical"] = "http://example.org/PlanDefinition/Nope"
+    answer = post(server, URL, body)
+    assert answer.status_code == 422
+    [issue] = answer.json()["issue"]
+    assert issue["expression"] == ["PlanDefinition.action[0].definitionCanonical"]
+    assert "http://example.org/PlanDefinition/Nope" in issue["diagnostics"]
+
+
+def test_an_action_element_the_request_group_would_lose_is_refused(server: LiveServer) -> None:
+    body = _discharge()
+    _plan(body)["action"][0]["definitionUri"] = "http://example.org/elsewhere"
+    answer = post(server, URL, body)
+    assert answer.status_code == 422
+    assert answer.json()["issue"][0]["expression"] == ["PlanDefinition.action[0].definitionUri"]
+
+
+def test_a_held_plan_applies_by_id_and_by_url_as_sent_inline(server: LiveServer) -> None:
+    inline = copy.deepcopy(case(FIXTURES / "send-message.json")["request"])
+    expected = structure(post(server, URL, inline).json())
+    held = [p for p in inline["parameter"] if p["name"] != "planDefinition"]
+
+    by_id = post(
+        server,
+        "/fhir/PlanDefinition/SendMessagePlan/$apply",
+        {"resourceType": "Parameters", "parameter": held},
+    )
+    assert by_id.status_code == 200, by_id.text
+    assert structure(by_id.json()) == expected
+
+    url = {"name": "url", "valueUri": "http://example.org/PlanDefinition/SendMessagePlan"}
+    by_url = post(server, URL, {"resourceType": "Parameters", "parameter": [*held, url]})
+    assert by_url.status_code == 200, by_url.text
+    assert structure(by_url.json()) == expected
+
+    both = post(server, "/fhir/PlanDefinition/SendMessagePlan/$apply", inline)
+    assert both.status_code == 400
+    assert both.json()["issue"][0]["expression"] == ["planDefinition"]
+
+
+def test_a_served_cds_service_is_still_applied_as_a_hook_call(server: LiveServer) -> None:
+    answer = post(
+        server,
+        "/fhir/PlanDefinition/opioidcds-12-patient-view/$apply",
+        {
+            "resourceType": "Parameters",
+            "parameter": [
+                {"name": "subject", "valueString": "Patient/apply-nobody"},
+                {
+                    "name": "data",
+                    "resource": {
+                        "resourceType": "Bundle",
+                        "type": "collection",
+                        "entry": [
+                            {
+                                "resource": {
+                                    "resourceType": "Patient",
+                                    "id": "apply-nobody",
+                                    "birthDate": "1970-01-01",
+                                }
+                            }
+                        ],
+                    },
+                },
+            ],
+        },
+    )
+    assert answer.status_code == 200, answer.text
+    group = answer.json()["entry"][0]["resource"]
+    assert group["instantiatesCanonical"][0].endswith(
+        "/fhir/PlanDefinition/opioidcds-12-patient-view"
+    )
+    assert any("decision" in e["url"] for e in group["extension"])
