@@ -7,6 +7,7 @@ for."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -15,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.cds.auth import called_url
 from app.cds.routes import read_json_body
-from app.container import running
+from app.container import Running, running
 from app.deps import DeploymentsDep
 from app.plandefinition.apply import ApplyRefused, outcome
 from app.plandefinition.export import plans
@@ -110,28 +111,33 @@ def read_plan(plan_id: str, request: Request, deployments: DeploymentsDep) -> JS
     return JSONResponse(found, media_type=FHIR_JSON)
 
 
-async def _apply(
-    plan_id: str | None, request: Request, deployments: DeploymentsDep
+async def _operation(
+    request: Request, answer: Callable[[Running, Any, str], dict[str, Any]]
 ) -> JSONResponse:
+    """An ``$apply`` call: the client JWT a hook call asks for, the JSON body, then ``answer``
+    (in a worker thread: a served plan runs a hook's decision) as FHIR JSON, or the
+    OperationOutcome of its refusal."""
     parts = running(request.app)
     audience, _base_url = called_url(request)
     await parts.authenticator.verify(request.headers.get("authorization"), audience)
     body = await read_json_body(request)
     base = _base(request)
     try:
-        result = await run_in_threadpool(
-            lambda: apply_plan(
-                deployments,
-                parts.definitions,
-                plan_id,
-                body,
-                base=base,
-                runner=parts.hooks.deps.runner,
-            )
-        )
+        result = await run_in_threadpool(answer, parts, body, base)
     except ApplyRefused as exc:
         return JSONResponse(outcome(exc), status_code=exc.status, media_type=FHIR_JSON)
     return JSONResponse(result, media_type=FHIR_JSON)
+
+
+async def _apply(
+    plan_id: str | None, request: Request, deployments: DeploymentsDep
+) -> JSONResponse:
+    return await _operation(
+        request,
+        lambda parts, body, base: apply_plan(
+            deployments, parts.definitions, plan_id, body, base=base, runner=parts.hooks.deps.runner
+        ),
+    )
 
 
 @router.post(
@@ -152,15 +158,12 @@ async def apply_by_url(request: Request, deployments: DeploymentsDep) -> JSONRes
 
 
 async def _apply_activity(definition_id: str | None, request: Request) -> JSONResponse:
-    parts = running(request.app)
-    audience, _base_url = called_url(request)
-    await parts.authenticator.verify(request.headers.get("authorization"), audience)
-    body = await read_json_body(request)
-    try:
-        result = apply_activity_definition(parts.definitions, definition_id, body)
-    except ApplyRefused as exc:
-        return JSONResponse(outcome(exc), status_code=exc.status, media_type=FHIR_JSON)
-    return JSONResponse(result, media_type=FHIR_JSON)
+    return await _operation(
+        request,
+        lambda parts, body, _base: apply_activity_definition(
+            parts.definitions, definition_id, body
+        ),
+    )
 
 
 @router.post(

@@ -11,7 +11,6 @@ under ``test-artifacts/browser/``.
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ from playwright.sync_api import Browser, sync_playwright
 from tests.browser.test_decision_page import ARTIFACTS, CHROMIUM, _accessible, _headings
 from tests.cds.card_scenarios import MED_SAFETY, SCENARIOS, TRIAGE
 from tests.changes.triage_calls import approve_threshold_change, triage_request
-from tests.support.live_server import LiveServer, free_port, launch
+from tests.support.live_server import LiveServer, sqlite_live_server
 
 CONTRAINDICATED = "Contraindicated medication order"
 IMMEDIATE = "Triage acuity: Immediate"
@@ -36,21 +35,11 @@ SHADOW_DEADLINE_SECONDS = 60
 
 @pytest.fixture(scope="module")
 def server(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    where = tmp_path_factory.mktemp("analytics-page")
-    database = where / "horismos.db"
-    shutil.copyfile(sqlite_template, database)
-    port = free_port()
-    env = {
-        "HORISMOS_DATABASE_URL": f"sqlite:///{database}",
-        "HORISMOS_PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
-        "HORISMOS_RECONCILE_INTERVAL_SECONDS": "0",
-        "HORISMOS_CHANGE_APPROVERS": f'["{REVIEWER}"]',
-    }
-    running = launch(env, where / "server.log", port=port)
-    try:
+    extra = {"HORISMOS_CHANGE_APPROVERS": f'["{REVIEWER}"]'}
+    with sqlite_live_server(
+        sqlite_template, tmp_path_factory.mktemp("analytics-page"), extra
+    ) as running:
         yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture(scope="module")

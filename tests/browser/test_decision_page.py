@@ -9,7 +9,6 @@ A full-page screenshot of each page is kept under ``test-artifacts/browser/``.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from app.clinical_text import format_time
 from tests.cds.card_scenarios import MED_SAFETY, SCENARIOS, TAKEN, TRIAGE
-from tests.support.live_server import LiveServer, free_port, launch
+from tests.support.live_server import LiveServer, sqlite_live_server
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -33,21 +32,11 @@ REQUIRED_RULES = {"landmark-one-main", "page-has-heading-one", "heading-order", 
 
 @pytest.fixture(scope="module")
 def server(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    where = tmp_path_factory.mktemp("decision-page")
-    database = where / "horismos.db"
-    shutil.copyfile(sqlite_template, database)
-    port = free_port()
-    env = {
-        "HORISMOS_DATABASE_URL": f"sqlite:///{database}",
-        "HORISMOS_PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
-        "HORISMOS_TIMEZONE": "Europe/Paris",
-        "HORISMOS_RECONCILE_INTERVAL_SECONDS": "0",
-    }
-    running = launch(env, where / "server.log", port=port)
-    try:
+    extra = {"HORISMOS_TIMEZONE": "Europe/Paris"}
+    with sqlite_live_server(
+        sqlite_template, tmp_path_factory.mktemp("decision-page"), extra
+    ) as running:
         yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ holds."""
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,28 +12,16 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.live_server import LiveServer, free_port, launch
+from tests.support.live_server import LiveServer, sqlite_live_server
 
 CPG = Path(__file__).resolve().parents[1] / "data/cpg-pd-apply"
 
 
 @pytest.fixture(scope="package")
 def server(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    where = tmp_path_factory.mktemp("apply")
-    database = where / "horismos.db"
-    shutil.copyfile(sqlite_template, database)
-    port = free_port()
-    env = {
-        "HORISMOS_DATABASE_URL": f"sqlite:///{database}",
-        "HORISMOS_PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
-        "HORISMOS_RECONCILE_INTERVAL_SECONDS": "0",
-        "HORISMOS_DEFINITION_PATHS": json.dumps([str(CPG / "definitions")]),
-    }
-    running = launch(env, where / "server.log", port=port)
-    try:
-        yield running
-    finally:
-        running.stop()
+    definitions = {"HORISMOS_DEFINITION_PATHS": json.dumps([str(CPG / "definitions")])}
+    with sqlite_live_server(sqlite_template, tmp_path_factory.mktemp("apply"), definitions) as s:
+        yield s
 
 
 def post(server: LiveServer, path: str, body: Any) -> httpx.Response:

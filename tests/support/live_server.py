@@ -10,6 +10,7 @@ stopped when its context ends, whatever the test did.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -118,6 +119,28 @@ def launch(env: dict[str, str], log_path: Path, *, port: int | None = None) -> L
 @contextmanager
 def live_server(env: dict[str, str], log_path: Path) -> Iterator[LiveServer]:
     server = launch(env, log_path)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@contextmanager
+def sqlite_live_server(
+    sqlite_template: Path, where: Path, extra: dict[str, str] | None = None
+) -> Iterator[LiveServer]:
+    """The service on a copy of the migrated SQLite ``sqlite_template`` in ``where``, its
+    public base URL its own loopback address, no reconciliation loop, plus ``extra`` settings."""
+    database = where / "horismos.db"
+    shutil.copyfile(sqlite_template, database)
+    port = free_port()
+    env = {
+        "HORISMOS_DATABASE_URL": f"sqlite:///{database}",
+        "HORISMOS_PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
+        "HORISMOS_RECONCILE_INTERVAL_SECONDS": "0",
+        **(extra or {}),
+    }
+    server = launch(env, where / "server.log", port=port)
     try:
         yield server
     finally:
