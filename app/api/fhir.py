@@ -74,6 +74,7 @@ def metadata(request: Request) -> JSONResponse:
                     },
                     {
                         "type": "ActivityDefinition",
+                        "interaction": [{"code": "read"}],
                         "operation": [
                             {
                                 "name": "apply",
@@ -81,6 +82,7 @@ def metadata(request: Request) -> JSONResponse:
                             }
                         ],
                     },
+                    {"type": "Questionnaire", "interaction": [{"code": "read"}]},
                 ],
             }
         ],
@@ -88,27 +90,60 @@ def metadata(request: Request) -> JSONResponse:
     return JSONResponse(statement, media_type=FHIR_JSON)
 
 
-@router.get("/PlanDefinition", summary="Every served CDS service as a PlanDefinition (a searchset)")
+@router.get(
+    "/PlanDefinition",
+    summary="Every served CDS service, and every PlanDefinition the service holds (a searchset)",
+)
 def search_plans(request: Request, deployments: DeploymentsDep) -> JSONResponse:
-    found = plans(deployments, _base(request))
+    base = _base(request)
+    found: list[tuple[str, Any]] = [(p["url"], p) for p in plans(deployments, base).values()]
+    found += [
+        (f"{base}/fhir/PlanDefinition/{p.get('id')}", p)
+        for p in running(request.app).definitions.of_type("PlanDefinition")
+    ]
     bundle = {
         "resourceType": "Bundle",
         "type": "searchset",
         "total": len(found),
         "entry": [
-            {"fullUrl": plan["url"], "resource": plan, "search": {"mode": "match"}}
-            for plan in found.values()
+            {"fullUrl": url, "resource": plan, "search": {"mode": "match"}} for url, plan in found
         ],
     }
     return JSONResponse(bundle, media_type=FHIR_JSON)
 
 
-@router.get("/PlanDefinition/{plan_id}", summary="A served CDS service as a PlanDefinition")
+@router.get(
+    "/PlanDefinition/{plan_id}",
+    summary="A served CDS service as a PlanDefinition, or a PlanDefinition the service holds",
+)
 def read_plan(plan_id: str, request: Request, deployments: DeploymentsDep) -> JSONResponse:
     found = plans(deployments, _base(request)).get(plan_id)
     if found is None:
-        return _outcome(404, "not-found", f"no served CDS service {plan_id!r}", "id")
+        return _read_held(request, "PlanDefinition", plan_id)
     return JSONResponse(found, media_type=FHIR_JSON)
+
+
+def _read_held(request: Request, resource_type: str, ident: str) -> JSONResponse:
+    held = running(request.app).definitions.by_id(resource_type, ident)
+    if held is None:
+        return _outcome(404, "not-found", f"no {resource_type} {ident!r}", "id")
+    return JSONResponse(dict(held), media_type=FHIR_JSON)
+
+
+@router.get(
+    "/ActivityDefinition/{definition_id}",
+    summary="An ActivityDefinition the service holds",
+)
+def read_activity_definition(definition_id: str, request: Request) -> JSONResponse:
+    return _read_held(request, "ActivityDefinition", definition_id)
+
+
+@router.get(
+    "/Questionnaire/{questionnaire_id}",
+    summary="A Questionnaire the service holds (a plan's action may point at it)",
+)
+def read_questionnaire(questionnaire_id: str, request: Request) -> JSONResponse:
+    return _read_held(request, "Questionnaire", questionnaire_id)
 
 
 async def _operation(

@@ -44,6 +44,14 @@ class Definitions:
     def by_id(self, resource_type: str, ident: str) -> Mapping[str, Any] | None:
         return self.by_key.get(f"{resource_type}/{ident}")
 
+    def of_type(self, resource_type: str) -> list[Mapping[str, Any]]:
+        """Every definition of ``resource_type``, once each, in the order read."""
+        seen: dict[int, Mapping[str, Any]] = {}
+        for resource in self.by_key.values():
+            if resource["resourceType"] == resource_type:
+                seen.setdefault(id(resource), resource)
+        return list(seen.values())
+
     def __len__(self) -> int:
         return len({id(v) for v in self.by_key.values()})
 

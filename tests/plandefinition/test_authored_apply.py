@@ -13,6 +13,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.plandefinition.conftest import CPG, case, needs_cql, post
@@ -181,3 +182,27 @@ def test_a_served_cds_service_is_still_applied_as_a_hook_call(server: LiveServer
         "/fhir/PlanDefinition/opioidcds-12-patient-view"
     )
     assert any("decision" in e["url"] for e in group["extension"])
+
+
+def test_what_an_action_points_at_is_readable_where_the_reference_says(server: LiveServer) -> None:
+    answer = post(server, URL, case(FIXTURES / "registration.json")["request"])
+    [action] = answer.json()["entry"][0]["resource"]["action"]
+    reference = action["resource"]["reference"]
+    assert reference == "Questionnaire/RegistrationQuestionnaire"
+    read = httpx.get(f"{server.base}/fhir/{reference}", timeout=30)
+    assert read.status_code == 200
+    assert read.json()["url"] == "http://example.org/Questionnaire/RegistrationQuestionnaire"
+    missing = httpx.get(f"{server.base}/fhir/Questionnaire/Nope", timeout=30)
+    assert missing.status_code == 404
+    assert missing.json()["resourceType"] == "OperationOutcome"
+
+
+def test_held_plans_are_listed_beside_the_served_ones_and_read_by_id(server: LiveServer) -> None:
+    listed = httpx.get(f"{server.base}/fhir/PlanDefinition", timeout=30).json()
+    ids = {e["resource"]["id"] for e in listed["entry"]}
+    assert {"CKDEducationPlan", "CKDFollowUpPlan", "SendMessagePlan"} <= ids
+    assert "opioidcds-12-patient-view" in ids
+    plan = httpx.get(f"{server.base}/fhir/PlanDefinition/CKDFollowUpPlan", timeout=30).json()
+    assert plan["url"] == "http://example.org/PlanDefinition/CKDFollowUpPlan"
+    activity = httpx.get(f"{server.base}/fhir/ActivityDefinition/SendMessageActivity", timeout=30)
+    assert activity.json()["kind"] == "CommunicationRequest"

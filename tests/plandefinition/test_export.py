@@ -96,7 +96,11 @@ def test_an_unknown_plan_definition_is_a_404_operation_outcome_and_metadata_list
     statement = client.get("/fhir/metadata").json()
     CapabilityStatement.model_validate(statement)
     [rest] = statement["rest"]
-    assert [r["type"] for r in rest["resource"]] == ["PlanDefinition", "ActivityDefinition"]
+    assert [r["type"] for r in rest["resource"]] == [
+        "PlanDefinition",
+        "ActivityDefinition",
+        "Questionnaire",
+    ]
 
 
 # --- $apply -------------------------------------------------------------------------------
