@@ -170,7 +170,13 @@ async def _apply(
     return await _operation(
         request,
         lambda parts, body, base: apply_plan(
-            deployments, parts.definitions, plan_id, body, base=base, runner=parts.hooks.deps.runner
+            deployments,
+            parts.definitions,
+            plan_id,
+            body,
+            base=base,
+            runner=parts.hooks.deps.runner,
+            packaged=parts.tool_host.packaged,
         ),
     )
 

@@ -1,14 +1,14 @@
-"""``$apply`` on an authored PlanDefinition that holds no logic: its action tree expanded for
-one subject into a RequestGroup, as the CPG-on-FHIR guide's unit tests expect it in R4.
-
-A plan without applicability conditions decides nothing: every action applies. Applying it is
-an expansion, and this module does only that:
+"""``$apply`` on an authored PlanDefinition: its action tree expanded for one subject into a
+RequestGroup, as the CPG-on-FHIR guide's unit tests expect it in R4, keeping the actions whose
+applicability conditions this host's rules decide to hold (``app.plandefinition.conditions``).
 
 - the RequestGroup: ``status`` draft, ``intent`` proposal (option for a plan nested in
   another), ``subject``, ``encounter``, ``author`` (the practitioner), ``instantiatesCanonical``
-  (the plan's ``url|version``) and a ``resource-pertainsToGoal`` extension per goal;
-- each action with what R4's RequestGroup action carries (:data:`CARRIED`), its children the
-  same way, and its ``definitionCanonical`` resolved among the service's definitions
+  (the plan's ``url|version``), a ``resource-pertainsToGoal`` extension per goal and, for a
+  plan with conditions, the decision (with its proof, or the inputs that kept it from
+  deciding) and each action that could not be decided;
+- each action kept with what R4's RequestGroup action carries (:data:`CARRIED`), its children
+  the same way, and its ``definitionCanonical`` resolved among the service's definitions
   (``app.plandefinition.library``): an ActivityDefinition is applied
   (``app.plandefinition.activity``) and then the action's own ``dynamicValue``s set on the
   request it made, evaluated with the plan as their context; a PlanDefinition is applied in
@@ -17,17 +17,17 @@ an expansion, and this module does only that:
 - each ``goal`` a Goal (``lifecycleStatus`` proposed: the RequestGroup is a proposal) for the
   subject.
 
-What decides is refused rather than skipped: an action with a ``condition`` (applicability is
-a rule, and this host's rules decide — compiling conditions into them is not built), a plan or
-definition naming a logic ``library``, an expression not in FHIRPath. So are a
+Refused rather than skipped: a condition the rules cannot decide (see the conditions module),
+a plan or definition naming a logic ``library``, an expression not in FHIRPath, a
 ``definitionCanonical`` the service does not hold and an element of an action the RequestGroup
 would lose (``transform``, ``definitionUri``, ``subject[x]``, ``modifierExtension``).
 """
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.plandefinition.activity import (
@@ -37,10 +37,12 @@ from app.plandefinition.activity import (
     set_dynamic_values,
     valid_result,
 )
-from app.plandefinition.apply import ApplyRefused
+from app.plandefinition.apply import DECISION_EXTENSION, ApplyRefused
+from app.plandefinition.conditions import Decided, has_conditions
 from app.plandefinition.export import ACTION_TYPES
 from app.plandefinition.library import Definitions
 
+UNDECIDED_ACTION = "https://horismos.dev/fhir/StructureDefinition/undecided-action"
 PERTAINS_TO_GOAL = "http://hl7.org/fhir/StructureDefinition/resource-pertainsToGoal"
 #: Elements of a plan's action a RequestGroup action carries as they are.
 CARRIED = (
@@ -70,6 +72,7 @@ CARRIED = (
 #: Elements of an action read here rather than carried.
 READ = (
     "action",
+    "condition",  # decided by rules (app.plandefinition.conditions), not carried
     "definitionCanonical",
     "dynamicValue",
     "goalId",
@@ -85,10 +88,16 @@ READ = (
 MAX_NESTING = 8
 
 
+#: Decides a plan's applicability conditions (``app.plandefinition.conditions.decide`` bound to
+#: the call): the plan and the element naming it in refusals.
+Decider = Callable[[Mapping[str, Any], str], Decided]
+
+
 class _Expansion:
-    def __init__(self, definitions: Definitions, call: Call) -> None:
+    def __init__(self, definitions: Definitions, call: Call, decider: Decider | None) -> None:
         self.definitions = definitions
         self.call = call
+        self.decider = decider
         self.made: list[dict[str, Any]] = []
 
     def plan(self, plan: Mapping[str, Any], *, nested: int, where: str) -> dict[str, Any]:
@@ -121,15 +130,43 @@ class _Expansion:
         if isinstance(url, str):
             version = plan.get("version")
             group["instantiatesCanonical"] = [f"{url}|{version}" if version else url]
-        if goals:
-            group["extension"] = [
-                {"url": PERTAINS_TO_GOAL, "valueReference": {"reference": f"Goal/{g['id']}"}}
-                for g in goals.values()
-            ]
-        actions = [
-            self.action(plan, a, nested=nested, where=f"{where}.action[{i}]")
-            for i, a in enumerate(plan.get("action") or ())
+        extensions: list[dict[str, Any]] = [
+            {"url": PERTAINS_TO_GOAL, "valueReference": {"reference": f"Goal/{g['id']}"}}
+            for g in goals.values()
         ]
+        decided = Decided()
+        if has_conditions(plan):
+            if self.decider is None:
+                raise ApplyRefused(
+                    422, "not-supported", "this call cannot decide a plan's conditions", where
+                )
+            decided = self.decider(plan, where)
+            extensions.append(
+                {
+                    "url": DECISION_EXTENSION,
+                    "valueString": json.dumps(decided.extension, default=str, sort_keys=True),
+                }
+            )
+        undecided: list[str] = []
+        actions = [
+            kept
+            for i, a in enumerate(plan.get("action") or ())
+            if (
+                kept := self.action(
+                    plan,
+                    a,
+                    nested=nested,
+                    where=f"{where}.action[{i}]",
+                    path=str(i),
+                    decided=decided,
+                    undecided=undecided,
+                )
+            )
+            is not None
+        ]
+        extensions.extend({"url": UNDECIDED_ACTION, "valueString": u} for u in undecided)
+        if extensions:
+            group["extension"] = extensions
         if actions:
             group["action"] = actions
         return valid_result(group, where)
@@ -150,16 +187,25 @@ class _Expansion:
         return made
 
     def action(
-        self, plan: Mapping[str, Any], action: Mapping[str, Any], *, nested: int, where: str
-    ) -> dict[str, Any]:
+        self,
+        plan: Mapping[str, Any],
+        action: Mapping[str, Any],
+        *,
+        nested: int,
+        where: str,
+        path: str,
+        decided: Decided,
+        undecided: list[str],
+    ) -> dict[str, Any] | None:
+        """The RequestGroup action for ``action``, or None when its conditions rule it out
+        (or could not be decided: then ``undecided`` names it)."""
         if action.get("condition"):
-            raise ApplyRefused(
-                422,
-                "not-supported",
-                f"{where} has an applicability condition: a condition decides, and compiling "
-                "a plan's conditions into this host's rules is not built yet",
-                f"{where}.condition",
-            )
+            applies = decided.applies.get(path)
+            if applies is None:
+                undecided.append(f"{where}: {action.get('title') or action.get('description')}")
+                return None
+            if applies is False:
+                return None
         lost = [key for key in action if key not in CARRIED and key not in READ]
         if lost:
             raise ApplyRefused(
@@ -185,8 +231,20 @@ class _Expansion:
                 f"{where}.dynamicValue",
             )
         children = [
-            self.action(plan, a, nested=nested, where=f"{where}.action[{i}]")
+            kept
             for i, a in enumerate(action.get("action") or ())
+            if (
+                kept := self.action(
+                    plan,
+                    a,
+                    nested=nested,
+                    where=f"{where}.action[{i}]",
+                    path=f"{path}.{i}",
+                    decided=decided,
+                    undecided=undecided,
+                )
+            )
+            is not None
         ]
         if children:
             out["action"] = children
@@ -242,10 +300,15 @@ class _Expansion:
         return {"reference": f"{made['resourceType']}/{made['id']}"}, kind
 
 
-def expand(plan: Mapping[str, Any], definitions: Definitions, call: Call) -> dict[str, Any]:
-    """The ``$apply`` Bundle for ``plan`` (a valid PlanDefinition holding no logic): the
-    RequestGroup first, then every resource it made."""
-    expansion = _Expansion(definitions, call)
+def expand(
+    plan: Mapping[str, Any],
+    definitions: Definitions,
+    call: Call,
+    decider: Decider | None = None,
+) -> dict[str, Any]:
+    """The ``$apply`` Bundle for ``plan`` (a valid PlanDefinition): the RequestGroup first,
+    then every resource it made; ``decider`` decides the conditions of each plan with any."""
+    expansion = _Expansion(definitions, call, decider)
     group = expansion.plan(plan, nested=0, where="PlanDefinition")
     return {
         "resourceType": "Bundle",

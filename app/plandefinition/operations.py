@@ -15,9 +15,11 @@ from typing import Any
 from app.deployments import Deployments
 from app.plandefinition.activity import Call, apply_activity, checked
 from app.plandefinition.apply import ApplyRefused, apply, parameters
-from app.plandefinition.authored import expand
+from app.plandefinition.authored import Decider, expand
+from app.plandefinition.conditions import decide
 from app.plandefinition.library import Definitions
 from app.runtime.runner import Runner
+from app.tools.packaged import PackagedTools
 
 
 def _held(
@@ -32,6 +34,33 @@ def _held(
     return None
 
 
+def _decider(call: Call, runner: Runner, packaged: PackagedTools) -> Decider:
+    """Decides each plan's conditions for the call's subject, on its data, at its time."""
+    subject = call.refs["subject"] or ""
+    resources = list(call.found.values())
+    return lambda plan, where: decide(
+        plan,
+        subject=subject,
+        practitioner=call.refs.get("practitioner"),
+        resources=resources,
+        at=call.when,
+        runner=runner,
+        packaged=packaged,
+        where=where,
+    )
+
+
+def _expand(
+    plan: Mapping[str, Any],
+    definitions: Definitions,
+    given: Mapping[str, Any],
+    runner: Runner,
+    packaged: PackagedTools,
+) -> dict[str, Any]:
+    call = Call.of(given)
+    return expand(plan, definitions, call, _decider(call, runner, packaged))
+
+
 def apply_plan(
     deployments: Deployments,
     definitions: Definitions,
@@ -40,6 +69,7 @@ def apply_plan(
     *,
     base: str,
     runner: Runner,
+    packaged: PackagedTools,
 ) -> dict[str, Any]:
     given = parameters(body)
     inline = given.get("planDefinition")
@@ -52,7 +82,7 @@ def apply_plan(
                 "planDefinition",
             )
         plan = checked(inline, "PlanDefinition", "planDefinition")
-        return expand(plan, definitions, Call.of(given))
+        return _expand(plan, definitions, given, runner, packaged)
     url = given.get("url")
     served_prefix = f"{base}/fhir/PlanDefinition/"
     served = plan_id is not None and any(s.id == plan_id for s, _d in deployments.services())
@@ -68,7 +98,7 @@ def apply_plan(
             "service's definitions",
             "id" if plan_id is not None else "url",
         )
-    return expand(held, definitions, Call.of(given))
+    return _expand(held, definitions, given, runner, packaged)
 
 
 def apply_activity_definition(

@@ -3,13 +3,15 @@ unit-test collection (``tests/data/cpg-pd-apply/plandefinition``) — every plan
 needs no CQL answers its expected Bundle (compared structurally: ids, fullUrls and times
 ignored, a reference compared by what it points at), every plan naming a CQL library is refused
 with an OperationOutcome naming it — and what the collection does not exercise: an
-applicability condition (it decides, and conditions are not compiled into rules yet), a
 definition the service does not hold, an action element the RequestGroup would lose, a plan
-held by the service applied by id and by url, a served CDS service still applied by its id."""
+held by the service applied by id and by url, a served CDS service still applied by its id;
+applicability conditions in FHIRPath decided by the rules they compile to (true keeps the
+action, false drops it, unknown names it), and those this host cannot decide refused."""
 
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -84,18 +86,94 @@ def _plan(body: dict[str, Any]) -> dict[str, Any]:
     return plan
 
 
-def test_an_applicability_condition_is_refused_not_skipped(server: LiveServer) -> None:
+def _with_condition(expression: str, *, kind: str = "applicability") -> dict[str, Any]:
     body = _discharge()
     _plan(body)["action"][0]["action"][1]["condition"] = [
-        {
-            "kind": "applicability",
-            "expression": {"language": "text/fhirpath", "expression": "%subject.active"},
-        }
+        {"kind": kind, "expression": {"language": "text/fhirpath", "expression": expression}}
+    ]
+    return body
+
+
+def _titles(answer: httpx.Response) -> list[str]:
+    assert answer.status_code == 200, answer.text
+    [monitor] = answer.json()["entry"][0]["resource"]["action"]
+    return [a["title"] for a in monitor.get("action", [])]
+
+
+def _extensions(answer: httpx.Response) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for e in answer.json()["entry"][0]["resource"].get("extension", []):
+        found.setdefault(e["url"].rsplit("/", 1)[1], []).append(e.get("valueString", ""))
+    return found
+
+
+def test_an_applicability_condition_true_keeps_its_action_false_drops_it(
+    server: LiveServer,
+) -> None:
+    true = post(server, URL, _with_condition("%subject.name.given.first() = 'Alice'"))
+    assert _titles(true) == ["Case management or referral", "Schedule follow-up visit"]
+    [decision] = _extensions(true)["decision"]
+    assert json.loads(decision)["decision"] == {"property": "plan", "value": "Applied"}
+    assert json.loads(decision)["proof"]["property"] == "plan"
+
+    false = post(server, URL, _with_condition("%subject.name.given.first() = 'Bob'"))
+    assert _titles(false) == ["Case management or referral"]
+    assert "undecided-action" not in _extensions(false)
+
+
+def test_a_condition_the_data_cannot_answer_is_undecided_and_named(server: LiveServer) -> None:
+    answer = post(server, URL, _with_condition("%subject.birthDate < @2000-01-01"))
+    assert _titles(answer) == ["Case management or referral"]
+    found = _extensions(answer)
+    assert found["undecided-action"] == [
+        "PlanDefinition.action[0].action[1]: Schedule follow-up visit"
+    ]
+    [decision] = found["decision"]
+    inputs = json.loads(decision)["undecided"]["inputs"]
+    assert [i["state"] for i in inputs] == ["absent"]
+
+    body = _with_condition("%subject.birthDate < @2000-01-01")
+    data = next(p["resource"] for p in body["parameter"] if p["name"] == "data")
+    patient = next(
+        e["resource"] for e in data["entry"] if e["resource"]["resourceType"] == "Patient"
+    )
+    patient["birthDate"] = "1950-05-05"
+    decided = post(server, URL, body)
+    assert _titles(decided) == ["Case management or referral", "Schedule follow-up visit"]
+    assert "undecided-action" not in _extensions(decided)
+
+
+@pytest.mark.parametrize(
+    ("expression", "kind", "words"),
+    [
+        ("%subject.birthDate < today() - 18 years", "applicability", "reads the clock"),
+        ("%practitioner.active", "applicability", "%practitioner"),
+        ("name.where(given = %subject.name.given.first()).exists()", "applicability", "%subject"),
+        ("%subject.active", "start", "only applicability"),
+        ("%subject.nickname.exists()", "applicability", "do not compile into rules"),
+    ],
+    ids=["clock", "other-variable", "subject-inside-a-function", "start", "not-an-element"],
+)
+def test_a_condition_this_host_cannot_decide_is_refused_naming_it(
+    server: LiveServer, expression: str, kind: str, words: str
+) -> None:
+    answer = post(server, URL, _with_condition(expression, kind=kind))
+    assert answer.status_code == 422, answer.text
+    [issue] = answer.json()["issue"]
+    assert words in issue["diagnostics"]
+    assert issue["expression"][0].startswith("PlanDefinition.action")
+
+
+def test_a_cql_condition_is_refused_naming_it(server: LiveServer) -> None:
+    body = _discharge()
+    _plan(body)["action"][0]["condition"] = [
+        {"kind": "applicability", "expression": {"language": "text/cql", "expression": "X"}}
     ]
     answer = post(server, URL, body)
     assert answer.status_code == 422
-    [issue] = answer.json()["issue"]
-    assert issue["expression"] == ["PlanDefinition.action[0].action[1].condition"]
+    assert answer.json()["issue"][0]["expression"] == [
+        "PlanDefinition.action[0].condition[0].expression"
+    ]
 
 
 def test_the_same_plan_without_the_condition_still_applies(server: LiveServer) -> None:

@@ -1,0 +1,300 @@
+"""A plan's applicability conditions decided by this host's rules, not by a second engine.
+
+Each plan with FHIRPath applicability conditions is compiled into a deployment of the same
+Turtle model every bundled service is declared in (:func:`compile_plan`), loaded and verified
+as any deployment is, and run through the hook call's own stages for the subject
+(``app.population.decide.answer_in_process``: hydration, the interpreter, the proof):
+
+- each condition is a boolean property of the patient read from the Patient resource by its
+  FHIRPath expression (``%subject.`` removed: the expression is evaluated on the subject), so a
+  subject without the element it reads leaves the condition **unknown**, never false;
+- each action with conditions has an ``applies`` property: true when every condition is true,
+  false when one is false (two rules each);
+- the workflow decides ``plan`` once every ``applies`` is assigned; a run that cannot (an
+  unknown condition) ends undecided and names the inputs that kept it from deciding.
+
+What is refused, with the condition named: a condition of another kind than applicability
+(start and stop are not built), an expression that reads anything but the subject (another
+``%variable``, ``%subject`` inside a function's argument), one that reads the clock (``now()``,
+``today()``, ``timeOfDay()``: its answer would change on replay), and a compiled deployment
+that does not verify (an element R4 does not define, for instance).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+import tempfile
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from app.deployments import Deployment, Deployments, load_deployments
+from app.plandefinition.activity import FHIRPATH
+from app.plandefinition.apply import ApplyRefused
+from app.population.bulk import SHARED_TYPES, answer_template
+from app.population.decide import answer_in_process
+from app.runtime.runner import Runner
+from app.tools.packaged import PackagedTools
+
+_CLOCK = re.compile(r"\b(now|today|timeOfDay)\s*\(")
+_VARIABLE = re.compile(r"%`?([A-Za-z_][A-Za-z0-9_-]*)`?")
+_STRING = re.compile(r"'(?:[^'\\]|\\.)*'")
+#: Where compiled plans are written, one file per distinct plan text (its digest).
+_FOLDER = Path(tempfile.gettempdir()) / "horismos-compiled-plans"
+
+
+@dataclass(frozen=True)
+class Decided:
+    """Which conditioned actions apply (by their path in the plan, ``"0"``, ``"1.2"``: True,
+    False, or None when undecided) and the run's decision or what kept it from deciding."""
+
+    applies: dict[str, bool | None] = field(default_factory=dict)
+    extension: dict[str, Any] | None = None
+
+
+def _conditioned(actions: Any, prefix: str = "") -> list[tuple[str, str, Mapping[str, Any]]]:
+    """(path, element, action) of every action at any depth with conditions."""
+    out = []
+    for i, action in enumerate(actions or ()):
+        path = f"{prefix}{i}"
+        where = f"action[{path.replace('.', '].action[')}]"
+        if action.get("condition"):
+            out.append((path, where, action))
+        out.extend(_conditioned(action.get("action"), f"{path}."))
+    return out
+
+
+def has_conditions(plan: Mapping[str, Any]) -> bool:
+    return bool(_conditioned(plan.get("action")))
+
+
+def _on_subject(expression: str, where: str) -> str:
+    """The expression evaluated on the subject itself: each ``%subject.`` removed, refused
+    where that would change its meaning."""
+    bare = _STRING.sub(lambda m: "'" + "_" * (len(m.group(0)) - 2) + "'", expression)
+    if _CLOCK.search(bare):
+        raise ApplyRefused(
+            422,
+            "not-supported",
+            f"{where} reads the clock ({expression!r}): its answer would change when the run is "
+            "replayed; state the date it compares with",
+            where,
+        )
+    depth = 0
+    for position, char in enumerate(bare):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "%":
+            match = _VARIABLE.match(bare, position)
+            name = match.group(1) if match else ""
+            if name != "subject" or depth > 0 or not bare.startswith("%subject.", position):
+                raise ApplyRefused(
+                    422,
+                    "not-supported",
+                    f"{where} reads {('%' + name) if name else 'a variable'} in a way this host "
+                    f"does not compile ({expression!r}): a condition here reads the subject, "
+                    "as %subject.element at the top level of the expression",
+                    where,
+                )
+    return expression.replace("%subject.", "")
+
+
+def _literal(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+
+
+def compile_plan(plan: Mapping[str, Any], where: str) -> tuple[str, str]:
+    """The Turtle deployment deciding ``plan``'s applicability conditions, and its service id."""
+    conditioned = _conditioned(plan.get("action"))
+    properties: list[str] = []
+    for path, element, action in conditioned:
+        name = path.replace(".", "_")
+        title = str(action.get("title") or action.get("description") or f"action {path}")
+        conditions = []
+        for j, condition in enumerate(action["condition"]):
+            at = f"{where}.{element}.condition[{j}]"
+            if condition.get("kind") != "applicability":
+                raise ApplyRefused(
+                    422,
+                    "not-supported",
+                    f"{at} is a {condition.get('kind')} condition: only applicability "
+                    "conditions are decided here",
+                    f"{at}.kind",
+                )
+            expression = condition.get("expression") or {}
+            if expression.get("language") != FHIRPATH or not expression.get("expression"):
+                raise ApplyRefused(
+                    422,
+                    "not-supported",
+                    f"{at} is not a FHIRPath expression ({expression.get('language')}: "
+                    f"{expression.get('expression')!r}): this host evaluates FHIRPath and its "
+                    "own rules, not CQL",
+                    f"{at}.expression",
+                )
+            path_text = _on_subject(str(expression["expression"]), f"{at}.expression")
+            conditions.append(f":condition_{name}_{j}")
+            properties.append(
+                f""":condition_{name}_{j} a horis:Property ;
+    rdfs:label {_literal(f"{title}: {expression['expression']}")} ;
+    horis:domain :Patient ; horis:range xsd:boolean ; horis:cardinality "0..1" ;
+    horis:absentMeans horis:Unknown ;
+    horis:fromFhir [ horis:resourceType "Patient" ; horis:fhirPath {_literal(path_text)} ] ."""
+            )
+        whens = " ".join(f"[ horis:property {c} ; horis:is true ]" for c in conditions)
+        properties.append(
+            f""":applies_{name} a horis:Property ; rdfs:label {_literal(f"{title} applies")} ;
+    horis:domain :Patient ; horis:range xsd:boolean ; horis:cardinality "0..1" ;
+    horis:assignedBy horis:RulesOnly .
+:Applies_{name} a horis:Rule ; horis:about :Patient ; horis:when ( {whens} ) ;
+    horis:then [ horis:property :applies_{name} ; horis:value true ] ."""
+        )
+        for j, c in enumerate(conditions):
+            properties.append(
+                f""":NotApplies_{name}_{j} a horis:Rule ; horis:about :Patient ;
+    horis:when ( [ horis:property {c} ; horis:is false ] ) ;
+    horis:then [ horis:property :applies_{name} ; horis:value false ] ."""
+            )
+    assigned = " ".join(
+        f"[ horis:property :applies_{p.replace('.', '_')} ; horis:isAssigned true ]"
+        for p, _e, _a in conditioned
+    )
+    body = "\n".join(properties)
+    digest = hashlib.sha256(f"{plan.get('url')}|{plan.get('version')}\n{body}".encode()).hexdigest()
+    service = f"plan-{digest[:16]}"
+    iri = f"https://horismos.dev/compiled-plan/{digest[:16]}"
+    label = _literal(str(plan.get("url") or plan.get("id") or "an authored PlanDefinition"))
+    version = _literal(str(plan.get("version") or "0"))
+    text = f"""# Compiled from the PlanDefinition {label}: its applicability conditions, decided
+# by rules. Generated: edit the PlanDefinition, not this file.
+@prefix :      <{iri}#> .
+@prefix horis: <https://horismos.dev/ns#> .
+@prefix rdfs:  <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix owl:   <http://www.w3.org/2002/07/owl#> .
+@prefix xsd:   <http://www.w3.org/2001/XMLSchema#> .
+
+<{iri}> a owl:Ontology ; rdfs:label {label} ; owl:versionInfo {version} .
+
+:Patient a horis:Class ; rdfs:label "Patient" .
+:PlanOutcome a horis:Class ; rdfs:label "plan applied" ; horis:oneOf ( :Applied ) .
+:Applied a :PlanOutcome ; rdfs:label "every condition decided" .
+
+{body}
+
+:plan a horis:Property ; rdfs:label "plan applicability" ;
+    horis:domain :Patient ; horis:range :PlanOutcome ; horis:cardinality "0..1" ;
+    horis:assignedBy horis:RulesOnly .
+:PlanDecided a horis:Rule ; horis:about :Patient ; horis:when ( {assigned} ) ;
+    horis:then [ horis:property :plan ; horis:value :Applied ] .
+
+:Plan a horis:Workflow ; rdfs:label {label} ; horis:startsAt :Decide ; horis:decides :plan ;
+    horis:focus :Patient ; horis:version {version} .
+:Decide a horis:ReasoningStep ; horis:goal [ horis:property :plan ; horis:isAssigned true ] ;
+    horis:onIncomplete :Undecided ; horis:onUnreachable :Undecided ; horis:next :Decided .
+:Decided a horis:Step ; horis:terminal true .
+:Undecided a horis:Step ; horis:terminal true .
+
+:Service a horis:CdsService ; horis:id "{service}" ; horis:hook "patient-view" ;
+    horis:title {label} ; horis:description "The applicability conditions of a PlanDefinition." ;
+    horis:workflow :Plan ;
+    horis:prefetch [ horis:key "patient" ; horis:query "Patient/{{{{context.patientId}}}}" ] .
+"""
+    return text, service
+
+
+def _deployment(text: str, packaged: PackagedTools, where: str) -> Deployment:
+    _FOLDER.mkdir(parents=True, exist_ok=True)
+    path = _FOLDER / f"{hashlib.sha256(text.encode()).hexdigest()[:32]}.ttl"
+    if not path.exists():
+        partial = path.with_suffix(f".{uuid.uuid4().hex}.part")
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(path)  # atomic: a concurrent call reads a whole file or none
+    deployment: Deployment
+    [deployment] = list(load_deployments([path], packaged))
+    if not deployment.serving:
+        problem = deployment.problems[0] if deployment.problems else None
+        raise ApplyRefused(
+            422,
+            "invalid",
+            f"the plan's conditions do not compile into rules that verify: "
+            f"{problem.message if problem else 'unknown problem'}",
+            f"{where}.action",
+        )
+    return deployment
+
+
+def decide(
+    plan: Mapping[str, Any],
+    *,
+    subject: str,
+    practitioner: str | None,
+    resources: Sequence[Mapping[str, Any]],
+    at: datetime,
+    runner: Runner,
+    packaged: PackagedTools,
+    where: str,
+) -> Decided:
+    """Run ``plan``'s conditions for ``subject`` (``Patient/id``) with ``resources`` (the
+    ``data`` Bundle's) as a hook call would."""
+    text, service = compile_plan(plan, where)
+    deployment = _deployment(text, packaged, where)
+    kind, _, patient = subject.partition("/")
+    if kind != "Patient":
+        raise ApplyRefused(
+            422, "not-supported", "a plan's conditions are decided for a Patient subject", "subject"
+        )
+    shared = {
+        f"{r['resourceType']}/{r.get('id')}": r
+        for r in resources
+        if r["resourceType"] in SHARED_TYPES
+    }
+    read = answer_template("Patient/{{context.patientId}}", patient, resources, shared)
+    if read is None:
+        raise ApplyRefused(
+            422,
+            "not-found",
+            f"the plan's conditions read the subject, and the data Bundle does not hold {subject}",
+            "data",
+        )
+    request = {
+        "hook": "patient-view",
+        "hookInstance": str(uuid.uuid4()),
+        "context": {"patientId": patient, "userId": practitioner or "Practitioner/horismos-apply"},
+        "prefetch": {"patient": read},
+    }
+    loop = asyncio.new_event_loop()
+    try:
+        answered = answer_in_process(
+            Deployments([deployment]), service, request, at=at, runner=runner, loop=loop
+        )
+    finally:
+        loop.close()
+    outcome = answered.outcome
+    held = {
+        str(name).removeprefix("applies_"): value
+        for _subject, name, value in outcome.facts
+        if str(name).startswith("applies_")
+    }
+    applies = {
+        path: held.get(path.replace(".", "_")) for path, _e, _a in _conditioned(plan.get("action"))
+    }
+    decision: dict[str, Any] = {"terminal": outcome.terminal}
+    if outcome.decision is not None:
+        decision["decision"] = outcome.decision.to_json()
+    if outcome.undecided is not None:
+        decision["undecided"] = outcome.undecided.to_json()
+    if outcome.proof is not None:
+        decision["proof"] = outcome.proof
+    return Decided(
+        applies={k: v if isinstance(v, bool) else None for k, v in applies.items()},
+        extension=decision,
+    )
+
+
+__all__ = ["Decided", "compile_plan", "decide", "has_conditions"]
