@@ -26,14 +26,17 @@ and nothing is written to an EHR: the request is a proposal returned to the call
 
 from __future__ import annotations
 
+import copy
 import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 from fhirpathpy import evaluate as fhirpath_evaluate
+from fhirpathpy.engine.nodes import FP_Quantity, FP_TimeBase
 from fhirpathpy.models import models as fhirpath_models
 
 from app.fhir_validate import problems
@@ -140,26 +143,76 @@ def _steps(kind: str, path: str, at: str) -> list[tuple[str, int | None, bool]]:
     return steps
 
 
-def _place(target: dict[str, Any], steps: list[tuple[str, int | None, bool]], value: Any) -> None:
+def _place(
+    target: dict[str, Any], steps: list[tuple[str, int | None, bool]], value: Any, at: str
+) -> None:
+    """Set ``value`` (a non-empty list) at ``steps``; a step through something that is not an
+    element holding others, or past the next free place of a list, is refused naming the
+    dynamic value's path."""
+
+    def refused(why: str) -> ApplyRefused:
+        return ApplyRefused(422, "invalid", f"{at}.path: {why}", f"{at}.path")
+
+    def slot(items: list[Any], position: int) -> None:
+        if position > len(items):
+            raise refused(f"index {position} leaves a gap (the list holds {len(items)})")
+        if position == len(items):
+            items.append({})
+
     *inner, (name, index, repeats) = steps
-    for step, at, many in inner:
+    for step, position, many in inner:
+        held = target.setdefault(step, [] if many else {})
         if many:
-            items = target.setdefault(step, [])
-            position = at or 0
-            while len(items) <= position:
-                items.append({})
-            target = items[position]
-        else:
-            target = target.setdefault(step, {})
+            if not isinstance(held, list):
+                raise refused(f"{step} already holds a value that is not a list")
+            slot(held, position or 0)
+            held = held[position or 0]
+        if not isinstance(held, dict):
+            raise refused(f"{step} already holds a value that is not an element")
+        target = held
+    one = value[0] if len(value) == 1 else value
     if not repeats:
-        target[name] = value[0] if len(value) == 1 else value
+        target[name] = one
     elif index is None:
         target[name] = list(value)
     else:
         items = target.setdefault(name, [])
-        while len(items) <= index:
-            items.append(None)
-        items[index] = value[0] if len(value) == 1 else value
+        if not isinstance(items, list):
+            raise refused(f"{name} already holds a value that is not a list")
+        slot(items, index)
+        items[index] = one
+
+
+def plain(value: Any, at: str) -> Any:
+    """A FHIRPath result as JSON: a decimal as a number, a date or time as its text, a
+    quantity as a Quantity; every value copied, so no definition is written through."""
+    if value is None or isinstance(value, (bool, str, int)):
+        return value
+    if isinstance(value, Decimal):
+        exponent = value.as_tuple().exponent
+        if not value.is_finite() or not isinstance(exponent, int):
+            raise ApplyRefused(422, "invalid", f"{at} gives {value}, which is not a number", at)
+        return int(value) if exponent >= 0 else float(value)
+    if isinstance(value, float):
+        return value
+    if isinstance(value, FP_Quantity):
+        unit = str(value.unit)
+        quantity: dict[str, Any] = {"value": plain(value.value, at)}
+        if unit.startswith("'") and unit.endswith("'"):
+            code = unit[1:-1]
+            quantity.update(unit=code, system="http://unitsofmeasure.org", code=code)
+        elif unit:
+            quantity["unit"] = unit
+        return quantity
+    if isinstance(value, FP_TimeBase):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {str(k): plain(v, at) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v, at) for v in value]
+    raise ApplyRefused(
+        422, "invalid", f"{at} gives a {type(value).__name__}, which is not FHIR data", at
+    )
 
 
 def _found(data: Any) -> dict[str, dict[str, Any]]:
@@ -168,9 +221,16 @@ def _found(data: Any) -> dict[str, dict[str, Any]]:
     if not isinstance(data, dict) or data.get("resourceType") != "Bundle":
         raise ApplyRefused(400, "value", "data must be a Bundle", "data")
     found: dict[str, dict[str, Any]] = {}
-    for entry in data.get("entry") or ():
+    entries = data.get("entry") or []
+    if not isinstance(entries, list):
+        raise ApplyRefused(400, "structure", "data.entry must be a list", "data")
+    for entry in entries:
         resource = entry.get("resource") if isinstance(entry, dict) else None
-        if isinstance(resource, dict) and resource.get("resourceType") and resource.get("id"):
+        if (
+            isinstance(resource, dict)
+            and isinstance(resource.get("resourceType"), str)
+            and isinstance(resource.get("id"), str)
+        ):
             found[f"{resource['resourceType']}/{resource['id']}"] = resource
     return found
 
@@ -274,13 +334,27 @@ class Call:
             raise ApplyRefused(
                 400, "value", "parameters must be a Parameters resource", "parameters"
             )
+        entries = (extra or {}).get("parameter") or []
+        if not isinstance(entries, list):
+            raise ApplyRefused(
+                400, "structure", "parameters.parameter must be a list", "parameters"
+            )
         user = {
             p["name"]: p.get(
                 "resource", next((v for k, v in p.items() if k.startswith("value")), None)
             )
-            for p in (extra or {}).get("parameter") or ()
+            for p in entries
             if isinstance(p, dict) and isinstance(p.get("name"), str)
         }
+        clash = sorted(set(user) & set(CALL_RESOURCES))
+        if clash:
+            raise ApplyRefused(
+                400,
+                "invalid",
+                f"a parameters entry is named {clash[0]}, which names the call's "
+                f"{clash[0]}: give it another name",
+                "parameters",
+            )
         found = _found(given.get("data"))
         return cls(refs=refs, found=found, user=user, when=at or datetime.now(UTC))
 
@@ -358,7 +432,7 @@ def set_dynamic_values(
                 f"{at_i}.expression",
             ) from None
         if value:
-            _place(made, steps, list(value))
+            _place(made, steps, [plain(v, f"{at_i}.expression") for v in value], at_i)
 
 
 def valid_result(made: dict[str, Any], where: str) -> dict[str, Any]:
@@ -373,7 +447,9 @@ def valid_result(made: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 def instantiate(definition: Mapping[str, Any], call: Call) -> dict[str, Any]:
-    """The request ``definition`` (a valid ActivityDefinition) defines for ``call``."""
+    """The request ``definition`` (a valid ActivityDefinition) defines for ``call``; the
+    definition is copied first, so nothing built for one call is written into it."""
+    definition = copy.deepcopy(dict(definition))
     refuse_other_languages(definition.get("dynamicValue"), "ActivityDefinition")
     if definition.get("library"):
         raise ApplyRefused(
@@ -407,6 +483,14 @@ def instantiate(definition: Mapping[str, Any], call: Call) -> dict[str, Any]:
                 "the definition without it would drop what it asks for",
                 f"ActivityDefinition.{key}",
             )
+    if definition.get("doNotPerform") is True and kind.do_not_perform is None:
+        raise ApplyRefused(
+            422,
+            "not-supported",
+            f"the definition says not to perform it, and a {resource_type} has no way to say "
+            "so here: applying it would propose the opposite",
+            "ActivityDefinition.doNotPerform",
+        )
     made = _base_request(definition, kind, resource_type, call.refs)
     if immunization:
         _immunization(made, definition, call.when)

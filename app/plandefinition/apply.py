@@ -63,7 +63,10 @@ def parameters(body: Any) -> dict[str, Any]:
     if not isinstance(body, dict) or body.get("resourceType") != "Parameters":
         raise ApplyRefused(400, "structure", "the body must be a FHIR Parameters resource")
     out: dict[str, Any] = {}
-    for i, p in enumerate(body.get("parameter") or []):
+    given = body.get("parameter") or []
+    if not isinstance(given, list):
+        raise ApplyRefused(400, "structure", "parameter must be a list", "parameter")
+    for i, p in enumerate(given):
         if not isinstance(p, dict) or not isinstance(p.get("name"), str):
             raise ApplyRefused(400, "structure", "a parameter needs a name", f"parameter[{i}]")
         value = p.get("resource")
@@ -176,10 +179,15 @@ def apply(
     data = given.get("data")
     if data is not None and (not isinstance(data, dict) or data.get("resourceType") != "Bundle"):
         raise ApplyRefused(400, "value", "data must be a Bundle", "data")
+    entries = (data or {}).get("entry") or []
+    if not isinstance(entries, list):
+        raise ApplyRefused(400, "structure", "data.entry must be a list", "data")
     resources = [
         e["resource"]
-        for e in (data or {}).get("entry") or []
-        if isinstance(e, dict) and isinstance(e.get("resource"), dict)
+        for e in entries
+        if isinstance(e, dict)
+        and isinstance(e.get("resource"), dict)
+        and isinstance(e["resource"].get("resourceType"), str)
     ]
     shared = {
         f"{r['resourceType']}/{r.get('id')}": r

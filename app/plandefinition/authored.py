@@ -20,11 +20,13 @@ applicability conditions this host's rules decide to hold (``app.plandefinition.
 Refused rather than skipped: a condition the rules cannot decide (see the conditions module),
 a plan or definition naming a logic ``library``, an expression not in FHIRPath, a
 ``definitionCanonical`` the service does not hold and an element of an action the RequestGroup
-would lose (``transform``, ``definitionUri``, ``subject[x]``, ``modifierExtension``).
+would lose (``participant``, whose shape differs, ``transform``, ``definitionUri``,
+``subject[x]``, ``modifierExtension``).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import uuid
 from collections.abc import Callable, Mapping
@@ -61,7 +63,6 @@ CARRIED = (
     "timingDuration",
     "timingRange",
     "timingTiming",
-    "participant",
     "type",
     "groupingBehavior",
     "selectionBehavior",
@@ -113,7 +114,7 @@ class _Expansion:
             )
         goals = {}
         for i, goal in enumerate(plan.get("goal") or ()):
-            made = self._goal(goal)
+            made = self._goal(goal, f"{where}.goal[{i}]")
             goals[goal.get("id") or f"#{i}"] = made
         group: dict[str, Any] = {
             "resourceType": "RequestGroup",
@@ -171,19 +172,40 @@ class _Expansion:
             group["action"] = actions
         return valid_result(group, where)
 
-    def _goal(self, goal: Mapping[str, Any]) -> dict[str, Any]:
+    def _goal(self, goal: Mapping[str, Any], where: str) -> dict[str, Any]:
+        """A Goal for the subject from a plan's goal: R4 names two of its elements otherwise
+        (``start`` → ``startCodeableConcept``, a target's ``due`` → ``dueDuration``), and has no
+        place for ``addresses`` (a Reference there, a code here) or ``documentation``: a goal
+        with either is refused rather than made without it."""
+        lost = [k for k in ("addresses", "documentation") if k in goal]
+        if lost:
+            raise ApplyRefused(
+                422,
+                "not-supported",
+                f"{where}.{lost[0]} has no place in the Goal made for the subject: applying the "
+                "plan without it would drop it",
+                f"{where}.{lost[0]}",
+            )
         made: dict[str, Any] = {
             "resourceType": "Goal",
             "id": str(uuid.uuid4()),
             "lifecycleStatus": "proposed",
             "subject": {"reference": self.call.refs["subject"]},
         }
-        for key in ("category", "priority", "description", "start", "addresses", "note"):
+        for key in ("category", "priority", "description"):
             if key in goal:
-                made[key] = goal[key]
-        if goal.get("target"):
-            made["target"] = goal["target"]
-        self.made.append(made)
+                made[key] = copy.deepcopy(goal[key])
+        if "start" in goal:
+            made["startCodeableConcept"] = copy.deepcopy(goal["start"])
+        targets = []
+        for target in goal.get("target") or ():
+            out = {k: copy.deepcopy(v) for k, v in target.items() if k != "due"}
+            if "due" in target:
+                out["dueDuration"] = copy.deepcopy(target["due"])
+            targets.append(out)
+        if targets:
+            made["target"] = targets
+        self.made.append(valid_result(made, where))
         return made
 
     def action(
@@ -216,7 +238,7 @@ class _Expansion:
                 f"{where}.{lost[0]}",
             )
         refuse_other_languages(action.get("dynamicValue"), where)
-        out: dict[str, Any] = {k: action[k] for k in CARRIED if k in action}
+        out: dict[str, Any] = {k: copy.deepcopy(action[k]) for k in CARRIED if k in action}
         canonical = action.get("definitionCanonical")
         if isinstance(canonical, str):
             out["resource"], defined = self._definition(plan, action, canonical, nested, where)

@@ -44,8 +44,16 @@ from app.tools.packaged import PackagedTools
 _CLOCK = re.compile(r"\b(now|today|timeOfDay)\s*\(")
 _VARIABLE = re.compile(r"%`?([A-Za-z_][A-Za-z0-9_-]*)`?")
 _STRING = re.compile(r"'(?:[^'\\]|\\.)*'")
-#: Where compiled plans are written, one file per distinct plan text (its digest).
-_FOLDER = Path(tempfile.gettempdir()) / "horismos-compiled-plans"
+_FOLDER: list[Path] = []  # this process's own folder of compiled plans, made when first needed
+
+
+def _folder() -> Path:
+    """Where this process writes compiled plans, one file per distinct plan text (its digest):
+    a folder of its own (``mkdtemp``: private to the service's user), so no other process can
+    put a file where a compiled plan is looked for."""
+    if not _FOLDER:
+        _FOLDER.append(Path(tempfile.mkdtemp(prefix="horismos-plans-")))
+    return _FOLDER[0]
 
 
 @dataclass(frozen=True)
@@ -74,18 +82,23 @@ def has_conditions(plan: Mapping[str, Any]) -> bool:
 
 
 def _on_subject(expression: str, where: str) -> str:
-    """The expression evaluated on the subject itself: each ``%subject.`` removed, refused
-    where that would change its meaning."""
+    """The expression evaluated on the subject itself: each ``%subject.`` that starts a path at
+    the top level removed, refused where that would change its meaning."""
+    # string literals masked (same length), so nothing inside one is read or rewritten
     bare = _STRING.sub(lambda m: "'" + "_" * (len(m.group(0)) - 2) + "'", expression)
+
+    def refuse(why: str) -> ApplyRefused:
+        return ApplyRefused(422, "not-supported", f"{where} {why} ({expression!r})", where)
+
     if _CLOCK.search(bare):
-        raise ApplyRefused(
-            422,
-            "not-supported",
-            f"{where} reads the clock ({expression!r}): its answer would change when the run is "
-            "replayed; state the date it compares with",
-            where,
+        raise refuse(
+            "reads the clock: its answer would change when the run is replayed; state the "
+            "date it compares with"
         )
+    if "/*" in bare or "//" in bare or "`" in bare:
+        raise refuse("holds a comment or a quoted identifier, which this host does not compile")
     depth = 0
+    cuts: list[int] = []
     for position, char in enumerate(bare):
         if char == "(":
             depth += 1
@@ -95,19 +108,27 @@ def _on_subject(expression: str, where: str) -> str:
             match = _VARIABLE.match(bare, position)
             name = match.group(1) if match else ""
             if name != "subject" or depth > 0 or not bare.startswith("%subject.", position):
-                raise ApplyRefused(
-                    422,
-                    "not-supported",
-                    f"{where} reads {('%' + name) if name else 'a variable'} in a way this host "
-                    f"does not compile ({expression!r}): a condition here reads the subject, "
-                    "as %subject.element at the top level of the expression",
-                    where,
+                raise refuse(
+                    f"reads {('%' + name) if name else 'a variable'} in a way this host does not "
+                    "compile: a condition here reads the subject, as %subject.element outside "
+                    "any parentheses"
                 )
-    return expression.replace("%subject.", "")
+            cuts.append(position)
+    out, last = [], 0
+    for position in cuts:
+        out.append(expression[last:position])
+        last = position + len("%subject.")
+    out.append(expression[last:])
+    return "".join(out)
+
+
+_TURTLE_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def _literal(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+    """``text`` as a Turtle string literal: every character Turtle's short strings cannot
+    hold as written escaped."""
+    return '"' + "".join(_TURTLE_ESCAPES.get(c, c) for c in text) + '"'
 
 
 def compile_plan(plan: Mapping[str, Any], where: str) -> tuple[str, str]:
@@ -209,8 +230,7 @@ def compile_plan(plan: Mapping[str, Any], where: str) -> tuple[str, str]:
 
 
 def _deployment(text: str, packaged: PackagedTools, where: str) -> Deployment:
-    _FOLDER.mkdir(parents=True, exist_ok=True)
-    path = _FOLDER / f"{hashlib.sha256(text.encode()).hexdigest()[:32]}.ttl"
+    path = _folder() / f"{hashlib.sha256(text.encode()).hexdigest()}.ttl"
     if not path.exists():
         partial = path.with_suffix(f".{uuid.uuid4().hex}.part")
         partial.write_text(text, encoding="utf-8")
@@ -219,12 +239,19 @@ def _deployment(text: str, packaged: PackagedTools, where: str) -> Deployment:
     [deployment] = list(load_deployments([path], packaged))
     if not deployment.serving:
         problem = deployment.problems[0] if deployment.problems else None
+        said = f"{problem.node} {problem.message}" if problem else "unknown problem"
+        # name the plan's condition the compiled property came from (condition_<path>_<j>)
+        found = re.search(r"condition_([0-9_]+)_([0-9]+)\b", said)
+        element = f"{where}.action"
+        if found:
+            steps = found.group(1).split("_")
+            element = f"{where}.action[{'].action['.join(steps)}].condition[{found.group(2)}]"
         raise ApplyRefused(
             422,
             "invalid",
-            f"the plan's conditions do not compile into rules that verify: "
+            f"{element} does not compile into rules that verify: "
             f"{problem.message if problem else 'unknown problem'}",
-            f"{where}.action",
+            element,
         )
     return deployment
 
@@ -254,6 +281,11 @@ def decide(
         for r in resources
         if r["resourceType"] in SHARED_TYPES
     }
+    # a hook's user is a Practitioner or PractitionerRole; another practitioner parameter is
+    # not a user, and the conditions do not read it
+    user = "Practitioner/horismos-apply"
+    if practitioner and practitioner.split("/", 1)[0] in ("Practitioner", "PractitionerRole"):
+        user = practitioner
     read = answer_template("Patient/{{context.patientId}}", patient, resources, shared)
     if read is None:
         raise ApplyRefused(
@@ -265,7 +297,7 @@ def decide(
     request = {
         "hook": "patient-view",
         "hookInstance": str(uuid.uuid4()),
-        "context": {"patientId": patient, "userId": practitioner or "Practitioner/horismos-apply"},
+        "context": {"patientId": patient, "userId": user},
         "prefetch": {"patient": read},
     }
     loop = asyncio.new_event_loop()

@@ -92,14 +92,15 @@ def load_definitions(folders: Iterable[Path]) -> Definitions:
                     where, rule = wrong[0]
                     found.append(f"{path}: {kind}{where}: {rule}")
                     continue
-                keys = [f"{kind}/{resource.get('id')}"] if resource.get("id") else []
+                if not isinstance(resource.get("id"), str):
+                    found.append(f"{path}: a {kind} without an id cannot be pointed at")
+                    continue
+                keys = [f"{kind}/{resource['id']}"]
                 url = resource.get("url")
                 if isinstance(url, str):
                     keys.append(url)
                     if resource.get("version"):
                         keys.append(f"{url}|{resource['version']}")
-                if not keys:
-                    found.append(f"{path}: a {kind} with neither id nor url cannot be named")
                 for key in keys:
                     if key not in by_key:
                         by_key[key] = resource

@@ -22,6 +22,10 @@ from app.runtime.runner import Runner
 from app.tools.packaged import PackagedTools
 
 
+def _served(deployments: Deployments, service_id: str) -> bool:
+    return any(s.id == service_id for s, _d in deployments.services())
+
+
 def _held(
     definitions: Definitions, resource_type: str, ident: str | None, url: Any
 ) -> Mapping[str, Any] | None:
@@ -85,8 +89,15 @@ def apply_plan(
         return _expand(plan, definitions, given, runner, packaged)
     url = given.get("url")
     served_prefix = f"{base}/fhir/PlanDefinition/"
-    served = plan_id is not None and any(s.id == plan_id for s, _d in deployments.services())
-    if served or (plan_id is None and isinstance(url, str) and url.startswith(served_prefix)):
+    if plan_id is None and isinstance(url, str) and url.startswith(served_prefix):
+        named = url.removeprefix(served_prefix).split("|", 1)[0]
+        if definitions.by_id("PlanDefinition", named) is not None and not _served(
+            deployments, named
+        ):
+            plan_id, url = named, None  # a held plan, by the fullUrl the search gives it
+        else:
+            return apply(deployments, None, body, base=base, runner=runner)
+    if plan_id is not None and _served(deployments, plan_id):
         return apply(deployments, plan_id, body, base=base, runner=runner)
     held = _held(definitions, "PlanDefinition", plan_id, url)
     if held is None:

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.plandefinition.activity import Call, instantiate
 from tests.plandefinition.conftest import CPG, case, needs_cql, post
 from tests.support.live_server import LiveServer
 
@@ -185,3 +186,141 @@ def test_a_held_definition_applies_by_id_and_by_url_as_sent_inline(server: LiveS
     )
     assert unknown.status_code == 404
     assert unknown.json()["issue"][0]["expression"] == ["id"]
+
+
+def test_a_decimal_a_date_and_a_quantity_come_back_as_fhir_json(server: LiveServer) -> None:
+    body = _send_message()
+    definition = _definition(body)
+    definition["dynamicValue"] = [
+        {
+            "path": "payload[0].contentString",
+            "expression": _fhirpath("'half of 7: ' + (7 / 2).toString()"),
+        },
+        {"path": "occurrenceDateTime", "expression": _fhirpath("@2026-12-24")},
+    ]
+    answer = _post(server, body)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["payload"] == [{"contentString": "half of 7: 3.5"}]
+    assert answer.json()["occurrenceDateTime"] == "2026-12-24"
+
+    body = copy.deepcopy(case(FIXTURES / "order-service.json")["request"])
+    _definition(body)["dynamicValue"] = [
+        {"path": "quantityQuantity", "expression": _fhirpath("7.5 'mg'")},
+    ]
+    answer = _post(server, body)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["quantityQuantity"] == {
+        "value": 7.5,
+        "unit": "mg",
+        "system": "http://unitsofmeasure.org",
+        "code": "mg",
+    }
+
+
+def _fhirpath(expression: str) -> dict[str, str]:
+    return {"language": "text/fhirpath", "expression": expression}
+
+
+@pytest.mark.parametrize(
+    ("change", "status", "where"),
+    [
+        ({"path": "payload[3].contentString"}, 422, "ActivityDefinition.dynamicValue[0].path"),
+        ({"path": "requester.reference.x"}, 422, "ActivityDefinition.dynamicValue[0].path"),
+    ],
+    ids=["index-past-the-end", "through-a-primitive"],
+)
+def test_a_path_that_cannot_be_filled_is_refused_naming_it(
+    server: LiveServer, change: dict[str, str], status: int, where: str
+) -> None:
+    body = _send_message()
+    _definition(body)["dynamicValue"][0].update(change)
+    answer = _post(server, body)
+    assert answer.status_code == status, answer.text
+    assert answer.json()["issue"][0]["expression"] == [where]
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        ({"resourceType": "Parameters", "parameter": 5}, "parameter"),
+        (
+            {
+                "resourceType": "Parameters",
+                "parameter": [
+                    {"name": "subject", "valueString": "Patient/p"},
+                    {
+                        "name": "data",
+                        "resource": {"resourceType": "Bundle", "type": "collection", "entry": 3},
+                    },
+                ],
+            },
+            "data",
+        ),
+    ],
+    ids=["parameter-not-a-list", "entry-not-a-list"],
+)
+def test_a_body_of_the_wrong_shape_is_a_400_naming_it(
+    server: LiveServer, body: dict[str, Any], where: str
+) -> None:
+    if where == "data":
+        body["parameter"].append(
+            {"name": "activityDefinition", "resource": _definition(_send_message())}
+        )
+    answer = _post(server, body)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["issue"][0]["expression"] == [where]
+
+
+def test_a_parameter_named_like_a_call_resource_is_refused(server: LiveServer) -> None:
+    body = _send_message()
+    body["parameter"].append(
+        {
+            "name": "parameters",
+            "resource": {
+                "resourceType": "Parameters",
+                "parameter": [{"name": "subject", "valueString": "someone else"}],
+            },
+        }
+    )
+    answer = _post(server, body)
+    assert answer.status_code == 400
+    assert answer.json()["issue"][0]["expression"] == ["parameters"]
+
+
+def test_do_not_perform_on_a_request_that_cannot_say_it_is_refused(server: LiveServer) -> None:
+    body = _send_message()
+    definition = _definition(body)
+    definition.update(kind="DeviceRequest", doNotPerform=True, dynamicValue=[])
+    answer = _post(server, body)
+    assert answer.status_code == 422
+    assert answer.json()["issue"][0]["expression"] == ["ActivityDefinition.doNotPerform"]
+    definition["doNotPerform"] = False
+    assert _post(server, body).status_code == 200
+
+
+def test_applying_a_definition_never_writes_into_it() -> None:
+    definition = {
+        "resourceType": "ActivityDefinition",
+        "status": "active",
+        "kind": "ServiceRequest",
+        "code": {"text": "referral"},
+        "dynamicValue": [
+            {"path": "code.text", "expression": _fhirpath("%subject.name.given.first()")}
+        ],
+    }
+    before = copy.deepcopy(definition)
+
+    def for_patient(ident: str, name: list[dict[str, Any]]) -> dict[str, Any]:
+        given = {
+            "subject": f"Patient/{ident}",
+            "data": {
+                "resourceType": "Bundle",
+                "type": "collection",
+                "entry": [{"resource": {"resourceType": "Patient", "id": ident, "name": name}}],
+            },
+        }
+        return instantiate(definition, Call.of(given))
+
+    assert for_patient("ann", [{"given": ["Ann"]}])["code"] == {"text": "Ann"}
+    assert for_patient("bob", [])["code"] == {"text": "referral"}
+    assert definition == before

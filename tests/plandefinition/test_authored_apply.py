@@ -150,9 +150,17 @@ def test_a_condition_the_data_cannot_answer_is_undecided_and_named(server: LiveS
         ("%practitioner.active", "applicability", "%practitioner"),
         ("name.where(given = %subject.name.given.first()).exists()", "applicability", "%subject"),
         ("%subject.active", "start", "only applicability"),
-        ("%subject.nickname.exists()", "applicability", "do not compile into rules"),
+        ("%subject.nickname.exists()", "applicability", "does not compile into rules"),
+        ("%subject.active /* ) */ and %subject.gender = 'male'", "applicability", "comment"),
     ],
-    ids=["clock", "other-variable", "subject-inside-a-function", "start", "not-an-element"],
+    ids=[
+        "clock",
+        "other-variable",
+        "subject-inside-a-function",
+        "start",
+        "not-an-element",
+        "comment",
+    ],
 )
 def test_a_condition_this_host_cannot_decide_is_refused_naming_it(
     server: LiveServer, expression: str, kind: str, words: str
@@ -284,3 +292,69 @@ def test_held_plans_are_listed_beside_the_served_ones_and_read_by_id(server: Liv
     assert plan["url"] == "http://example.org/PlanDefinition/CKDFollowUpPlan"
     activity = httpx.get(f"{server.base}/fhir/ActivityDefinition/SendMessageActivity", timeout=30)
     assert activity.json()["kind"] == "CommunicationRequest"
+
+
+def test_a_condition_that_does_not_verify_is_named_by_its_place_in_the_plan(
+    server: LiveServer,
+) -> None:
+    answer = post(server, URL, _with_condition("%subject.nickname.exists()"))
+    assert answer.status_code == 422
+    assert answer.json()["issue"][0]["expression"] == [
+        "PlanDefinition.action[0].action[1].condition[0]"
+    ]
+
+
+def test_subject_inside_a_string_is_text_not_the_subject(server: LiveServer) -> None:
+    expression = "%subject.name.where(text = 'see %subject.note').exists().not()"
+    answer = post(server, URL, _with_condition(expression))
+    assert _titles(answer) == ["Case management or referral", "Schedule follow-up visit"]
+
+
+def test_goals_are_valid_r4_and_what_has_no_place_is_refused(server: LiveServer) -> None:
+    body = _discharge()
+    [goal] = _plan(body)["goal"]
+    goal["start"] = {"text": "at discharge"}
+    goal["target"] = [
+        {
+            "measure": {"text": "visits"},
+            "detailQuantity": {"value": 1},
+            "due": {"value": 7, "unit": "d", "system": "http://unitsofmeasure.org", "code": "d"},
+        }
+    ]
+    answer = post(server, URL, body)
+    assert answer.status_code == 200, answer.text
+    [made] = [
+        e["resource"] for e in answer.json()["entry"] if e["resource"]["resourceType"] == "Goal"
+    ]
+    assert made["startCodeableConcept"] == {"text": "at discharge"}
+    assert made["target"][0]["dueDuration"]["value"] == 7
+    assert made["lifecycleStatus"] == "proposed"
+
+    goal["addresses"] = [{"text": "readmission"}]
+    refused = post(server, URL, body)
+    assert refused.status_code == 422
+    assert refused.json()["issue"][0]["expression"] == ["PlanDefinition.goal[0].addresses"]
+
+
+def test_an_action_participant_is_refused_not_carried_in_the_wrong_shape(
+    server: LiveServer,
+) -> None:
+    body = _discharge()
+    _plan(body)["action"][0]["participant"] = [{"type": "practitioner"}]
+    answer = post(server, URL, body)
+    assert answer.status_code == 422
+    assert answer.json()["issue"][0]["expression"] == ["PlanDefinition.action[0].participant"]
+
+
+def test_a_held_plan_applies_by_the_full_url_the_search_gives_it(server: LiveServer) -> None:
+    listed = httpx.get(f"{server.base}/fhir/PlanDefinition", timeout=30).json()
+    [full_url] = [e["fullUrl"] for e in listed["entry"] if e["resource"]["id"] == "SendMessagePlan"]
+    inline = copy.deepcopy(case(FIXTURES / "send-message.json")["request"])
+    held = [p for p in inline["parameter"] if p["name"] != "planDefinition"]
+    answer = post(
+        server,
+        URL,
+        {"resourceType": "Parameters", "parameter": [*held, {"name": "url", "valueUri": full_url}]},
+    )
+    assert answer.status_code == 200, answer.text
+    assert structure(answer.json()) == structure(post(server, URL, inline).json())

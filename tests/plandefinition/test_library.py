@@ -50,7 +50,7 @@ def test_a_url_held_in_two_versions_needs_its_version(tmp_path: Path) -> None:
         ("{not json", "not readable JSON"),
         (json.dumps({"resourceType": "Patient", "id": "x"}), "a Patient is not a definition"),
         (json.dumps({"resourceType": "PlanDefinition", "id": "x"}), "status"),
-        (json.dumps({"resourceType": "PlanDefinition", "status": "draft"}), "neither id nor url"),
+        (json.dumps({"resourceType": "PlanDefinition", "status": "draft"}), "without an id"),
     ],
     ids=["not-json", "not-a-definition", "not-valid-r4", "unnamed"],
 )
