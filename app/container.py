@@ -39,7 +39,12 @@ from app.cors import log_cors_origins
 from app.deployments import Deployment, Deployments
 from app.deployments.catalog import Catalog
 from app.metrics import Metrics
-from app.plandefinition.library import Definitions, load_definitions
+from app.plandefinition.library import (
+    Definitions,
+    DefinitionSource,
+    HeldDefinitions,
+    load_definitions,
+)
 from app.ports import Adapters
 from app.readiness import DatabaseProbe
 from app.runtime.runner import Runner
@@ -69,8 +74,11 @@ class Running:
     hooks: HookService
     leases: LeaseKeeper
     shadow: ShadowRunner
-    #: the FHIR definitions ``$apply`` finds (``HORISMOS_DEFINITION_PATHS``)
-    definitions: Definitions = field(default_factory=Definitions)
+    #: the FHIR definitions ``$apply`` finds: ``HORISMOS_DEFINITION_PATHS``, then those written
+    #: with ``PUT /fhir/{type}/{id}``
+    definitions: DefinitionSource = field(default_factory=Definitions)
+    #: the definitions read from files at start (a PUT may not shadow one)
+    definition_files: Definitions = field(default_factory=Definitions)
     #: told about each newly stored feedback item (``app.cds.routes``)
     feedback_listeners: list[FeedbackListener] = field(default_factory=list)
 
@@ -225,7 +233,8 @@ async def _hook_parts(
     if settings.definition_paths:
         log.info("definitions: %d from %s", len(definitions), settings.definition_paths)
     return Running(
-        definitions=definitions,
+        definitions=HeldDefinitions(files=definitions, engine=engine),
+        definition_files=definitions,
         engine=engine,
         http=http,
         catalog=catalog,

@@ -21,6 +21,7 @@ from app.deps import DeploymentsDep
 from app.plandefinition.apply import ApplyRefused, outcome
 from app.plandefinition.export import plans
 from app.plandefinition.operations import apply_activity_definition, apply_plan
+from app.plandefinition.writes import write_definition
 
 router = APIRouter(prefix="/fhir", tags=["FHIR"])
 
@@ -64,7 +65,11 @@ def metadata(request: Request) -> JSONResponse:
                 "resource": [
                     {
                         "type": "PlanDefinition",
-                        "interaction": [{"code": "read"}, {"code": "search-type"}],
+                        "interaction": [
+                            {"code": "read"},
+                            {"code": "search-type"},
+                            {"code": "update"},
+                        ],
                         "operation": [
                             {
                                 "name": "apply",
@@ -74,7 +79,7 @@ def metadata(request: Request) -> JSONResponse:
                     },
                     {
                         "type": "ActivityDefinition",
-                        "interaction": [{"code": "read"}],
+                        "interaction": [{"code": "read"}, {"code": "update"}],
                         "operation": [
                             {
                                 "name": "apply",
@@ -82,7 +87,10 @@ def metadata(request: Request) -> JSONResponse:
                             }
                         ],
                     },
-                    {"type": "Questionnaire", "interaction": [{"code": "read"}]},
+                    {
+                        "type": "Questionnaire",
+                        "interaction": [{"code": "read"}, {"code": "update"}],
+                    },
                 ],
             }
         ],
@@ -222,3 +230,57 @@ async def apply_activity_by_url(request: Request) -> JSONResponse:
 )
 async def apply_activity_by_id(definition_id: str, request: Request) -> JSONResponse:
     return await _apply_activity(definition_id, request)
+
+
+#: The client JWT scope that lets a caller write definitions, when issuers are configured.
+WRITE_SCOPE = "horismos/definitions.write"
+
+
+@router.put(
+    "/{resource_type}/{ident}",
+    summary="Write an ActivityDefinition, PlanDefinition or Questionnaire: checked as it would "
+    "be applied, stored as the next version of its id",
+    responses={
+        200: {"description": "A new version of a definition already stored"},
+        201: {"description": "The first version of the definition"},
+        400: {"description": "Not a valid R4 definition, or the body disagrees with the path"},
+        403: {"description": f"Issuers are configured and the JWT lacks {WRITE_SCOPE}"},
+        409: {"description": "The service's definition files define this id or url|version"},
+        422: {"description": "A definition this host could not apply; the body says why"},
+    },
+)
+async def write(resource_type: str, ident: str, request: Request) -> JSONResponse:
+    parts = running(request.app)
+    audience, _base_url = called_url(request)
+    caller = await parts.authenticator.verify(request.headers.get("authorization"), audience)
+    author: str | None = None
+    if caller is not None:
+        scope = caller.claims.get("scope")
+        if WRITE_SCOPE not in (scope.split() if isinstance(scope, str) else []):
+            return _outcome(403, "forbidden", f"writing a definition needs the {WRITE_SCOPE} scope")
+        sub = caller.claims.get("sub")
+        author = sub if isinstance(sub, str) else None
+    body = await read_json_body(request)
+    try:
+        stored, created = await run_in_threadpool(
+            write_definition,
+            resource_type,
+            ident,
+            body,
+            files=parts.definition_files,
+            engine=parts.engine,
+            packaged=parts.tool_host.packaged,
+            author=author,
+        )
+    except ApplyRefused as exc:
+        return JSONResponse(outcome(exc), status_code=exc.status, media_type=FHIR_JSON)
+    version = stored["meta"]["versionId"]
+    return JSONResponse(
+        stored,
+        status_code=201 if created else 200,
+        media_type=FHIR_JSON,
+        headers={
+            "Location": f"{_base(request)}/fhir/{resource_type}/{ident}/_history/{version}",
+            "ETag": f'W/"{version}"',
+        },
+    )

@@ -446,10 +446,9 @@ def valid_result(made: dict[str, Any], where: str) -> dict[str, Any]:
     return made
 
 
-def instantiate(definition: Mapping[str, Any], call: Call) -> dict[str, Any]:
-    """The request ``definition`` (a valid ActivityDefinition) defines for ``call``; the
-    definition is copied first, so nothing built for one call is written into it."""
-    definition = copy.deepcopy(dict(definition))
+def check_activity(definition: Mapping[str, Any]) -> tuple[str, Kind]:
+    """The request type and :class:`Kind` a valid ActivityDefinition builds, or the refusal
+    naming what this host cannot apply (its logic, its kind, an element it would drop)."""
     refuse_other_languages(definition.get("dynamicValue"), "ActivityDefinition")
     if definition.get("library"):
         raise ApplyRefused(
@@ -491,6 +490,15 @@ def instantiate(definition: Mapping[str, Any], call: Call) -> dict[str, Any]:
             "so here: applying it would propose the opposite",
             "ActivityDefinition.doNotPerform",
         )
+    return resource_type, kind
+
+
+def instantiate(definition: Mapping[str, Any], call: Call) -> dict[str, Any]:
+    """The request ``definition`` (a valid ActivityDefinition) defines for ``call``; the
+    definition is copied first, so nothing built for one call is written into it."""
+    definition = copy.deepcopy(dict(definition))
+    resource_type, kind = check_activity(definition)
+    immunization = resource_type == "ImmunizationRecommendation"
     made = _base_request(definition, kind, resource_type, call.refs)
     if immunization:
         _immunization(made, definition, call.when)
@@ -526,6 +534,7 @@ __all__ = [
     "Call",
     "Kind",
     "apply_activity",
+    "check_activity",
     "checked",
     "instantiate",
     "refuse_other_languages",

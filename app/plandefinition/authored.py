@@ -42,7 +42,7 @@ from app.plandefinition.activity import (
 from app.plandefinition.apply import DECISION_EXTENSION, ApplyRefused
 from app.plandefinition.conditions import Decided, has_conditions
 from app.plandefinition.export import ACTION_TYPES
-from app.plandefinition.library import Definitions
+from app.plandefinition.library import DefinitionSource
 
 UNDECIDED_ACTION = "https://horismos.dev/fhir/StructureDefinition/undecided-action"
 PERTAINS_TO_GOAL = "http://hl7.org/fhir/StructureDefinition/resource-pertainsToGoal"
@@ -95,7 +95,7 @@ Decider = Callable[[Mapping[str, Any], str], Decided]
 
 
 class _Expansion:
-    def __init__(self, definitions: Definitions, call: Call, decider: Decider | None) -> None:
+    def __init__(self, definitions: DefinitionSource, call: Call, decider: Decider | None) -> None:
         self.definitions = definitions
         self.call = call
         self.decider = decider
@@ -285,7 +285,7 @@ class _Expansion:
         if held is None:
             why = (
                 "is held in several versions: name one as url|version"
-                if canonical in self.definitions.ambiguous
+                if self.definitions.is_ambiguous(canonical)
                 else "is not among the service's definitions"
             )
             raise ApplyRefused(
@@ -322,9 +322,50 @@ class _Expansion:
         return {"reference": f"{made['resourceType']}/{made['id']}"}, kind
 
 
+def check_plan(plan: Mapping[str, Any], where: str = "PlanDefinition") -> None:
+    """Refuse what this host could never apply in ``plan`` (a valid PlanDefinition), whatever
+    the subject: a logic library, an action element it would drop, a dynamic value not in
+    FHIRPath, a goal element a Goal has no place for. Its conditions are compiled and verified
+    apart (``app.plandefinition.conditions``); a ``definitionCanonical`` is resolved when the
+    plan is applied (the definition it names may be written later)."""
+    if plan.get("library"):
+        raise ApplyRefused(
+            422,
+            "not-supported",
+            "the PlanDefinition names a logic library: this host evaluates FHIRPath and its own "
+            "rules, not CQL",
+            f"{where}.library",
+        )
+    for i, goal in enumerate(plan.get("goal") or ()):
+        for key in ("addresses", "documentation"):
+            if key in goal:
+                raise ApplyRefused(
+                    422,
+                    "not-supported",
+                    f"{where}.goal[{i}].{key} has no place in the Goal made for a subject",
+                    f"{where}.goal[{i}].{key}",
+                )
+
+    def walk(actions: Any, at: str) -> None:
+        for i, action in enumerate(actions or ()):
+            here = f"{at}.action[{i}]"
+            lost = [key for key in action if key not in CARRIED and key not in READ]
+            if lost:
+                raise ApplyRefused(
+                    422,
+                    "not-supported",
+                    f"{here}.{lost[0]} is not carried into a RequestGroup here",
+                    f"{here}.{lost[0]}",
+                )
+            refuse_other_languages(action.get("dynamicValue"), here)
+            walk(action.get("action"), here)
+
+    walk(plan.get("action"), where)
+
+
 def expand(
     plan: Mapping[str, Any],
-    definitions: Definitions,
+    definitions: DefinitionSource,
     call: Call,
     decider: Decider | None = None,
 ) -> dict[str, Any]:
@@ -340,4 +381,4 @@ def expand(
     }
 
 
-__all__ = ["CARRIED", "expand"]
+__all__ = ["CARRIED", "check_plan", "expand"]

@@ -256,6 +256,14 @@ def _deployment(text: str, packaged: PackagedTools, where: str) -> Deployment:
     return deployment
 
 
+def verify_conditions(plan: Mapping[str, Any], packaged: PackagedTools, where: str) -> None:
+    """Compile ``plan``'s conditions and verify the deployment they make, or refuse naming the
+    condition that does not compile."""
+    if has_conditions(plan):
+        text, _service = compile_plan(plan, where)
+        _deployment(text, packaged, where)
+
+
 def decide(
     plan: Mapping[str, Any],
     *,
@@ -329,4 +337,4 @@ def decide(
     )
 
 
-__all__ = ["Decided", "compile_plan", "decide", "has_conditions"]
+__all__ = ["Decided", "compile_plan", "decide", "has_conditions", "verify_conditions"]

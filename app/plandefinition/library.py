@@ -16,9 +16,17 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+
+from sqlalchemy import Engine
 
 from app.fhir_validate import problems
+from app.store.definitions import (
+    stored_by_id,
+    stored_of_type,
+    stored_version,
+    stored_with_url,
+)
 
 #: The definition types a folder may hold.
 TYPES = ("ActivityDefinition", "PlanDefinition", "Questionnaire")
@@ -44,6 +52,9 @@ class Definitions:
     def by_id(self, resource_type: str, ident: str) -> Mapping[str, Any] | None:
         return self.by_key.get(f"{resource_type}/{ident}")
 
+    def is_ambiguous(self, url: str) -> bool:
+        return url in self.ambiguous
+
     def of_type(self, resource_type: str) -> list[Mapping[str, Any]]:
         """Every definition of ``resource_type``, once each, in the order read."""
         seen: dict[int, Mapping[str, Any]] = {}
@@ -52,8 +63,60 @@ class Definitions:
                 seen.setdefault(id(resource), resource)
         return list(seen.values())
 
+    def of_type_all(self) -> list[Mapping[str, Any]]:
+        """Every definition, once each."""
+        return list({id(v): v for v in self.by_key.values()}.values())
+
     def __len__(self) -> int:
         return len({id(v) for v in self.by_key.values()})
+
+
+class DefinitionSource(Protocol):
+    """Where a call finds definitions: the files read at start, with the ones written over
+    FHIR when the service stores them (:class:`HeldDefinitions`)."""
+
+    def canonical(self, url: str) -> Mapping[str, Any] | None: ...
+
+    def by_id(self, resource_type: str, ident: str) -> Mapping[str, Any] | None: ...
+
+    def of_type(self, resource_type: str) -> list[Mapping[str, Any]]: ...
+
+    def is_ambiguous(self, url: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class HeldDefinitions:
+    """The files' definitions first, then those written with ``PUT /fhir/{type}/{id}``
+    (``app.store.definitions``; the latest write of an id, or the one of a ``url|version``)."""
+
+    files: Definitions
+    engine: Engine
+
+    def _candidates(self, url: str) -> list[Mapping[str, Any]]:
+        bare, _, version = url.partition("|")
+        if version:
+            held = self.files.canonical(url)
+            if held is not None:
+                return [held]
+            return list[Mapping[str, Any]](stored_version(self.engine, bare, version))
+        found: list[Mapping[str, Any]] = [
+            d for d in self.files.of_type_all() if d.get("url") == bare
+        ]
+        return found + stored_with_url(self.engine, bare)
+
+    def canonical(self, url: str) -> Mapping[str, Any] | None:
+        found = self._candidates(url)
+        return found[0] if len(found) == 1 else None
+
+    def is_ambiguous(self, url: str) -> bool:
+        return len(self._candidates(url)) > 1
+
+    def by_id(self, resource_type: str, ident: str) -> Mapping[str, Any] | None:
+        held = self.files.by_id(resource_type, ident)
+        return held if held is not None else stored_by_id(self.engine, resource_type, ident)
+
+    def of_type(self, resource_type: str) -> list[Mapping[str, Any]]:
+        return [*self.files.of_type(resource_type), *stored_of_type(self.engine, resource_type)]
 
 
 def _resources(value: Any) -> Iterable[Any]:

@@ -17,7 +17,7 @@ from app.plandefinition.activity import Call, apply_activity, checked
 from app.plandefinition.apply import ApplyRefused, apply, parameters
 from app.plandefinition.authored import Decider, expand
 from app.plandefinition.conditions import decide
-from app.plandefinition.library import Definitions
+from app.plandefinition.library import DefinitionSource
 from app.runtime.runner import Runner
 from app.tools.packaged import PackagedTools
 
@@ -27,7 +27,7 @@ def _served(deployments: Deployments, service_id: str) -> bool:
 
 
 def _held(
-    definitions: Definitions, resource_type: str, ident: str | None, url: Any
+    definitions: DefinitionSource, resource_type: str, ident: str | None, url: Any
 ) -> Mapping[str, Any] | None:
     if ident is not None:
         return definitions.by_id(resource_type, ident)
@@ -56,7 +56,7 @@ def _decider(call: Call, runner: Runner, packaged: PackagedTools) -> Decider:
 
 def _expand(
     plan: Mapping[str, Any],
-    definitions: Definitions,
+    definitions: DefinitionSource,
     given: Mapping[str, Any],
     runner: Runner,
     packaged: PackagedTools,
@@ -67,7 +67,7 @@ def _expand(
 
 def apply_plan(
     deployments: Deployments,
-    definitions: Definitions,
+    definitions: DefinitionSource,
     plan_id: str | None,
     body: Any,
     *,
@@ -113,7 +113,7 @@ def apply_plan(
 
 
 def apply_activity_definition(
-    definitions: Definitions, definition_id: str | None, body: Any
+    definitions: DefinitionSource, definition_id: str | None, body: Any
 ) -> dict[str, Any]:
     given = parameters(body)
     if definition_id is None and given.get("activityDefinition") is not None:

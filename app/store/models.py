@@ -357,3 +357,26 @@ class ShadowResult(Base):
     after: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class StoredDefinition(Base):
+    """A FHIR definition (ActivityDefinition, PlanDefinition, Questionnaire) written with
+    ``PUT /fhir/{type}/{id}``: every write a new version of its id, none overwritten."""
+
+    __tablename__ = "definitions"
+    __table_args__ = (
+        UniqueConstraint("resource_type", "logical_id", "version_id"),
+        Index(None, "url"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    resource_type: Mapped[str] = mapped_column(String(40))
+    logical_id: Mapped[str] = mapped_column(String(64))
+    #: 1, 2, … per logical id (the resource's ``meta.versionId``)
+    version_id: Mapped[int] = mapped_column(Integer)
+    url: Mapped[str | None] = mapped_column(String(1000))
+    #: the definition's own ``version`` (its business version)
+    version: Mapped[str | None] = mapped_column(String(100))
+    content: Mapped[dict[str, Any]] = mapped_column(JsonDoc)
+    author: Mapped[str | None] = mapped_column(String(200))
+    stored_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)

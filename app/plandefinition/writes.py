@@ -1,0 +1,99 @@
+"""``PUT /fhir/{type}/{id}``: a definition written over FHIR, checked as it would be applied,
+stored as the next version of its id (``app.store.definitions``), never over another.
+
+Refused, with an OperationOutcome naming the element, and nothing stored: a type other than
+ActivityDefinition, PlanDefinition or Questionnaire (a Library holds CQL, which this host does
+not evaluate); a body whose ``resourceType`` or ``id`` disagrees with the path; a resource that
+is not valid R4; an id or ``url|version`` the service's files already define (they are its
+release; a write may not shadow one); an ActivityDefinition this host could not apply (its
+logic, its kind, an element it would drop); a PlanDefinition whose logic it could not apply or
+whose conditions do not compile into rules that verify.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Engine
+
+from app.fhir_validate import problems
+from app.plandefinition.activity import check_activity
+from app.plandefinition.apply import ApplyRefused
+from app.plandefinition.authored import check_plan
+from app.plandefinition.conditions import verify_conditions
+from app.plandefinition.library import Definitions
+from app.store.definitions import store_definition
+from app.tools.packaged import PackagedTools
+
+#: The definition types a client may write.
+WRITABLE = ("ActivityDefinition", "PlanDefinition", "Questionnaire")
+_ID = re.compile(r"[A-Za-z0-9\-.]{1,64}")
+
+
+def write_definition(
+    resource_type: str,
+    ident: str,
+    body: Any,
+    *,
+    files: Definitions,
+    engine: Engine,
+    packaged: PackagedTools,
+    author: str | None,
+) -> tuple[dict[str, Any], bool]:
+    """The definition as stored and whether it is its id's first version."""
+    if resource_type not in WRITABLE:
+        why = (
+            "a Library holds CQL, which this host does not evaluate"
+            if resource_type == "Library"
+            else f"only {', '.join(WRITABLE)} are written here"
+        )
+        raise ApplyRefused(422, "not-supported", f"{resource_type} is not stored: {why}", "type")
+    if not _ID.fullmatch(ident):
+        raise ApplyRefused(400, "value", f"{ident!r} is not a FHIR id", "id")
+    if not isinstance(body, dict) or body.get("resourceType") != resource_type:
+        raise ApplyRefused(
+            400, "invalid", f"the body must be a {resource_type} resource", "resourceType"
+        )
+    if body.get("id", ident) != ident:
+        raise ApplyRefused(
+            400, "invalid", f"the body's id {body.get('id')!r} is not the path's {ident!r}", "id"
+        )
+    resource: dict[str, Any] = {**body, "id": ident}
+    wrong = problems(resource)
+    if wrong:
+        where, rule = wrong[0]
+        raise ApplyRefused(
+            400, "structure", f"{resource_type}{where}: {rule}", f"{resource_type}{where}"
+        )
+    if files.by_id(resource_type, ident) is not None:
+        raise ApplyRefused(
+            409,
+            "conflict",
+            f"{resource_type}/{ident} is defined by the service's definition files",
+            "id",
+        )
+    url, version = resource.get("url"), resource.get("version")
+    if isinstance(url, str) and version and files.canonical(f"{url}|{version}") is not None:
+        raise ApplyRefused(
+            409,
+            "conflict",
+            f"{url}|{version} is defined by the service's definition files",
+            f"{resource_type}.version",
+        )
+    _check(resource, packaged)
+    stored = store_definition(engine, resource, author=author)
+    return stored, stored["meta"]["versionId"] == "1"
+
+
+def _check(resource: Mapping[str, Any], packaged: PackagedTools) -> None:
+    kind = resource["resourceType"]
+    if kind == "ActivityDefinition":
+        check_activity(resource)
+    elif kind == "PlanDefinition":
+        check_plan(resource)
+        verify_conditions(resource, packaged, "PlanDefinition")
+
+
+__all__ = ["WRITABLE", "write_definition"]

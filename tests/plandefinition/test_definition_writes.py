@@ -1,0 +1,173 @@
+"""``PUT /fhir/{type}/{id}`` on each backend: a definition is checked as it would be applied,
+stored as the next version of its id (none overwritten), and then applied by id, by url and by
+``url|version``; what the service could not apply is refused with nothing stored; the service's
+own definition files are not shadowed; with trusted issuers a write needs its scope."""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+from fastapi.testclient import TestClient
+from joserfc import jwt
+from joserfc.jwk import ECKey
+
+from app.api.fhir import WRITE_SCOPE
+from tests.plandefinition.conftest import CPG, case
+
+ROOT = Path(__file__).resolve().parents[2]
+FHIR = {"Content-Type": "application/fhir+json"}
+OpenClient = Callable[..., AbstractContextManager[TestClient]]
+SPEC = json.loads(
+    (ROOT / "tests/data/cds/fixtures/jwt-es384-example-expired-spec.json").read_text()
+)
+BASE = "https://cds.example.test"
+
+
+def _plan() -> dict[str, Any]:
+    request = case(CPG / "plandefinition/discharge-follow-up-plan.json")["request"]
+    plan: dict[str, Any] = copy.deepcopy(
+        next(p["resource"] for p in request["parameter"] if p["name"] == "planDefinition")
+    )
+    plan["id"] = "written-plan"
+    plan["url"] = "http://example.org/PlanDefinition/WrittenPlan"
+    return plan
+
+
+def _call(**extra: Any) -> dict[str, Any]:
+    request = case(CPG / "plandefinition/discharge-follow-up-plan.json")["request"]
+    kept = [p for p in request["parameter"] if p["name"] in ("subject", "practitioner", "data")]
+    return {
+        "resourceType": "Parameters",
+        "parameter": [*kept, *({"name": k, "valueUri": v} for k, v in extra.items())],
+    }
+
+
+def _put(client: TestClient, path: str, body: Any, **headers: str) -> Any:
+    return client.put(f"/fhir/{path}", content=json.dumps(body), headers={**FHIR, **headers})
+
+
+def test_a_written_plan_is_versioned_and_applied_by_id_url_and_version(
+    app_client: TestClient,
+) -> None:
+    plan = _plan()
+    first = _put(app_client, "PlanDefinition/written-plan", plan)
+    assert first.status_code == 201, first.text
+    assert first.json()["meta"]["versionId"] == "1"
+    assert first.headers["etag"] == 'W/"1"'
+    assert first.headers["location"].endswith("/fhir/PlanDefinition/written-plan/_history/1")
+
+    second_plan = {**plan, "version": "0.2.0"}
+    second_plan["action"] = [{**plan["action"][0], "title": "Monitor patient closely"}]
+    second = _put(app_client, "PlanDefinition/written-plan", second_plan)
+    assert second.status_code == 200, second.text
+    assert second.json()["meta"]["versionId"] == "2"
+
+    def first_title(answer: Any) -> str:
+        assert answer.status_code == 200, answer.text
+        return str(answer.json()["entry"][0]["resource"]["action"][0]["title"])
+
+    by_id = app_client.post("/fhir/PlanDefinition/written-plan/$apply", json=_call())
+    assert first_title(by_id) == "Monitor patient closely"
+    url = "http://example.org/PlanDefinition/WrittenPlan"
+    by_url = app_client.post("/fhir/PlanDefinition/$apply", json=_call(url=url))
+    assert first_title(by_url) == "Monitor patient closely"
+    older = app_client.post("/fhir/PlanDefinition/$apply", json=_call(url=f"{url}|0.1.0"))
+    assert first_title(older) == "Monitor patient"
+    read = app_client.get("/fhir/PlanDefinition/written-plan").json()
+    assert read["meta"]["versionId"] == "2"
+
+
+def test_what_could_not_be_applied_is_refused_and_nothing_stored(app_client: TestClient) -> None:
+    plan = _plan()
+    plan["action"][0]["condition"] = [
+        {
+            "kind": "applicability",
+            "expression": {"language": "text/fhirpath", "expression": "%subject.nickname.exists()"},
+        }
+    ]
+    refused = _put(app_client, "PlanDefinition/written-plan", plan)
+    assert refused.status_code == 422
+    assert refused.json()["issue"][0]["expression"] == ["PlanDefinition.action[0].condition[0]"]
+    assert app_client.get("/fhir/PlanDefinition/written-plan").status_code == 404
+
+    cql = {**_plan(), "library": ["http://example.org/Library/Logic"]}
+    assert _put(app_client, "PlanDefinition/written-plan", cql).status_code == 422
+    wrong_id = _put(app_client, "PlanDefinition/other", _plan())
+    assert wrong_id.status_code == 400
+    assert wrong_id.json()["issue"][0]["expression"] == ["id"]
+    invalid = _put(app_client, "PlanDefinition/written-plan", {**_plan(), "status": 5})
+    assert invalid.status_code == 400
+    library = _put(app_client, "Library/logic", {"resourceType": "Library", "status": "draft"})
+    assert library.status_code == 422
+    activity = {
+        "resourceType": "ActivityDefinition",
+        "id": "no",
+        "status": "draft",
+        "kind": "Appointment",
+    }
+    refused_activity = _put(app_client, "ActivityDefinition/no", activity)
+    assert refused_activity.status_code == 422
+    assert refused_activity.json()["issue"][0]["expression"] == ["ActivityDefinition.kind"]
+    assert app_client.get("/fhir/ActivityDefinition/no").status_code == 404
+
+
+def test_a_written_plan_with_a_condition_applies_through_the_rules(app_client: TestClient) -> None:
+    plan = _plan()
+    plan["action"][0]["action"][1]["condition"] = [
+        {
+            "kind": "applicability",
+            "expression": {
+                "language": "text/fhirpath",
+                "expression": "%subject.name.given.first() = 'Bob'",
+            },
+        }
+    ]
+    assert _put(app_client, "PlanDefinition/written-plan", plan).status_code == 201
+    answer = app_client.post("/fhir/PlanDefinition/written-plan/$apply", json=_call())
+    assert answer.status_code == 200, answer.text
+    [monitor] = answer.json()["entry"][0]["resource"]["action"]
+    assert [a["title"] for a in monitor["action"]] == ["Case management or referral"]
+
+
+def test_the_definition_files_are_not_shadowed(make_app_client: OpenClient) -> None:
+    with make_app_client(definition_paths=[CPG / "definitions"]) as client:
+        held = client.get("/fhir/PlanDefinition/SendMessagePlan").json()
+        answer = _put(client, "PlanDefinition/SendMessagePlan", held)
+        assert answer.status_code == 409
+        same_version = {**held, "id": "copy"}
+        assert _put(client, "PlanDefinition/copy", same_version).status_code == 409
+
+
+def _bearer(path: str, scope: str | None) -> dict[str, str]:
+    key = ECKey.import_key(SPEC["private_jwk"])
+    now = int(time.time())
+    claims: dict[str, Any] = {
+        "iss": SPEC["payload"]["iss"],
+        "aud": BASE + path,
+        "iat": now,
+        "exp": now + 120,
+        "jti": str(uuid.uuid4()),
+        "sub": "author-1",
+    }
+    if scope:
+        claims["scope"] = scope
+    head = {"alg": "ES384", "typ": "JWT", "kid": "example-kid"}
+    return {"Authorization": "Bearer " + jwt.encode(head, claims, key, algorithms=["ES384"])}
+
+
+def test_with_trusted_issuers_a_write_needs_its_scope(make_app_client: OpenClient) -> None:
+    issuers = [{"iss": SPEC["payload"]["iss"], "jwks": SPEC["jwks"]}]
+    path = "/fhir/PlanDefinition/written-plan"
+    with make_app_client(trusted_issuers=issuers, public_base_url=BASE) as client:
+        assert _put(client, "PlanDefinition/written-plan", _plan()).status_code == 401
+        unscoped = _put(client, "PlanDefinition/written-plan", _plan(), **_bearer(path, None))
+        assert unscoped.status_code == 403
+        scoped = _put(client, "PlanDefinition/written-plan", _plan(), **_bearer(path, WRITE_SCOPE))
+        assert scoped.status_code == 201, scoped.text
