@@ -31,6 +31,8 @@ from app.cors import CorsRefusalLog
 from app.deployments import Deployment, Deployments, load_deployments
 from app.errors import install_error_handlers
 from app.ontology import Problem
+from app.plandefinition.library import load_definitions
+from app.plandefinition.services import plan_services
 from app.ports import Adapters
 from app.settings import Settings, get_settings
 from app.tools.host import ToolHost
@@ -44,7 +46,12 @@ def configured_deployments(settings: Settings, tools: ToolHost) -> Deployments:
     from app.ontology import default_ontology_paths
 
     paths = [Path(p) for p in settings.ontology_paths] or default_ontology_paths()
-    return load_deployments(paths, tools.packaged)
+    deployments = load_deployments(paths, tools.packaged)
+    if not settings.definition_paths:
+        return deployments
+    # PlanDefinitions with a named-event trigger in the definition files serve as CDS services
+    plans = plan_services(load_definitions(settings.definition_paths), tools.packaged)
+    return Deployments([*deployments, *plans])
 
 
 def refuse_unfit_mcp_bindings(deployments: Deployments, tools: ToolHost) -> Deployments:

@@ -104,11 +104,12 @@ def metadata(request: Request) -> JSONResponse:
 )
 def search_plans(request: Request, deployments: DeploymentsDep) -> JSONResponse:
     base = _base(request)
-    found: list[tuple[str, Any]] = [(p["url"], p) for p in plans(deployments, base).values()]
-    found += [
-        (f"{base}/fhir/PlanDefinition/{p.get('id')}", p)
-        for p in running(request.app).definitions.of_type("PlanDefinition")
+    held = running(request.app).definitions.of_type("PlanDefinition")
+    authored = {p.get("id") for p in held}
+    found: list[tuple[str, Any]] = [
+        (p["url"], p) for p in plans(deployments, base).values() if p["id"] not in authored
     ]
+    found += [(f"{base}/fhir/PlanDefinition/{p.get('id')}", p) for p in held]
     bundle = {
         "resourceType": "Bundle",
         "type": "searchset",
@@ -125,9 +126,11 @@ def search_plans(request: Request, deployments: DeploymentsDep) -> JSONResponse:
     summary="A served CDS service as a PlanDefinition, or a PlanDefinition the service holds",
 )
 def read_plan(plan_id: str, request: Request, deployments: DeploymentsDep) -> JSONResponse:
+    if running(request.app).definitions.by_id("PlanDefinition", plan_id) is not None:
+        return _read_held(request, "PlanDefinition", plan_id)  # as authored, served or not
     found = plans(deployments, _base(request)).get(plan_id)
     if found is None:
-        return _read_held(request, "PlanDefinition", plan_id)
+        return _outcome(404, "not-found", f"no PlanDefinition {plan_id!r}", "id")
     return JSONResponse(found, media_type=FHIR_JSON)
 
 

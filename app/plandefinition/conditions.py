@@ -131,8 +131,26 @@ def _literal(text: str) -> str:
     return '"' + "".join(_TURTLE_ESCAPES.get(c, c) for c in text) + '"'
 
 
-def compile_plan(plan: Mapping[str, Any], where: str) -> tuple[str, str]:
-    """The Turtle deployment deciding ``plan``'s applicability conditions, and its service id."""
+@dataclass(frozen=True)
+class Served:
+    """How a compiled plan is served as a CDS service: its id, its hook, its card
+    declarations (Turtle ``horis:card`` nodes, ``:Decided`` and ``:Undecided`` their
+    terminals, ``:applies_<path>`` the properties they may test)."""
+
+    service_id: str
+    hook: str
+    title: str
+    description: str
+    #: the deployment's IRI (the plan's url when it is one)
+    iri: str
+    cards: tuple[str, ...] = ()
+
+
+def compile_plan(
+    plan: Mapping[str, Any], where: str, served: Served | None = None
+) -> tuple[str, str]:
+    """The Turtle deployment deciding ``plan``'s applicability conditions, and its service id
+    (``served``: the service it is, else a ``patient-view`` service of its own to run on)."""
     conditioned = _conditioned(plan.get("action"))
     properties: list[str] = []
     for path, element, action in conditioned:
@@ -186,10 +204,28 @@ def compile_plan(plan: Mapping[str, Any], where: str) -> tuple[str, str]:
         f"[ horis:property :applies_{p.replace('.', '_')} ; horis:isAssigned true ]"
         for p, _e, _a in conditioned
     )
+    if not conditioned:  # nothing to decide: the plan applies to the patient read
+        properties.append(
+            """:patientRead a horis:Property ; rdfs:label "the patient's record read" ;
+    horis:domain :Patient ; horis:range xsd:boolean ; horis:cardinality "0..1" ;
+    horis:absentMeans horis:Unknown ;
+    horis:fromFhir [ horis:resourceType "Patient" ; horis:fhirPath "id.exists()" ] ."""
+        )
+        assigned = "[ horis:property :patientRead ; horis:is true ]"
     body = "\n".join(properties)
-    digest = hashlib.sha256(f"{plan.get('url')}|{plan.get('version')}\n{body}".encode()).hexdigest()
-    service = f"plan-{digest[:16]}"
-    iri = f"https://horismos.dev/compiled-plan/{digest[:16]}"
+    serving = "\n".join(served.cards) if served else ""
+    digest = hashlib.sha256(
+        f"{plan.get('url')}|{plan.get('version')}\n{body}\n{serving}".encode()
+    ).hexdigest()
+    service = served.service_id if served else f"plan-{digest[:16]}"
+    hook = served.hook if served else "patient-view"
+    shown = _literal(served.title) if served else None
+    description = _literal(
+        served.description if served else "The applicability conditions of a PlanDefinition."
+    )
+    joined = " ,\n               ".join(served.cards) if served else ""
+    cards = f" ;\n    horis:card {joined}" if joined else ""
+    iri = served.iri if served else f"https://horismos.dev/compiled-plan/{digest[:16]}"
     label = _literal(str(plan.get("url") or plan.get("id") or "an authored PlanDefinition"))
     version = _literal(str(plan.get("version") or "0"))
     text = f"""# Compiled from the PlanDefinition {label}: its applicability conditions, decided
@@ -221,22 +257,29 @@ def compile_plan(plan: Mapping[str, Any], where: str) -> tuple[str, str]:
 :Decided a horis:Step ; horis:terminal true .
 :Undecided a horis:Step ; horis:terminal true .
 
-:Service a horis:CdsService ; horis:id "{service}" ; horis:hook "patient-view" ;
-    horis:title {label} ; horis:description "The applicability conditions of a PlanDefinition." ;
+:Service a horis:CdsService ; horis:id {_literal(service)} ; horis:hook {_literal(hook)} ;
+    horis:title {shown or label} ; horis:description {description} ;
     horis:workflow :Plan ;
-    horis:prefetch [ horis:key "patient" ; horis:query "Patient/{{{{context.patientId}}}}" ] .
+    horis:prefetch [ horis:key "patient" ;
+                     horis:query "Patient/{{{{context.patientId}}}}" ]{cards} .
 """
     return text, service
 
 
-def _deployment(text: str, packaged: PackagedTools, where: str) -> Deployment:
+def plan_file(text: str) -> Path:
+    """The file holding the compiled plan ``text``, written once (by its digest) in this
+    process's own folder."""
     path = _folder() / f"{hashlib.sha256(text.encode()).hexdigest()}.ttl"
     if not path.exists():
         partial = path.with_suffix(f".{uuid.uuid4().hex}.part")
         partial.write_text(text, encoding="utf-8")
         partial.replace(path)  # atomic: a concurrent call reads a whole file or none
+    return path
+
+
+def _deployment(text: str, packaged: PackagedTools, where: str) -> Deployment:
     deployment: Deployment
-    [deployment] = list(load_deployments([path], packaged))
+    [deployment] = list(load_deployments([plan_file(text)], packaged))
     if not deployment.serving:
         problem = deployment.problems[0] if deployment.problems else None
         said = f"{problem.node} {problem.message}" if problem else "unknown problem"
@@ -337,4 +380,12 @@ def decide(
     )
 
 
-__all__ = ["Decided", "compile_plan", "decide", "has_conditions", "verify_conditions"]
+__all__ = [
+    "Decided",
+    "Served",
+    "compile_plan",
+    "decide",
+    "has_conditions",
+    "plan_file",
+    "verify_conditions",
+]

@@ -97,7 +97,9 @@ def apply_plan(
             plan_id, url = named, None  # a held plan, by the fullUrl the search gives it
         else:
             return apply(deployments, None, body, base=base, runner=runner)
-    if plan_id is not None and _served(deployments, plan_id):
+    held_plan = plan_id is not None and definitions.by_id("PlanDefinition", plan_id) is not None
+    if plan_id is not None and not held_plan and _served(deployments, plan_id):
+        # a Turtle service; a plan the service holds (and may serve) applies as authored
         return apply(deployments, plan_id, body, base=base, runner=runner)
     held = _held(definitions, "PlanDefinition", plan_id, url)
     if held is None:

@@ -1,0 +1,138 @@
+"""PlanDefinitions in the definition files served as CDS services: CDS-on-FHIR through the same
+model, not a second engine.
+
+A PlanDefinition read from ``HORISMOS_DEFINITION_PATHS`` whose actions carry a ``named-event``
+trigger is, like a Turtle file in ``HORISMOS_ONTOLOGY_PATHS``, part of the release the service
+starts with: it is compiled into a deployment (``app.plandefinition.conditions.compile_plan``)
+and served at ``/cds-services/{its id}`` on that hook, through the hook call's own path — the
+run store, the proof, the trace, replay and change control's view of deployments apply to it.
+
+Its cards, one per top-level action, in order:
+
+- ``summary`` the action's title (or description), ``detail`` its description, ``indicator``
+  from its priority (routine → info, urgent and asap → warning, stat → critical; none: info);
+- an action with applicability conditions shows only when the rules decide they hold;
+- a run that cannot decide every condition ends at ``Undecided``: a warning card says the plan
+  could not be checked (the decision record behind it names what was missing), beside the
+  cards of the actions without conditions and of those decided to apply.
+
+A plan that cannot be served — logic in CQL, a trigger naming no CDS Hooks hook, conditions
+that do not compile — is a refused deployment, named by ``/readyz`` and
+``horismos deployments`` like a Turtle deployment that does not verify; the others serve.
+Suggestions from child actions and ActivityDefinitions are not made into cards' suggestions yet.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from app.deployments import Deployment, load_deployments
+from app.ontology.errors import Problem
+from app.ontology.hooks import HOOKS
+from app.plandefinition.apply import ApplyRefused
+from app.plandefinition.authored import check_plan
+from app.plandefinition.conditions import Served, compile_plan, plan_file
+from app.plandefinition.library import Definitions
+from app.tools.packaged import PackagedTools
+
+INDICATOR = {"routine": "info", "urgent": "warning", "asap": "warning", "stat": "critical"}
+_PLACEHOLDER = re.compile(r"\{\{|\}\}")
+
+
+def trigger_hook(plan: Mapping[str, Any]) -> str | None:
+    """The hook a ``named-event`` trigger of the plan's actions names, if any."""
+    for action in plan.get("action") or ():
+        for trigger in action.get("trigger") or ():
+            if trigger.get("type") == "named-event" and isinstance(trigger.get("name"), str):
+                return str(trigger["name"])
+    return None
+
+
+def _text(value: Any, limit: int | None = None) -> str:
+    text = _PLACEHOLDER.sub(lambda m: m.group(0)[0] + " " + m.group(0)[1], str(value))
+    return text[:limit] if limit else text
+
+
+def _turtle(text: str) -> str:
+    escapes = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    return '"' + "".join(escapes.get(c, c) for c in text) + '"'
+
+
+def served_as(plan: Mapping[str, Any], hook: str) -> Served:
+    """The CDS service ``plan`` is: its id, its hook, one card per top-level action."""
+    title = str(plan.get("title") or plan.get("name") or plan["id"])
+    cards = []
+    for i, action in enumerate(plan.get("action") or ()):
+        summary = _text(action.get("title") or action.get("description") or title, 140)
+        parts = [
+            f"horis:indicator {_turtle(INDICATOR.get(str(action.get('priority')), 'info'))}",
+            f"horis:summary {_turtle(summary)}",
+        ]
+        if action.get("description"):
+            parts.append(f"horis:detail {_turtle(_text(action['description']))}")
+        if action.get("condition"):
+            parts.append(f"horis:when [ horis:property :applies_{i} ; horis:is true ]")
+        # the same card whether or not every other action could be decided: an action
+        # decided to apply (or without conditions) shows beside the not-checked card
+        for terminal in (":Decided", ":Undecided"):
+            body = " ;\n                 ".join([f"horis:terminal {terminal}", *parts])
+            cards.append(f"[ {body} ]")
+    cards.append(
+        '[ horis:terminal :Undecided ; horis:indicator "warning" ;\n'
+        f"                 horis:summary {_turtle(_text(f'{title}: not checked', 140))} ;\n"
+        "                 horis:detail \"The record lacks what the plan's conditions read: the "
+        'decision record behind this card names it." ]'
+    )
+    url = plan.get("url")
+    iri = url if isinstance(url, str) and url.startswith(("http://", "https://")) else None
+    return Served(
+        iri=iri or f"https://horismos.dev/plandefinition/{plan['id']}",
+        service_id=str(plan["id"]),
+        hook=hook,
+        title=_text(title),
+        description=_text(plan.get("description") or title),
+        cards=tuple(cards),
+    )
+
+
+def _refused(plan: Mapping[str, Any], message: str) -> Deployment:
+    ident = str(plan.get("id"))
+    iri = str(plan.get("url") or f"PlanDefinition/{ident}")
+    return Deployment(
+        id=f"plandefinition-{ident}",
+        iri=iri,
+        version=str(plan.get("version") or "unknown"),
+        digest=None,
+        status="refused",
+        files=(),
+        services=(ident,),
+        problems=(Problem(code="service", node=iri, message=message),),
+    )
+
+
+def plan_services(definitions: Definitions, packaged: PackagedTools) -> list[Deployment]:
+    """A deployment for each plan of ``definitions`` with a named-event trigger: serving, or
+    refused with why."""
+    out: list[Deployment] = []
+    for plan in definitions.of_type("PlanDefinition"):
+        hook = trigger_hook(plan)
+        if hook is None:
+            continue
+        if hook not in HOOKS:
+            out.append(_refused(plan, f"its trigger names {hook!r}, not a CDS Hooks hook"))
+            continue
+        try:
+            check_plan(plan)
+            text, _service = compile_plan(plan, "PlanDefinition", served_as(plan, hook))
+        except ApplyRefused as exc:
+            out.append(_refused(plan, str(exc)))
+            continue
+        path = plan_file(text)
+        [deployment] = list(load_deployments([path], packaged))
+        out.append(deployment)
+    return out
+
+
+__all__ = ["INDICATOR", "plan_services", "served_as", "trigger_hook"]

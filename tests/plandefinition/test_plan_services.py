@@ -1,0 +1,136 @@
+"""PlanDefinitions with a named-event trigger in the definition files serve as CDS services,
+compiled into the same model as the Turtle ones: in discovery, one card per action (summary
+the title, indicator from the priority), an action with an applicability condition shown only
+when the rules decide it holds, a run that cannot decide it answered with a not-checked card,
+the decision stored with its proof; the collection's DischargeInstructions plan given a
+patient-view trigger answers with its card; a plan that cannot be served is a refused
+deployment, the others still serve."""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.plandefinition.conftest import CPG
+
+OpenClient = Callable[..., AbstractContextManager[TestClient]]
+
+
+def _trigger(plan: dict[str, Any], hook: str = "patient-view") -> dict[str, Any]:
+    plan["action"][0]["trigger"] = [{"type": "named-event", "name": hook}]
+    return plan
+
+
+def _definitions(folder: Path) -> None:
+    education = json.loads((CPG / "definitions/CKDEducationPlan.json").read_text())
+    plan = _trigger(copy.deepcopy(education))
+    plan.update(id="ckd-education", url="http://example.org/PlanDefinition/ckd-education")
+    plan["action"][0]["priority"] = "urgent"
+    plan["action"].append(
+        {
+            "title": "Refer to a nephrologist",
+            "priority": "routine",
+            "condition": [
+                {
+                    "kind": "applicability",
+                    "expression": {
+                        "language": "text/fhirpath",
+                        "expression": "%subject.birthDate < @1960-01-01",
+                    },
+                }
+            ],
+        }
+    )
+    (folder / "ckd-education.json").write_text(json.dumps(plan))
+    request = json.loads((CPG / "plandefinition/discharge-instructions.json").read_text())
+    discharge = next(
+        p["resource"] for p in request["request"]["parameter"] if p["name"] == "planDefinition"
+    )
+    (folder / "discharge.json").write_text(json.dumps(_trigger(copy.deepcopy(discharge))))
+    cql = _trigger(copy.deepcopy(education))
+    cql.update(id="needs-cql", url="http://example.org/PlanDefinition/needs-cql")
+    cql["library"] = ["http://example.org/Library/Logic"]
+    (folder / "needs-cql.json").write_text(json.dumps(cql))
+    (folder / "SendMessageActivity.json").write_text(
+        (CPG / "definitions/SendMessageActivity.json").read_text()
+    )
+
+
+@pytest.fixture
+def client(make_app_client: OpenClient, tmp_path: Path) -> Iterator[TestClient]:
+    _definitions(tmp_path)
+    with make_app_client(definition_paths=[tmp_path]) as opened:
+        yield opened
+
+
+def _call(client: TestClient, service: str, patient: dict[str, Any]) -> dict[str, Any]:
+    answer = client.post(
+        f"/cds-services/{service}",
+        json={
+            "hook": "patient-view",
+            "hookInstance": str(uuid.uuid4()),
+            "context": {"patientId": patient["id"], "userId": "Practitioner/p1"},
+            "prefetch": {"patient": patient},
+        },
+    )
+    assert answer.status_code == 200, answer.text
+    body: dict[str, Any] = answer.json()
+    return body
+
+
+def _cards(body: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(c["indicator"], c["summary"]) for c in body["cards"]]
+
+
+def test_a_triggered_plan_is_a_service_whose_cards_follow_its_conditions(
+    client: TestClient,
+) -> None:
+    listed = {s["id"]: s for s in client.get("/cds-services").json()["services"]}
+    assert listed["ckd-education"]["hook"] == "patient-view"
+
+    older = _call(
+        client, "ckd-education", {"resourceType": "Patient", "id": "a", "birthDate": "1950-01-01"}
+    )
+    assert _cards(older) == [
+        ("warning", "CKD Patient Education"),
+        ("info", "Refer to a nephrologist"),
+    ]
+    younger = _call(
+        client, "ckd-education", {"resourceType": "Patient", "id": "b", "birthDate": "1990-01-01"}
+    )
+    assert _cards(younger) == [("warning", "CKD Patient Education")]
+    unknown = _call(client, "ckd-education", {"resourceType": "Patient", "id": "c"})
+    assert _cards(unknown) == [
+        ("warning", "CKD Patient Education"),
+        ("warning", "PlanDefinition CKDEducationPlan: not checked"),
+    ]
+    run = older["extension"]["dev.horismos.run"]
+    assert run["decision"] == {"property": "plan", "value": "Applied"}
+    stored = client.get(f"/runs/{run['runId']}").json()
+    assert stored["status"] == "completed"
+
+    authored = client.get("/fhir/PlanDefinition/ckd-education").json()
+    assert authored["url"] == "http://example.org/PlanDefinition/ckd-education"
+
+
+def test_the_collections_discharge_plan_answers_with_its_card(client: TestClient) -> None:
+    body = _call(client, "DischargeInstructionsPlan", {"resourceType": "Patient", "id": "d"})
+    assert _cards(body) == [("info", "Send message with discharge instructions")]
+
+
+def test_a_plan_that_cannot_be_served_is_refused_and_named(client: TestClient) -> None:
+    listed = {s["id"] for s in client.get("/cds-services").json()["services"]}
+    assert "needs-cql" not in listed
+    assert "ckd-education" in listed
+    deployments = client.get("/deployments").json()["deployments"]
+    [refused] = [d for d in deployments if d["id"] == "plandefinition-needs-cql"]
+    assert refused["status"] == "refused"
+    assert "CQL" in json.dumps(refused["problems"])
