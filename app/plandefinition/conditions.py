@@ -95,6 +95,10 @@ def _on_subject(expression: str, where: str) -> str:
             "reads the clock: its answer would change when the run is replayed; state the "
             "date it compares with"
         )
+    if re.search(r"\bsingle\s*\(", bare):
+        # the FHIRPath engine answers single() on several items with an error object that a
+        # comparison then reads as false: a confident no where the record has two values
+        raise refuse("uses single(), whose error on several values would read as false")
     if "/*" in bare or "//" in bare or "`" in bare:
         raise refuse("holds a comment or a quoted identifier, which this host does not compile")
     depth = 0

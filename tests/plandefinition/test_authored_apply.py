@@ -152,6 +152,7 @@ def test_a_condition_the_data_cannot_answer_is_undecided_and_named(server: LiveS
         ("%subject.active", "start", "only applicability"),
         ("%subject.nickname.exists()", "applicability", "does not compile into rules"),
         ("%subject.active /* ) */ and %subject.gender = 'male'", "applicability", "comment"),
+        ("%subject.name.given.single() = 'Alice'", "applicability", "single()"),
     ],
     ids=[
         "clock",
@@ -160,6 +161,7 @@ def test_a_condition_the_data_cannot_answer_is_undecided_and_named(server: LiveS
         "start",
         "not-an-element",
         "comment",
+        "single",
     ],
 )
 def test_a_condition_this_host_cannot_decide_is_refused_naming_it(
