@@ -104,14 +104,7 @@ class _Expansion:
     def plan(self, plan: Mapping[str, Any], *, nested: int, where: str) -> dict[str, Any]:
         if nested > MAX_NESTING:
             raise ApplyRefused(422, "too-costly", f"plans nest deeper than {MAX_NESTING}", where)
-        if plan.get("library"):
-            raise ApplyRefused(
-                422,
-                "not-supported",
-                f"the PlanDefinition {plan.get('url') or plan.get('id')} names a logic library: "
-                "this host evaluates FHIRPath and its own rules, not CQL",
-                f"{where}.library",
-            )
+        check_plan(plan, where)  # what no subject could make applicable
         goals = {}
         for i, goal in enumerate(plan.get("goal") or ()):
             made = self._goal(goal, f"{where}.goal[{i}]")
@@ -149,22 +142,15 @@ class _Expansion:
                 }
             )
         undecided: list[str] = []
-        actions = [
-            kept
-            for i, a in enumerate(plan.get("action") or ())
-            if (
-                kept := self.action(
-                    plan,
-                    a,
-                    nested=nested,
-                    where=f"{where}.action[{i}]",
-                    path=str(i),
-                    decided=decided,
-                    undecided=undecided,
-                )
-            )
-            is not None
-        ]
+        actions = self._actions(
+            plan,
+            plan.get("action"),
+            nested=nested,
+            where=where,
+            prefix="",
+            decided=decided,
+            undecided=undecided,
+        )
         extensions.extend({"url": UNDECIDED_ACTION, "valueString": u} for u in undecided)
         if extensions:
             group["extension"] = extensions
@@ -174,18 +160,8 @@ class _Expansion:
 
     def _goal(self, goal: Mapping[str, Any], where: str) -> dict[str, Any]:
         """A Goal for the subject from a plan's goal: R4 names two of its elements otherwise
-        (``start`` → ``startCodeableConcept``, a target's ``due`` → ``dueDuration``), and has no
-        place for ``addresses`` (a Reference there, a code here) or ``documentation``: a goal
-        with either is refused rather than made without it."""
-        lost = [k for k in ("addresses", "documentation") if k in goal]
-        if lost:
-            raise ApplyRefused(
-                422,
-                "not-supported",
-                f"{where}.{lost[0]} has no place in the Goal made for the subject: applying the "
-                "plan without it would drop it",
-                f"{where}.{lost[0]}",
-            )
+        (``start`` → ``startCodeableConcept``, a target's ``due`` → ``dueDuration``); what it
+        has no place for (``addresses``, ``documentation``) :func:`check_plan` refuses."""
         made: dict[str, Any] = {
             "resourceType": "Goal",
             "id": str(uuid.uuid4()),
@@ -208,6 +184,34 @@ class _Expansion:
         self.made.append(valid_result(made, where))
         return made
 
+    def _actions(
+        self,
+        plan: Mapping[str, Any],
+        actions: Any,
+        *,
+        nested: int,
+        where: str,
+        prefix: str,
+        decided: Decided,
+        undecided: list[str],
+    ) -> list[dict[str, Any]]:
+        """The RequestGroup actions for ``actions`` (the plan's, or an action's children) that
+        are kept."""
+        kept = []
+        for i, action in enumerate(actions or ()):
+            made = self.action(
+                plan,
+                action,
+                nested=nested,
+                where=f"{where}.action[{i}]",
+                path=f"{prefix}{i}",
+                decided=decided,
+                undecided=undecided,
+            )
+            if made is not None:
+                kept.append(made)
+        return kept
+
     def action(
         self,
         plan: Mapping[str, Any],
@@ -228,16 +232,6 @@ class _Expansion:
                 return None
             if applies is False:
                 return None
-        lost = [key for key in action if key not in CARRIED and key not in READ]
-        if lost:
-            raise ApplyRefused(
-                422,
-                "not-supported",
-                f"{where}.{lost[0]} is not carried into a RequestGroup here: applying the plan "
-                "without it would drop what it asks for",
-                f"{where}.{lost[0]}",
-            )
-        refuse_other_languages(action.get("dynamicValue"), where)
         out: dict[str, Any] = {k: copy.deepcopy(action[k]) for k in CARRIED if k in action}
         canonical = action.get("definitionCanonical")
         if isinstance(canonical, str):
@@ -252,22 +246,15 @@ class _Expansion:
                 f"{where} has dynamic values but no definition to set them on",
                 f"{where}.dynamicValue",
             )
-        children = [
-            kept
-            for i, a in enumerate(action.get("action") or ())
-            if (
-                kept := self.action(
-                    plan,
-                    a,
-                    nested=nested,
-                    where=f"{where}.action[{i}]",
-                    path=f"{path}.{i}",
-                    decided=decided,
-                    undecided=undecided,
-                )
-            )
-            is not None
-        ]
+        children = self._actions(
+            plan,
+            action.get("action"),
+            nested=nested,
+            where=where,
+            prefix=f"{path}.",
+            decided=decided,
+            undecided=undecided,
+        )
         if children:
             out["action"] = children
         return out

@@ -10,8 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
-import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -19,17 +17,12 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from joserfc import jwt
-from joserfc.jwk import ECKey
 
 from app.changes.control import APPROVE_SCOPE
 from tests.changes.triage_calls import THRESHOLD_FROM, THRESHOLD_TO, triage_request
+from tests.support.client_jwt import ISSUERS, bearer
 
 ROOT = Path(__file__).resolve().parents[2]
-SPEC = json.loads(
-    (ROOT / "tests/data/cds/fixtures/jwt-es384-example-expired-spec.json").read_text()
-)
-KEY = ECKey.import_key(SPEC["private_jwk"])
 BASE = "https://cds.example.test"
 OpenClient = Callable[..., AbstractContextManager[TestClient]]
 
@@ -41,26 +34,14 @@ def _changed_triage(text: str) -> str:
 
 
 def _bearer(path: str, sub: str, scope: str | None = None) -> dict[str, str]:
-    now = int(time.time())
-    claims: dict[str, Any] = {
-        "iss": SPEC["payload"]["iss"],
-        "aud": BASE + path,
-        "iat": now,
-        "exp": now + 120,
-        "jti": str(uuid.uuid4()),
-        "sub": sub,
-    }
-    if scope:
-        claims["scope"] = scope
-    head = {"alg": "ES384", "typ": "JWT", "kid": "example-kid"}
-    return {"Authorization": "Bearer " + jwt.encode(head, claims, KEY, algorithms=["ES384"])}
+    return bearer(BASE + path, sub, scope)
 
 
 def test_over_http_the_approver_role_is_a_jwt_scope_and_the_author_is_the_caller(
     make_app_client: OpenClient, tmp_path: Path
 ) -> None:
     triage = Path(shutil.copy(ROOT / "ontologies/triage.ttl", tmp_path / "triage.ttl"))
-    issuers = [{"iss": SPEC["payload"]["iss"], "jwks": SPEC["jwks"]}]
+    issuers = ISSUERS
     with make_app_client(
         ontology_paths=[triage], trusted_issuers=issuers, public_base_url=BASE
     ) as client:

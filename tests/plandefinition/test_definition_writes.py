@@ -7,26 +7,18 @@ from __future__ import annotations
 
 import copy
 import json
-import time
-import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
-from joserfc import jwt
-from joserfc.jwk import ECKey
 
 from app.api.fhir import WRITE_SCOPE
 from tests.plandefinition.conftest import CPG, case
+from tests.support.client_jwt import ISSUERS, bearer
 
-ROOT = Path(__file__).resolve().parents[2]
 FHIR = {"Content-Type": "application/fhir+json"}
 OpenClient = Callable[..., AbstractContextManager[TestClient]]
-SPEC = json.loads(
-    (ROOT / "tests/data/cds/fixtures/jwt-es384-example-expired-spec.json").read_text()
-)
 BASE = "https://cds.example.test"
 
 
@@ -146,26 +138,12 @@ def test_the_definition_files_are_not_shadowed(make_app_client: OpenClient) -> N
 
 
 def _bearer(path: str, scope: str | None) -> dict[str, str]:
-    key = ECKey.import_key(SPEC["private_jwk"])
-    now = int(time.time())
-    claims: dict[str, Any] = {
-        "iss": SPEC["payload"]["iss"],
-        "aud": BASE + path,
-        "iat": now,
-        "exp": now + 120,
-        "jti": str(uuid.uuid4()),
-        "sub": "author-1",
-    }
-    if scope:
-        claims["scope"] = scope
-    head = {"alg": "ES384", "typ": "JWT", "kid": "example-kid"}
-    return {"Authorization": "Bearer " + jwt.encode(head, claims, key, algorithms=["ES384"])}
+    return bearer(BASE + path, "author-1", scope)
 
 
 def test_with_trusted_issuers_a_write_needs_its_scope(make_app_client: OpenClient) -> None:
-    issuers = [{"iss": SPEC["payload"]["iss"], "jwks": SPEC["jwks"]}]
     path = "/fhir/PlanDefinition/written-plan"
-    with make_app_client(trusted_issuers=issuers, public_base_url=BASE) as client:
+    with make_app_client(trusted_issuers=ISSUERS, public_base_url=BASE) as client:
         assert _put(client, "PlanDefinition/written-plan", _plan()).status_code == 401
         unscoped = _put(client, "PlanDefinition/written-plan", _plan(), **_bearer(path, None))
         assert unscoped.status_code == 403
