@@ -32,7 +32,7 @@ from app.deployments import Deployment, Deployments, load_deployments
 from app.errors import install_error_handlers
 from app.ontology import Problem
 from app.plandefinition.library import load_definitions
-from app.plandefinition.services import plan_services
+from app.plandefinition.services import beside, plan_services
 from app.ports import Adapters
 from app.settings import Settings, get_settings
 from app.tools.host import ToolHost
@@ -51,7 +51,7 @@ def configured_deployments(settings: Settings, tools: ToolHost) -> Deployments:
         return deployments
     # PlanDefinitions with a named-event trigger in the definition files serve as CDS services
     plans = plan_services(load_definitions(settings.definition_paths), tools.packaged)
-    return Deployments([*deployments, *plans])
+    return beside(deployments, plans)
 
 
 def refuse_unfit_mcp_bindings(deployments: Deployments, tools: ToolHost) -> Deployments:

@@ -274,6 +274,7 @@ async def write(resource_type: str, ident: str, request: Request) -> JSONRespons
             engine=parts.engine,
             packaged=parts.tool_host.packaged,
             author=author,
+            served=frozenset(s.id for s, _d in parts.catalog.current().services()),
         )
     except ApplyRefused as exc:
         return JSONResponse(outcome(exc), status_code=exc.status, media_type=FHIR_JSON)

@@ -204,11 +204,14 @@ def compile_plan(
     horis:when ( [ horis:property {c} ; horis:is false ] ) ;
     horis:then [ horis:property :applies_{name} ; horis:value false ] ."""
             )
+    # what the run must decide: every conditioned action for $apply; for a service, whose
+    # cards are its top-level actions, those only (an undecided child shows on no card)
+    deciding = [p for p, _e, _a in conditioned if served is None or "." not in p]
     assigned = " ".join(
         f"[ horis:property :applies_{p.replace('.', '_')} ; horis:isAssigned true ]"
-        for p, _e, _a in conditioned
+        for p in deciding
     )
-    if not conditioned:  # nothing to decide: the plan applies to the patient read
+    if not deciding:  # nothing to decide: the plan applies to the patient read
         properties.append(
             """:patientRead a horis:Property ; rdfs:label "the patient's record read" ;
     horis:domain :Patient ; horis:range xsd:boolean ; horis:cardinality "0..1" ;

@@ -102,7 +102,8 @@ class HeldDefinitions:
         found: list[Mapping[str, Any]] = [
             d for d in self.files.of_type_all() if d.get("url") == bare
         ]
-        return found + stored_with_url(self.engine, bare)
+        # the files are the release: a url they hold answers from them alone
+        return found or list[Mapping[str, Any]](stored_with_url(self.engine, bare))
 
     def canonical(self, url: str) -> Mapping[str, Any] | None:
         found = self._candidates(url)

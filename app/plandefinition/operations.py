@@ -91,9 +91,7 @@ def apply_plan(
     served_prefix = f"{base}/fhir/PlanDefinition/"
     if plan_id is None and isinstance(url, str) and url.startswith(served_prefix):
         named = url.removeprefix(served_prefix).split("|", 1)[0]
-        if definitions.by_id("PlanDefinition", named) is not None and not _served(
-            deployments, named
-        ):
+        if definitions.by_id("PlanDefinition", named) is not None:
             plan_id, url = named, None  # a held plan, by the fullUrl the search gives it
         else:
             return apply(deployments, None, body, base=base, runner=runner)

@@ -9,7 +9,8 @@ run store, the proof, the trace, replay and change control's view of deployments
 
 Its cards, one per top-level action, in order:
 
-- ``summary`` the action's title (or description), ``detail`` its description, ``indicator``
+- ``summary`` the action's title (or description, cut to a card summary's length),
+  ``detail`` its description, ``indicator``
   from its priority (routine → info, urgent and asap → warning, stat → critical; none: info);
 - an action with applicability conditions shows only when the rules decide they hold;
 - a run that cannot decide every condition ends at ``Undecided``: a warning card says the plan
@@ -28,7 +29,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from app.deployments import Deployment, load_deployments
+from app.deployments import Deployment, Deployments, load_deployments
+from app.ontology.card_text import SUMMARY_MAX_LENGTH
 from app.ontology.errors import Problem
 from app.ontology.hooks import HOOKS
 from app.plandefinition.apply import ApplyRefused
@@ -37,22 +39,50 @@ from app.plandefinition.conditions import Served, compile_plan, plan_file
 from app.plandefinition.library import Definitions
 from app.tools.packaged import PackagedTools
 
+SUMMARY = SUMMARY_MAX_LENGTH
 INDICATOR = {"routine": "info", "urgent": "warning", "asap": "warning", "stat": "critical"}
 _PLACEHOLDER = re.compile(r"\{\{|\}\}")
 
 
-def trigger_hook(plan: Mapping[str, Any]) -> str | None:
-    """The hook a ``named-event`` trigger of the plan's actions names, if any."""
-    for action in plan.get("action") or ():
+def _triggers(actions: Any) -> list[str]:
+    found = []
+    for action in actions or ():
         for trigger in action.get("trigger") or ():
             if trigger.get("type") == "named-event" and isinstance(trigger.get("name"), str):
-                return str(trigger["name"])
-    return None
+                found.append(str(trigger["name"]))
+        found.extend(_triggers(action.get("action")))
+    return found
+
+
+def trigger_hook(plan: Mapping[str, Any]) -> str | None:
+    """The hook the ``named-event`` triggers of the plan's actions (at any depth) name, if
+    any; a plan whose triggers name two hooks is refused (it would be two services)."""
+    hooks = sorted(set(_triggers(plan.get("action"))))
+    if len(hooks) > 1:
+        raise ApplyRefused(
+            422,
+            "not-supported",
+            f"its triggers name several hooks ({', '.join(hooks)}): one plan is one service",
+            "PlanDefinition.action.trigger",
+        )
+    return hooks[0] if hooks else None
+
+
+def served_iri(plan: Mapping[str, Any]) -> str:
+    """The compiled deployment's IRI: the plan's id under this service's namespace (never its
+    url, which another deployment or another version of the plan may share), so the
+    deployment is ``plandefinition-{id}``."""
+    return f"https://horismos.dev/plandefinition-{plan['id']}"
 
 
 def _text(value: Any, limit: int | None = None) -> str:
     text = _PLACEHOLDER.sub(lambda m: m.group(0)[0] + " " + m.group(0)[1], str(value))
     return text[:limit] if limit else text
+
+
+def _not_checked(title: str) -> str:
+    suffix = ": not checked"
+    return _text(title, SUMMARY - len(suffix)) + suffix
 
 
 def _turtle(text: str) -> str:
@@ -65,7 +95,7 @@ def served_as(plan: Mapping[str, Any], hook: str) -> Served:
     title = str(plan.get("title") or plan.get("name") or plan["id"])
     cards = []
     for i, action in enumerate(plan.get("action") or ()):
-        summary = _text(action.get("title") or action.get("description") or title, 140)
+        summary = _text(action.get("title") or action.get("description") or title, SUMMARY)
         parts = [
             f"horis:indicator {_turtle(INDICATOR.get(str(action.get('priority')), 'info'))}",
             f"horis:summary {_turtle(summary)}",
@@ -81,14 +111,12 @@ def served_as(plan: Mapping[str, Any], hook: str) -> Served:
             cards.append(f"[ {body} ]")
     cards.append(
         '[ horis:terminal :Undecided ; horis:indicator "warning" ;\n'
-        f"                 horis:summary {_turtle(_text(f'{title}: not checked', 140))} ;\n"
+        f"                 horis:summary {_turtle(_not_checked(title))} ;\n"
         "                 horis:detail \"The record lacks what the plan's conditions read: the "
         'decision record behind this card names it." ]'
     )
-    url = plan.get("url")
-    iri = url if isinstance(url, str) and url.startswith(("http://", "https://")) else None
     return Served(
-        iri=iri or f"https://horismos.dev/plandefinition/{plan['id']}",
+        iri=served_iri(plan),
         service_id=str(plan["id"]),
         hook=hook,
         title=_text(title),
@@ -97,9 +125,11 @@ def served_as(plan: Mapping[str, Any], hook: str) -> Served:
     )
 
 
-def _refused(plan: Mapping[str, Any], message: str) -> Deployment:
+def refused(plan: Mapping[str, Any], message: str) -> Deployment:
+    """The plan as a deployment that does not serve, with why; it claims no service id, so it
+    can never stand in the way of a service that does serve."""
     ident = str(plan.get("id"))
-    iri = str(plan.get("url") or f"PlanDefinition/{ident}")
+    iri = served_iri(plan)
     return Deployment(
         id=f"plandefinition-{ident}",
         iri=iri,
@@ -107,7 +137,6 @@ def _refused(plan: Mapping[str, Any], message: str) -> Deployment:
         digest=None,
         status="refused",
         files=(),
-        services=(ident,),
         problems=(Problem(code="service", node=iri, message=message),),
     )
 
@@ -117,17 +146,21 @@ def plan_services(definitions: Definitions, packaged: PackagedTools) -> list[Dep
     refused with why."""
     out: list[Deployment] = []
     for plan in definitions.of_type("PlanDefinition"):
-        hook = trigger_hook(plan)
+        try:
+            hook = trigger_hook(plan)
+        except ApplyRefused as exc:
+            out.append(refused(plan, str(exc)))
+            continue
         if hook is None:
             continue
         if hook not in HOOKS:
-            out.append(_refused(plan, f"its trigger names {hook!r}, not a CDS Hooks hook"))
+            out.append(refused(plan, f"its trigger names {hook!r}, not a CDS Hooks hook"))
             continue
         try:
             check_plan(plan)
             text, _service = compile_plan(plan, "PlanDefinition", served_as(plan, hook))
         except ApplyRefused as exc:
-            out.append(_refused(plan, str(exc)))
+            out.append(refused(plan, str(exc)))
             continue
         path = plan_file(text)
         [deployment] = list(load_deployments([path], packaged))
@@ -135,4 +168,24 @@ def plan_services(definitions: Definitions, packaged: PackagedTools) -> list[Dep
     return out
 
 
-__all__ = ["INDICATOR", "plan_services", "served_as", "trigger_hook"]
+def beside(turtle: Deployments, plans: list[Deployment]) -> Deployments:
+    """The Turtle deployments and the plans' together: a plan whose service id a Turtle
+    deployment already serves, or that another plan serves, is refused rather than either
+    replacing the other."""
+    taken = {service: d.id for d in turtle for service in d.services}
+    kept: list[Deployment] = []
+    for deployment in plans:
+        clash = [s for s in deployment.services if s in taken]
+        if clash:
+            plan = {
+                "id": deployment.id.removeprefix("plandefinition-"),
+                "version": deployment.version,
+            }
+            kept.append(refused(plan, f"the service id {clash[0]} is served by {taken[clash[0]]}"))
+            continue
+        taken.update({s: deployment.id for s in deployment.services})
+        kept.append(deployment)
+    return Deployments([*turtle, *kept])
+
+
+__all__ = ["INDICATOR", "beside", "plan_services", "refused", "served_as", "trigger_hook"]

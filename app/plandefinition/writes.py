@@ -4,10 +4,12 @@ stored as the next version of its id (``app.store.definitions``), never over ano
 Refused, with an OperationOutcome naming the element, and nothing stored: a type other than
 ActivityDefinition, PlanDefinition or Questionnaire (a Library holds CQL, which this host does
 not evaluate); a body whose ``resourceType`` or ``id`` disagrees with the path; a resource that
-is not valid R4; an id or ``url|version`` the service's files already define (they are its
-release; a write may not shadow one); an ActivityDefinition this host could not apply (its
-logic, its kind, an element it would drop); a PlanDefinition whose logic it could not apply or
-whose conditions do not compile into rules that verify.
+is not valid R4; an id or url the service's files already define (they are its release; a
+write may not shadow one) or the id of a served CDS service; an ActivityDefinition this host
+could not apply (its logic, its kind, an element it would drop); a PlanDefinition whose logic
+it could not apply or whose conditions do not compile into rules that verify; a url or version
+longer than it stores (400). A write that keeps losing the race for its next version to others
+writing the same id is a 409 to retry.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from app.plandefinition.apply import ApplyRefused
 from app.plandefinition.authored import check_plan
 from app.plandefinition.conditions import verify_conditions
 from app.plandefinition.library import Definitions
-from app.store.definitions import store_definition
+from app.store.definitions import VersionTaken, store_definition
 from app.tools.packaged import PackagedTools
 
 #: The definition types a client may write.
@@ -41,6 +43,7 @@ def write_definition(
     engine: Engine,
     packaged: PackagedTools,
     author: str | None,
+    served: frozenset[str] = frozenset(),
 ) -> tuple[dict[str, Any], bool]:
     """The definition as stored and whether it is its id's first version."""
     if resource_type not in WRITABLE:
@@ -74,16 +77,32 @@ def write_definition(
             f"{resource_type}/{ident} is defined by the service's definition files",
             "id",
         )
-    url, version = resource.get("url"), resource.get("version")
-    if isinstance(url, str) and version and files.canonical(f"{url}|{version}") is not None:
+    if resource_type == "PlanDefinition" and ident in served:
         raise ApplyRefused(
             409,
             "conflict",
-            f"{url}|{version} is defined by the service's definition files",
-            f"{resource_type}.version",
+            f"PlanDefinition/{ident} is the id of a served CDS service, which a written plan "
+            "may not stand in for",
+            "id",
+        )
+    url, version = resource.get("url"), resource.get("version")
+    for name, value, limit in (("url", url, 1000), ("version", version, 100)):
+        if isinstance(value, str) and len(value) > limit:
+            raise ApplyRefused(400, "too-long", f"{name} is longer than {limit} characters", name)
+    if isinstance(url, str) and any(d.get("url") == url for d in files.of_type_all()):
+        raise ApplyRefused(
+            409,
+            "conflict",
+            f"{url} is a url of the service's definition files, which a write does not shadow",
+            f"{resource_type}.url",
         )
     _check(resource, packaged)
-    stored = store_definition(engine, resource, author=author)
+    try:
+        stored = store_definition(engine, resource, author=(author or "")[:200] or None)
+    except VersionTaken:
+        raise ApplyRefused(
+            409, "conflict", f"{resource_type}/{ident} is being written by others: try again", "id"
+        ) from None
     return stored, stored["meta"]["versionId"] == "1"
 
 

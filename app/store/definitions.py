@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, tuple_
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -16,7 +16,11 @@ from sqlalchemy.orm import Session
 from app.store.models import StoredDefinition
 
 #: How many times a write retries when another took the same next version at the same time.
-_RETRIES = 3
+_RETRIES = 5
+
+
+class VersionTaken(Exception):
+    """Other writes of the same id kept taking the next version: the caller may try again."""
 
 
 def store_definition(
@@ -56,7 +60,7 @@ def store_definition(
                 session.flush()
             except IntegrityError:
                 if attempt == _RETRIES - 1:
-                    raise
+                    raise VersionTaken(f"{kind}/{ident}") from None
                 session.rollback()
                 continue
         return content
@@ -98,9 +102,22 @@ def stored_by_id(engine: Engine, resource_type: str, ident: str) -> dict[str, An
 
 
 def stored_with_url(engine: Engine, url: str) -> list[dict[str, Any]]:
-    """The latest version of every stored id whose definition has ``url``."""
+    """The latest version of every stored id, kept when that version has ``url`` (an id whose
+    latest write moved to another url no longer answers to this one)."""
     with Session(engine) as session:
-        return _latest_per_id(session, StoredDefinition.url == url)
+        ids = (
+            select(StoredDefinition.resource_type, StoredDefinition.logical_id)
+            .where(StoredDefinition.url == url)
+            .distinct()
+            .subquery()
+        )
+        latest = _latest_per_id(
+            session,
+            tuple_(StoredDefinition.resource_type, StoredDefinition.logical_id).in_(
+                select(ids.c.resource_type, ids.c.logical_id)
+            ),
+        )
+    return [row for row in latest if row.get("url") == url]
 
 
 def stored_of_type(engine: Engine, resource_type: str) -> list[dict[str, Any]]:
@@ -117,6 +134,7 @@ def stored_version(engine: Engine, url: str, version: str) -> list[dict[str, Any
 
 
 __all__ = [
+    "VersionTaken",
     "store_definition",
     "stored_by_id",
     "stored_of_type",

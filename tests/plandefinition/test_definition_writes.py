@@ -149,3 +149,36 @@ def test_with_trusted_issuers_a_write_needs_its_scope(make_app_client: OpenClien
         assert unscoped.status_code == 403
         scoped = _put(client, "PlanDefinition/written-plan", _plan(), **_bearer(path, WRITE_SCOPE))
         assert scoped.status_code == 201, scoped.text
+
+
+def test_a_write_may_not_take_a_served_id_a_file_url_or_a_long_url(
+    make_app_client: OpenClient,
+) -> None:
+    with make_app_client(definition_paths=[CPG / "definitions"]) as client:
+        served = {**_plan(), "id": "horismos-triage"}
+        answer = _put(client, "PlanDefinition/horismos-triage", served)
+        assert answer.status_code == 409
+        assert "served CDS service" in answer.json()["issue"][0]["diagnostics"]
+        held = client.get("/fhir/PlanDefinition/CKDEducationPlan").json()
+        newer = {**held, "id": "ckd-newer", "version": "9.9"}
+        answer = _put(client, "PlanDefinition/ckd-newer", newer)
+        assert answer.status_code == 409
+        assert answer.json()["issue"][0]["expression"] == ["PlanDefinition.url"]
+        long_url = {**_plan(), "url": "http://example.org/" + "p" * 1000}
+        assert _put(client, "PlanDefinition/written-plan", long_url).status_code == 400
+
+
+def test_a_bare_url_answers_with_the_latest_write_of_an_id(app_client: TestClient) -> None:
+    plan = _plan()
+    assert _put(app_client, "PlanDefinition/written-plan", plan).status_code == 201
+    moved = {**plan, "url": "http://example.org/PlanDefinition/Moved"}
+    assert _put(app_client, "PlanDefinition/written-plan", moved).status_code == 200
+    old = app_client.post(
+        "/fhir/PlanDefinition/$apply",
+        json=_call(url="http://example.org/PlanDefinition/WrittenPlan"),
+    )
+    assert old.status_code == 404
+    new = app_client.post(
+        "/fhir/PlanDefinition/$apply", json=_call(url="http://example.org/PlanDefinition/Moved")
+    )
+    assert new.status_code == 200, new.text

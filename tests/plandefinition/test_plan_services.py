@@ -59,6 +59,32 @@ def _definitions(folder: Path) -> None:
     cql.update(id="needs-cql", url="http://example.org/PlanDefinition/needs-cql")
     cql["library"] = ["http://example.org/Library/Logic"]
     (folder / "needs-cql.json").write_text(json.dumps(cql))
+    clash = _trigger(copy.deepcopy(education))
+    clash.update(id="horismos-triage", url="http://example.org/PlanDefinition/clash")
+    (folder / "clash.json").write_text(json.dumps(clash))
+    nested = copy.deepcopy(education)
+    nested.update(id="nested-trigger", url="http://example.org/PlanDefinition/nested-trigger")
+    nested["title"] = "A plan " + "with a long title " * 10
+    nested["action"][0]["title"] = "Education " + "x" * 200
+    nested["action"][0]["action"] = [
+        {
+            "title": "Child with an undecidable condition",
+            "trigger": [{"type": "named-event", "name": "patient-view"}],
+            "condition": [
+                {
+                    "kind": "applicability",
+                    "expression": {"language": "text/fhirpath", "expression": "%subject.active"},
+                }
+            ],
+        }
+    ]
+    (folder / "nested.json").write_text(json.dumps(nested))
+    two = _trigger(copy.deepcopy(education), "order-sign")
+    two.update(id="two-hooks", url="http://example.org/PlanDefinition/two-hooks")
+    two["action"].append(
+        {"title": "b", "trigger": [{"type": "named-event", "name": "patient-view"}]}
+    )
+    (folder / "two.json").write_text(json.dumps(two))
     (folder / "SendMessageActivity.json").write_text(
         (CPG / "definitions/SendMessageActivity.json").read_text()
     )
@@ -134,3 +160,26 @@ def test_a_plan_that_cannot_be_served_is_refused_and_named(client: TestClient) -
     [refused] = [d for d in deployments if d["id"] == "plandefinition-needs-cql"]
     assert refused["status"] == "refused"
     assert "CQL" in json.dumps(refused["problems"])
+
+
+def test_a_plan_never_displaces_a_turtle_service(client: TestClient) -> None:
+    listed = [s["id"] for s in client.get("/cds-services").json()["services"]]
+    assert listed.count("horismos-triage") == 1
+    deployments = {d["id"]: d for d in client.get("/deployments").json()["deployments"]}
+    assert deployments["triage"]["status"] == "serving"
+    clash = deployments["plandefinition-horismos-triage"]
+    assert clash["status"] == "refused"
+    assert "horismos-triage" in json.dumps(clash["problems"])
+    two = deployments["plandefinition-two-hooks"]
+    assert two["status"] == "refused"
+    assert "several hooks" in json.dumps(two["problems"])
+
+
+def test_a_nested_trigger_serves_and_an_undecided_child_shows_no_warning(
+    client: TestClient,
+) -> None:
+    body = _call(client, "nested-trigger", {"resourceType": "Patient", "id": "e"})
+    [(indicator, summary)] = _cards(body)
+    assert indicator == "info"
+    assert summary.startswith("Education xxx")
+    assert len(summary) <= 139
