@@ -145,9 +145,14 @@ class Served:
     hook: str
     title: str
     description: str
-    #: the deployment's IRI (the plan's url when it is one)
+    #: the deployment's IRI
     iri: str
     cards: tuple[str, ...] = ()
+    #: the page documenting the plan (its ``relatedArtifact`` of type documentation): the
+    #: cards' source link
+    documentation: str | None = None
+    #: Turtle appended as it is (what every served plan offers beside its cards)
+    extra: str = ""
 
 
 def compile_plan(
@@ -232,6 +237,9 @@ def compile_plan(
     )
     joined = " ,\n               ".join(served.cards) if served else ""
     cards = f" ;\n    horis:card {joined}" if joined else ""
+    if served and served.documentation:
+        cards = f" ;\n    horis:documentation {_literal(served.documentation)}{cards}"
+    extra = served.extra if served else ""
     iri = served.iri if served else f"https://horismos.dev/compiled-plan/{digest[:16]}"
     label = _literal(str(plan.get("url") or plan.get("id") or "an authored PlanDefinition"))
     version = _literal(str(plan.get("version") or "0"))
@@ -269,7 +277,7 @@ def compile_plan(
     horis:workflow :Plan ;
     horis:prefetch [ horis:key "patient" ;
                      horis:query "Patient/{{{{context.patientId}}}}" ]{cards} .
-"""
+{extra}"""
     return text, service
 
 

@@ -7,7 +7,9 @@ starts with: it is compiled into a deployment (``app.plandefinition.conditions.c
 and served at ``/cds-services/{its id}`` on that hook, through the hook call's own path — the
 run store, the proof, the trace, replay and change control's view of deployments apply to it.
 
-Its cards, one per top-level action, in order:
+Its cards offer the override reasons ``ontologies/templates/plan-service.ttl.template`` declares
+(data, with its source), and link to the plan's documentation (its ``relatedArtifact`` of type
+documentation) as their source. Its cards, one per top-level action, in order:
 
 - ``summary`` the action's title (or description, cut to a card summary's length),
   ``detail`` its description, ``indicator``
@@ -37,9 +39,12 @@ from app.plandefinition.apply import ApplyRefused
 from app.plandefinition.authored import check_plan
 from app.plandefinition.conditions import Served, compile_plan, plan_file
 from app.plandefinition.library import Definitions
+from app.resources import resource_dir
 from app.tools.packaged import PackagedTools
 
 SUMMARY = SUMMARY_MAX_LENGTH
+#: What every served plan offers beside its cards (override reasons), as data.
+EXTRA = resource_dir("ontologies") / "templates" / "plan-service.ttl.template"
 INDICATOR = {"routine": "info", "urgent": "warning", "asap": "warning", "stat": "critical"}
 _PLACEHOLDER = re.compile(r"\{\{|\}\}")
 
@@ -115,8 +120,20 @@ def served_as(plan: Mapping[str, Any], hook: str) -> Served:
         "                 horis:detail \"The record lacks what the plan's conditions read: the "
         'decision record behind this card names it." ]'
     )
+    documentation = next(
+        (
+            str(a["url"])
+            for a in plan.get("relatedArtifact") or ()
+            if a.get("type") == "documentation"
+            and isinstance(a.get("url"), str)
+            and re.fullmatch(r"https?://[^\s<>\"{}|\\^`]+", a["url"])
+        ),
+        None,
+    )
     return Served(
         iri=served_iri(plan),
+        documentation=documentation,
+        extra=EXTRA.read_text(encoding="utf-8"),
         service_id=str(plan["id"]),
         hook=hook,
         title=_text(title),

@@ -34,6 +34,9 @@ def _definitions(folder: Path) -> None:
     plan = _trigger(copy.deepcopy(education))
     plan.update(id="ckd-education", url="http://example.org/PlanDefinition/ckd-education")
     plan["action"][0]["priority"] = "urgent"
+    plan["relatedArtifact"] = [
+        {"type": "documentation", "url": "https://example.org/guides/ckd-education"}
+    ]
     plan["action"].append(
         {
             "title": "Refer to a nephrologist",
@@ -183,3 +186,19 @@ def test_a_nested_trigger_serves_and_an_undecided_child_shows_no_warning(
     assert indicator == "info"
     assert summary.startswith("Education xxx")
     assert len(summary) <= 139
+
+
+def test_a_served_plans_cards_offer_override_reasons_and_link_its_documentation(
+    client: TestClient,
+) -> None:
+    body = _call(
+        client, "ckd-education", {"resourceType": "Patient", "id": "f", "birthDate": "1990-01-01"}
+    )
+    [card] = body["cards"]
+    assert card["source"]["url"] == "https://example.org/guides/ckd-education"
+    reasons = [r["code"] for r in card["overrideReasons"]]
+    assert reasons == [
+        "cds-not-applicable",
+        "cds-suboptimal-context",
+        "recipient-disagrees-evidence",
+    ]
