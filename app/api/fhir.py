@@ -21,7 +21,7 @@ from app.deps import DeploymentsDep
 from app.plandefinition.apply import ApplyRefused, outcome
 from app.plandefinition.export import plans
 from app.plandefinition.operations import apply_activity_definition, apply_plan
-from app.plandefinition.writes import write_definition
+from app.plandefinition.writes import WRITE_SCOPE, author_of, write_definition
 
 router = APIRouter(prefix="/fhir", tags=["FHIR"])
 
@@ -33,17 +33,14 @@ def _base(request: Request) -> str:
     return base.rstrip("/")
 
 
+def _refused(error: ApplyRefused) -> JSONResponse:
+    return JSONResponse(outcome(error), status_code=error.status, media_type=FHIR_JSON)
+
+
 def _outcome(
     status: int, code: str, diagnostics: str, expression: str | None = None
 ) -> JSONResponse:
-    issue: dict[str, Any] = {"severity": "error", "code": code, "diagnostics": diagnostics}
-    if expression is not None:
-        issue["expression"] = [expression]
-    return JSONResponse(
-        {"resourceType": "OperationOutcome", "issue": [issue]},
-        status_code=status,
-        media_type=FHIR_JSON,
-    )
+    return _refused(ApplyRefused(status, code, diagnostics, expression))
 
 
 @router.get("/metadata", summary="The FHIR CapabilityStatement of the service's /fhir base")
@@ -126,8 +123,9 @@ def search_plans(request: Request, deployments: DeploymentsDep) -> JSONResponse:
     summary="A served CDS service as a PlanDefinition, or a PlanDefinition the service holds",
 )
 def read_plan(plan_id: str, request: Request, deployments: DeploymentsDep) -> JSONResponse:
-    if running(request.app).definitions.by_id("PlanDefinition", plan_id) is not None:
-        return _read_held(request, "PlanDefinition", plan_id)  # as authored, served or not
+    held = running(request.app).definitions.by_id("PlanDefinition", plan_id)
+    if held is not None:
+        return JSONResponse(dict(held), media_type=FHIR_JSON)  # as authored, served or not
     found = plans(deployments, _base(request)).get(plan_id)
     if found is None:
         return _outcome(404, "not-found", f"no PlanDefinition {plan_id!r}", "id")
@@ -171,7 +169,7 @@ async def _operation(
     try:
         result = await run_in_threadpool(answer, parts, body, base)
     except ApplyRefused as exc:
-        return JSONResponse(outcome(exc), status_code=exc.status, media_type=FHIR_JSON)
+        return _refused(exc)
     return JSONResponse(result, media_type=FHIR_JSON)
 
 
@@ -235,10 +233,6 @@ async def apply_activity_by_id(definition_id: str, request: Request) -> JSONResp
     return await _apply_activity(definition_id, request)
 
 
-#: The client JWT scope that lets a caller write definitions, when issuers are configured.
-WRITE_SCOPE = "horismos/definitions.write"
-
-
 @router.put(
     "/{resource_type}/{ident}",
     summary="Write an ActivityDefinition, PlanDefinition or Questionnaire: checked as it would "
@@ -248,7 +242,10 @@ WRITE_SCOPE = "horismos/definitions.write"
         201: {"description": "The first version of the definition"},
         400: {"description": "Not a valid R4 definition, or the body disagrees with the path"},
         403: {"description": f"Issuers are configured and the JWT lacks {WRITE_SCOPE}"},
-        409: {"description": "The service's definition files define this id or url|version"},
+        409: {
+            "description": "The service's definition files define this id or url, a served "
+            "service has this id, or other writes of the id keep taking the next version"
+        },
         422: {"description": "A definition this host could not apply; the body says why"},
     },
 )
@@ -256,13 +253,10 @@ async def write(resource_type: str, ident: str, request: Request) -> JSONRespons
     parts = running(request.app)
     audience, _base_url = called_url(request)
     caller = await parts.authenticator.verify(request.headers.get("authorization"), audience)
-    author: str | None = None
-    if caller is not None:
-        scope = caller.claims.get("scope")
-        if WRITE_SCOPE not in (scope.split() if isinstance(scope, str) else []):
-            return _outcome(403, "forbidden", f"writing a definition needs the {WRITE_SCOPE} scope")
-        sub = caller.claims.get("sub")
-        author = sub if isinstance(sub, str) else None
+    try:
+        author = author_of(caller.claims if caller is not None else None)
+    except ApplyRefused as exc:
+        return _refused(exc)
     body = await read_json_body(request)
     try:
         stored, created = await run_in_threadpool(
@@ -277,7 +271,7 @@ async def write(resource_type: str, ident: str, request: Request) -> JSONRespons
             served=frozenset(s.id for s, _d in parts.catalog.current().services()),
         )
     except ApplyRefused as exc:
-        return JSONResponse(outcome(exc), status_code=exc.status, media_type=FHIR_JSON)
+        return _refused(exc)
     version = stored["meta"]["versionId"]
     return JSONResponse(
         stored,

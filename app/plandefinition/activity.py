@@ -111,14 +111,15 @@ NOT_CARRIED = (
     "transform",
 )
 
-_STRING = re.compile(r"'(?:[^'\\]|\\.)*'")
-_VARIABLE = re.compile(r"%`?([A-Za-z_][A-Za-z0-9_-]*)`?")
+#: a FHIRPath string literal, and a ``%variable`` (its name the group)
+STRING_LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'")
+VARIABLE = re.compile(r"%`?([A-Za-z_][A-Za-z0-9_-]*)`?")
 _STEP = re.compile(r"^([A-Za-z][A-Za-z0-9]*)(?:\[(\d+)\])?$")
 
 
 def variables(expression: str) -> set[str]:
     """The ``%name`` variables an expression reads (string literals left out)."""
-    return {m.group(1) for m in _VARIABLE.finditer(_STRING.sub("''", expression))}
+    return {m.group(1) for m in VARIABLE.finditer(STRING_LITERAL.sub("''", expression))}
 
 
 def _steps(kind: str, path: str, at: str) -> list[tuple[str, int | None, bool]]:
@@ -186,15 +187,13 @@ def _place(
 def plain(value: Any, at: str) -> Any:
     """A FHIRPath result as JSON: a decimal as a number, a date or time as its text, a
     quantity as a Quantity; every value copied, so no definition is written through."""
-    if value is None or isinstance(value, (bool, str, int)):
+    if value is None or isinstance(value, (bool, str, int, float)):
         return value
     if isinstance(value, Decimal):
         exponent = value.as_tuple().exponent
         if not value.is_finite() or not isinstance(exponent, int):
             raise ApplyRefused(422, "invalid", f"{at} gives {value}, which is not a number", at)
         return int(value) if exponent >= 0 else float(value)
-    if isinstance(value, float):
-        return value
     if isinstance(value, FP_Quantity):
         unit = str(value.unit)
         quantity: dict[str, Any] = {"value": plain(value.value, at)}
@@ -531,6 +530,8 @@ def apply_activity(
 
 __all__ = [
     "KINDS",
+    "STRING_LITERAL",
+    "VARIABLE",
     "Call",
     "Kind",
     "apply_activity",

@@ -30,6 +30,7 @@ import copy
 import json
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from app.plandefinition.activity import (
@@ -94,8 +95,20 @@ MAX_NESTING = 8
 Decider = Callable[[Mapping[str, Any], str], Decided]
 
 
+@dataclass
+class _Applying:
+    """One plan being applied: the plan (the context of its actions' dynamic values), how deep
+    it is nested, which of its conditioned actions apply, and those that could not be decided
+    (named as they are met)."""
+
+    plan: Mapping[str, Any]
+    nested: int
+    decided: Decided
+    undecided: list[str] = field(default_factory=list)
+
+
 class _Expansion:
-    def __init__(self, definitions: DefinitionSource, call: Call, decider: Decider | None) -> None:
+    def __init__(self, definitions: DefinitionSource, call: Call, decider: Decider) -> None:
         self.definitions = definitions
         self.call = call
         self.decider = decider
@@ -105,10 +118,9 @@ class _Expansion:
         if nested > MAX_NESTING:
             raise ApplyRefused(422, "too-costly", f"plans nest deeper than {MAX_NESTING}", where)
         check_plan(plan, where)  # what no subject could make applicable
-        goals = {}
-        for i, goal in enumerate(plan.get("goal") or ()):
-            made = self._goal(goal, f"{where}.goal[{i}]")
-            goals[goal.get("id") or f"#{i}"] = made
+        goals = [
+            self._goal(goal, f"{where}.goal[{i}]") for i, goal in enumerate(plan.get("goal") or ())
+        ]
         group: dict[str, Any] = {
             "resourceType": "RequestGroup",
             "id": str(uuid.uuid4()),
@@ -126,14 +138,10 @@ class _Expansion:
             group["instantiatesCanonical"] = [f"{url}|{version}" if version else url]
         extensions: list[dict[str, Any]] = [
             {"url": PERTAINS_TO_GOAL, "valueReference": {"reference": f"Goal/{g['id']}"}}
-            for g in goals.values()
+            for g in goals
         ]
         decided = Decided()
         if has_conditions(plan):
-            if self.decider is None:
-                raise ApplyRefused(
-                    422, "not-supported", "this call cannot decide a plan's conditions", where
-                )
             decided = self.decider(plan, where)
             extensions.append(
                 {
@@ -141,17 +149,9 @@ class _Expansion:
                     "valueString": json.dumps(decided.extension, default=str, sort_keys=True),
                 }
             )
-        undecided: list[str] = []
-        actions = self._actions(
-            plan,
-            plan.get("action"),
-            nested=nested,
-            where=where,
-            prefix="",
-            decided=decided,
-            undecided=undecided,
-        )
-        extensions.extend({"url": UNDECIDED_ACTION, "valueString": u} for u in undecided)
+        applying = _Applying(plan=plan, nested=nested, decided=decided)
+        actions = self._actions(applying, plan.get("action"), where=where, prefix="")
+        extensions.extend({"url": UNDECIDED_ACTION, "valueString": u} for u in applying.undecided)
         if extensions:
             group["extension"] = extensions
         if actions:
@@ -185,57 +185,34 @@ class _Expansion:
         return made
 
     def _actions(
-        self,
-        plan: Mapping[str, Any],
-        actions: Any,
-        *,
-        nested: int,
-        where: str,
-        prefix: str,
-        decided: Decided,
-        undecided: list[str],
+        self, applying: _Applying, actions: Any, *, where: str, prefix: str
     ) -> list[dict[str, Any]]:
         """The RequestGroup actions for ``actions`` (the plan's, or an action's children) that
         are kept."""
         kept = []
         for i, action in enumerate(actions or ()):
-            made = self.action(
-                plan,
-                action,
-                nested=nested,
-                where=f"{where}.action[{i}]",
-                path=f"{prefix}{i}",
-                decided=decided,
-                undecided=undecided,
-            )
+            made = self.action(applying, action, where=f"{where}.action[{i}]", path=f"{prefix}{i}")
             if made is not None:
                 kept.append(made)
         return kept
 
     def action(
-        self,
-        plan: Mapping[str, Any],
-        action: Mapping[str, Any],
-        *,
-        nested: int,
-        where: str,
-        path: str,
-        decided: Decided,
-        undecided: list[str],
+        self, applying: _Applying, action: Mapping[str, Any], *, where: str, path: str
     ) -> dict[str, Any] | None:
         """The RequestGroup action for ``action``, or None when its conditions rule it out
-        (or could not be decided: then ``undecided`` names it)."""
+        (or could not be decided: then the plan's ``undecided`` names it)."""
         if action.get("condition"):
-            applies = decided.applies.get(path)
+            applies = applying.decided.applies.get(path)
             if applies is None:
-                undecided.append(f"{where}: {action.get('title') or action.get('description')}")
+                title = action.get("title") or action.get("description")
+                applying.undecided.append(f"{where}: {title}")
                 return None
             if applies is False:
                 return None
         out: dict[str, Any] = {k: copy.deepcopy(action[k]) for k in CARRIED if k in action}
         canonical = action.get("definitionCanonical")
         if isinstance(canonical, str):
-            out["resource"], defined = self._definition(plan, action, canonical, nested, where)
+            out["resource"], defined = self._definition(applying, action, canonical, where)
             if "type" not in out and defined == "ActivityDefinition":
                 # the action made a request: what it proposes is to create it
                 out["type"] = {"coding": [{"system": ACTION_TYPES, "code": "create"}]}
@@ -246,26 +223,13 @@ class _Expansion:
                 f"{where} has dynamic values but no definition to set them on",
                 f"{where}.dynamicValue",
             )
-        children = self._actions(
-            plan,
-            action.get("action"),
-            nested=nested,
-            where=where,
-            prefix=f"{path}.",
-            decided=decided,
-            undecided=undecided,
-        )
+        children = self._actions(applying, action.get("action"), where=where, prefix=f"{path}.")
         if children:
             out["action"] = children
         return out
 
     def _definition(
-        self,
-        plan: Mapping[str, Any],
-        action: Mapping[str, Any],
-        canonical: str,
-        nested: int,
-        where: str,
+        self, applying: _Applying, action: Mapping[str, Any], canonical: str, where: str
     ) -> tuple[dict[str, str], str]:
         """The reference to what ``canonical`` made for the action, and the definition's type."""
         held = self.definitions.canonical(canonical)
@@ -282,28 +246,21 @@ class _Expansion:
                 f"{where}.definitionCanonical",
             )
         kind = held["resourceType"]
+        if kind != "ActivityDefinition" and action.get("dynamicValue"):
+            role = "referenced, not made" if kind == "Questionnaire" else "a nested RequestGroup"
+            raise ApplyRefused(
+                422,
+                "not-supported",
+                f"{where} sets dynamic values on a {kind} ({role}): not built",
+                f"{where}.dynamicValue",
+            )
         if kind == "Questionnaire":
-            if action.get("dynamicValue"):
-                raise ApplyRefused(
-                    422,
-                    "not-supported",
-                    f"{where} sets dynamic values on a Questionnaire, which is referenced, "
-                    "not made",
-                    f"{where}.dynamicValue",
-                )
             return {"reference": f"Questionnaire/{held.get('id')}"}, kind
         if kind == "PlanDefinition":
-            if action.get("dynamicValue"):
-                raise ApplyRefused(
-                    422,
-                    "not-supported",
-                    f"{where} sets dynamic values on a nested plan's RequestGroup: not built",
-                    f"{where}.dynamicValue",
-                )
-            made = self.plan(held, nested=nested + 1, where=f"{where}.definitionCanonical")
+            made = self.plan(held, nested=applying.nested + 1, where=f"{where}.definitionCanonical")
         else:
             made = instantiate(held, self.call)
-            set_dynamic_values(made, plan, action.get("dynamicValue"), self.call, where)
+            set_dynamic_values(made, applying.plan, action.get("dynamicValue"), self.call, where)
             made = valid_result(made, where)
         self.made.append(made)
         return {"reference": f"{made['resourceType']}/{made['id']}"}, kind
@@ -351,10 +308,7 @@ def check_plan(plan: Mapping[str, Any], where: str = "PlanDefinition") -> None:
 
 
 def expand(
-    plan: Mapping[str, Any],
-    definitions: DefinitionSource,
-    call: Call,
-    decider: Decider | None = None,
+    plan: Mapping[str, Any], definitions: DefinitionSource, call: Call, decider: Decider
 ) -> dict[str, Any]:
     """The ``$apply`` Bundle for ``plan`` (a valid PlanDefinition): the RequestGroup first,
     then every resource it made; ``decider`` decides the conditions of each plan with any."""

@@ -27,23 +27,22 @@ import hashlib
 import re
 import tempfile
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from rdflib import Literal
+
 from app.deployments import Deployment, Deployments, load_deployments
-from app.plandefinition.activity import FHIRPATH
-from app.plandefinition.apply import ApplyRefused
-from app.population.bulk import SHARED_TYPES, answer_template
+from app.plandefinition.activity import FHIRPATH, STRING_LITERAL, VARIABLE
+from app.plandefinition.apply import APPLY_USER, ApplyRefused
 from app.population.decide import answer_in_process
 from app.runtime.runner import Runner
 from app.tools.packaged import PackagedTools
 
 _CLOCK = re.compile(r"\b(now|today|timeOfDay)\s*\(")
-_VARIABLE = re.compile(r"%`?([A-Za-z_][A-Za-z0-9_-]*)`?")
-_STRING = re.compile(r"'(?:[^'\\]|\\.)*'")
 _FOLDER: list[Path] = []  # this process's own folder of compiled plans, made when first needed
 
 
@@ -85,7 +84,7 @@ def _on_subject(expression: str, where: str) -> str:
     """The expression evaluated on the subject itself: each ``%subject.`` that starts a path at
     the top level removed, refused where that would change its meaning."""
     # string literals masked (same length), so nothing inside one is read or rewritten
-    bare = _STRING.sub(lambda m: "'" + "_" * (len(m.group(0)) - 2) + "'", expression)
+    bare = STRING_LITERAL.sub(lambda m: "'" + "_" * (len(m.group(0)) - 2) + "'", expression)
 
     def refuse(why: str) -> ApplyRefused:
         return ApplyRefused(422, "not-supported", f"{where} {why} ({expression!r})", where)
@@ -109,7 +108,7 @@ def _on_subject(expression: str, where: str) -> str:
         elif char == ")":
             depth -= 1
         elif char == "%":
-            match = _VARIABLE.match(bare, position)
+            match = VARIABLE.match(bare, position)
             name = match.group(1) if match else ""
             if name != "subject" or depth > 0 or not bare.startswith("%subject.", position):
                 raise refuse(
@@ -126,13 +125,9 @@ def _on_subject(expression: str, where: str) -> str:
     return "".join(out)
 
 
-_TURTLE_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _literal(text: str) -> str:
-    """``text`` as a Turtle string literal: every character Turtle's short strings cannot
-    hold as written escaped."""
-    return '"' + "".join(_TURTLE_ESCAPES.get(c, c) for c in text) + '"'
+def turtle_literal(text: str) -> str:
+    """``text`` as a Turtle string literal (rdflib's own escaping)."""
+    return str(Literal(text).n3())
 
 
 @dataclass(frozen=True)
@@ -190,14 +185,15 @@ def compile_plan(
             conditions.append(f":condition_{name}_{j}")
             properties.append(
                 f""":condition_{name}_{j} a horis:Property ;
-    rdfs:label {_literal(f"{title}: {expression['expression']}")} ;
+    rdfs:label {turtle_literal(f"{title}: {expression['expression']}")} ;
     horis:domain :Patient ; horis:range xsd:boolean ; horis:cardinality "0..1" ;
     horis:absentMeans horis:Unknown ;
-    horis:fromFhir [ horis:resourceType "Patient" ; horis:fhirPath {_literal(path_text)} ] ."""
+    horis:fromFhir [ horis:resourceType "Patient" ;
+                     horis:fhirPath {turtle_literal(path_text)} ] ."""
             )
         whens = " ".join(f"[ horis:property {c} ; horis:is true ]" for c in conditions)
         properties.append(
-            f""":applies_{name} a horis:Property ; rdfs:label {_literal(f"{title} applies")} ;
+            f""":applies_{name} a horis:Property ; rdfs:label {turtle_literal(f"{title} applies")} ;
     horis:domain :Patient ; horis:range xsd:boolean ; horis:cardinality "0..1" ;
     horis:assignedBy horis:RulesOnly .
 :Applies_{name} a horis:Rule ; horis:about :Patient ; horis:when ( {whens} ) ;
@@ -231,18 +227,18 @@ def compile_plan(
     ).hexdigest()
     service = served.service_id if served else f"plan-{digest[:16]}"
     hook = served.hook if served else "patient-view"
-    shown = _literal(served.title) if served else None
-    description = _literal(
+    shown = turtle_literal(served.title) if served else None
+    description = turtle_literal(
         served.description if served else "The applicability conditions of a PlanDefinition."
     )
     joined = " ,\n               ".join(served.cards) if served else ""
     cards = f" ;\n    horis:card {joined}" if joined else ""
     if served and served.documentation:
-        cards = f" ;\n    horis:documentation {_literal(served.documentation)}{cards}"
+        cards = f" ;\n    horis:documentation {turtle_literal(served.documentation)}{cards}"
     extra = served.extra if served else ""
     iri = served.iri if served else f"https://horismos.dev/compiled-plan/{digest[:16]}"
-    label = _literal(str(plan.get("url") or plan.get("id") or "an authored PlanDefinition"))
-    version = _literal(str(plan.get("version") or "0"))
+    label = turtle_literal(str(plan.get("url") or plan.get("id") or "an authored PlanDefinition"))
+    version = turtle_literal(str(plan.get("version") or "0"))
     text = f"""# Compiled from the PlanDefinition {label}: its applicability conditions, decided
 # by rules. Generated: edit the PlanDefinition, not this file.
 @prefix :      <{iri}#> .
@@ -272,7 +268,8 @@ def compile_plan(
 :Decided a horis:Step ; horis:terminal true .
 :Undecided a horis:Step ; horis:terminal true .
 
-:Service a horis:CdsService ; horis:id {_literal(service)} ; horis:hook {_literal(hook)} ;
+:Service a horis:CdsService ; horis:id {turtle_literal(service)} ;
+    horis:hook {turtle_literal(hook)} ;
     horis:title {shown or label} ; horis:description {description} ;
     horis:workflow :Plan ;
     horis:prefetch [ horis:key "patient" ;
@@ -326,45 +323,39 @@ def decide(
     plan: Mapping[str, Any],
     *,
     subject: str,
+    patient: Mapping[str, Any] | None,
     practitioner: str | None,
-    resources: Sequence[Mapping[str, Any]],
     at: datetime,
     runner: Runner,
     packaged: PackagedTools,
     where: str,
 ) -> Decided:
-    """Run ``plan``'s conditions for ``subject`` (``Patient/id``) with ``resources`` (the
-    ``data`` Bundle's) as a hook call would."""
+    """Run ``plan``'s conditions for ``subject`` (``Patient/id``), ``patient`` its resource
+    from the ``data`` Bundle, as a hook call would."""
     text, service = compile_plan(plan, where)
     deployment = _deployment(text, packaged, where)
-    kind, _, patient = subject.partition("/")
+    kind, _, patient_id = subject.partition("/")
     if kind != "Patient":
         raise ApplyRefused(
             422, "not-supported", "a plan's conditions are decided for a Patient subject", "subject"
         )
-    shared = {
-        f"{r['resourceType']}/{r.get('id')}": r
-        for r in resources
-        if r["resourceType"] in SHARED_TYPES
-    }
-    # a hook's user is a Practitioner or PractitionerRole; another practitioner parameter is
-    # not a user, and the conditions do not read it
-    user = "Practitioner/horismos-apply"
-    if practitioner and practitioner.split("/", 1)[0] in ("Practitioner", "PractitionerRole"):
-        user = practitioner
-    read = answer_template("Patient/{{context.patientId}}", patient, resources, shared)
-    if read is None:
+    if patient is None:
         raise ApplyRefused(
             422,
             "not-found",
             f"the plan's conditions read the subject, and the data Bundle does not hold {subject}",
             "data",
         )
+    # a hook's user is a Practitioner or PractitionerRole; another practitioner parameter is
+    # not a user, and the conditions do not read it
+    user = APPLY_USER
+    if practitioner and practitioner.split("/", 1)[0] in ("Practitioner", "PractitionerRole"):
+        user = practitioner
     request = {
         "hook": "patient-view",
         "hookInstance": str(uuid.uuid4()),
-        "context": {"patientId": patient, "userId": user},
-        "prefetch": {"patient": read},
+        "context": {"patientId": patient_id, "userId": user},
+        "prefetch": {"patient": dict(patient)},
     }
     loop = asyncio.new_event_loop()
     try:

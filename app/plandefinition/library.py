@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -41,7 +42,8 @@ class Definitions:
     """Definitions by ``url``, ``url|version`` and ``Type/id``."""
 
     by_key: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    files: tuple[str, ...] = ()
+    #: every definition once, in the order read
+    resources: tuple[Mapping[str, Any], ...] = ()
     #: urls held in several versions: a canonical naming one of them needs its ``|version``
     ambiguous: frozenset[str] = frozenset()
 
@@ -56,19 +58,15 @@ class Definitions:
         return url in self.ambiguous
 
     def of_type(self, resource_type: str) -> list[Mapping[str, Any]]:
-        """Every definition of ``resource_type``, once each, in the order read."""
-        seen: dict[int, Mapping[str, Any]] = {}
-        for resource in self.by_key.values():
-            if resource["resourceType"] == resource_type:
-                seen.setdefault(id(resource), resource)
-        return list(seen.values())
+        """Every definition of ``resource_type``, in the order read."""
+        return [r for r in self.resources if r["resourceType"] == resource_type]
 
-    def of_type_all(self) -> list[Mapping[str, Any]]:
-        """Every definition, once each."""
-        return list({id(v): v for v in self.by_key.values()}.values())
+    def with_url(self, url: str) -> list[Mapping[str, Any]]:
+        """Every version of the definition at ``url`` (a bare url)."""
+        return [r for r in self.resources if r.get("url") == url]
 
     def __len__(self) -> int:
-        return len({id(v) for v in self.by_key.values()})
+        return len(self.resources)
 
 
 class DefinitionSource(Protocol):
@@ -99,11 +97,10 @@ class HeldDefinitions:
             if held is not None:
                 return [held]
             return list[Mapping[str, Any]](stored_version(self.engine, bare, version))
-        found: list[Mapping[str, Any]] = [
-            d for d in self.files.of_type_all() if d.get("url") == bare
-        ]
         # the files are the release: a url they hold answers from them alone
-        return found or list[Mapping[str, Any]](stored_with_url(self.engine, bare))
+        return self.files.with_url(bare) or list[Mapping[str, Any]](
+            stored_with_url(self.engine, bare)
+        )
 
     def canonical(self, url: str) -> Mapping[str, Any] | None:
         found = self._candidates(url)
@@ -128,19 +125,32 @@ def _resources(value: Any) -> Iterable[Any]:
         yield value
 
 
+def _fingerprint(folder: Path) -> tuple[Any, ...]:
+    if not folder.is_dir():
+        return (str(folder),)
+    files = sorted(folder.glob("*.json"))
+    return (str(folder), *((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files))
+
+
 def load_definitions(folders: Iterable[Path]) -> Definitions:
     """Every ``*.json`` file of ``folders`` (sorted), or a ``DefinitionError`` naming each
-    problem."""
+    problem. Read once while the files stay as they are: the service's deployments and its
+    ``$apply`` both ask at start, and see the same definitions."""
+    return _load(tuple(_fingerprint(Path(f)) for f in folders))
+
+
+@lru_cache(maxsize=16)
+def _load(fingerprints: tuple[tuple[Any, ...], ...]) -> Definitions:
+    folders = [Path(f[0]) for f in fingerprints]
     by_key: dict[str, Mapping[str, Any]] = {}
     ambiguous: set[str] = set()
-    files: list[str] = []
+    resources: list[Mapping[str, Any]] = []
     found: list[str] = []
     for folder in folders:
         if not folder.is_dir():
             found.append(f"{folder}: not a folder")
             continue
         for path in sorted(folder.glob("*.json")):
-            files.append(str(path))
             try:
                 data = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
@@ -159,6 +169,7 @@ def load_definitions(folders: Iterable[Path]) -> Definitions:
                 if not isinstance(resource.get("id"), str):
                     found.append(f"{path}: a {kind} without an id cannot be pointed at")
                     continue
+                resources.append(resource)
                 keys = [f"{kind}/{resource['id']}"]
                 url = resource.get("url")
                 if isinstance(url, str):
@@ -174,7 +185,7 @@ def load_definitions(folders: Iterable[Path]) -> Definitions:
                         found.append(f"{path}: {key} is defined twice")
     if found:
         raise DefinitionError("; ".join(found))
-    return Definitions(by_key=by_key, files=tuple(files), ambiguous=frozenset(ambiguous))
+    return Definitions(by_key=by_key, resources=tuple(resources), ambiguous=frozenset(ambiguous))
 
 
 __all__ = ["TYPES", "DefinitionError", "Definitions", "load_definitions"]

@@ -41,12 +41,11 @@ def _held(
 def _decider(call: Call, runner: Runner, packaged: PackagedTools) -> Decider:
     """Decides each plan's conditions for the call's subject, on its data, at its time."""
     subject = call.refs["subject"] or ""
-    resources = list(call.found.values())
     return lambda plan, where: decide(
         plan,
         subject=subject,
+        patient=call.found.get(subject),
         practitioner=call.refs.get("practitioner"),
-        resources=resources,
         at=call.when,
         runner=runner,
         packaged=packaged,
@@ -90,16 +89,16 @@ def apply_plan(
     url = given.get("url")
     served_prefix = f"{base}/fhir/PlanDefinition/"
     if plan_id is None and isinstance(url, str) and url.startswith(served_prefix):
-        named = url.removeprefix(served_prefix).split("|", 1)[0]
-        if definitions.by_id("PlanDefinition", named) is not None:
-            plan_id, url = named, None  # a held plan, by the fullUrl the search gives it
-        else:
+        # the fullUrl the search gives: a plan the service holds, else a served service
+        plan_id = url.removeprefix(served_prefix).split("|", 1)[0]
+        held = definitions.by_id("PlanDefinition", plan_id)
+        if held is None:
             return apply(deployments, None, body, base=base, runner=runner)
-    held_plan = plan_id is not None and definitions.by_id("PlanDefinition", plan_id) is not None
-    if plan_id is not None and not held_plan and _served(deployments, plan_id):
+    else:
+        held = _held(definitions, "PlanDefinition", plan_id, url)
+    if held is None and plan_id is not None and _served(deployments, plan_id):
         # a Turtle service; a plan the service holds (and may serve) applies as authored
         return apply(deployments, plan_id, body, base=base, runner=runner)
-    held = _held(definitions, "PlanDefinition", plan_id, url)
     if held is None:
         named = f"id {plan_id!r}" if plan_id is not None else f"url {url!r}"
         raise ApplyRefused(

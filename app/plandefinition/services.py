@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import cache
 from typing import Any
 
 from app.deployments import Deployment, Deployments, load_deployments
@@ -37,15 +38,17 @@ from app.ontology.errors import Problem
 from app.ontology.hooks import HOOKS
 from app.plandefinition.apply import ApplyRefused
 from app.plandefinition.authored import check_plan
-from app.plandefinition.conditions import Served, compile_plan, plan_file
+from app.plandefinition.conditions import Served, compile_plan, plan_file, turtle_literal
+from app.plandefinition.export import PRIORITY
 from app.plandefinition.library import Definitions
 from app.resources import resource_dir
 from app.tools.packaged import PackagedTools
 
-SUMMARY = SUMMARY_MAX_LENGTH
 #: What every served plan offers beside its cards (override reasons), as data.
 EXTRA = resource_dir("ontologies") / "templates" / "plan-service.ttl.template"
-INDICATOR = {"routine": "info", "urgent": "warning", "asap": "warning", "stat": "critical"}
+#: An action's priority as a card's indicator: the export's mapping read backwards, and asap
+#: (between urgent and stat) a warning
+INDICATOR = {priority: indicator for indicator, priority in PRIORITY.items()} | {"asap": "warning"}
 _PLACEHOLDER = re.compile(r"\{\{|\}\}")
 
 
@@ -87,12 +90,12 @@ def _text(value: Any, limit: int | None = None) -> str:
 
 def _not_checked(title: str) -> str:
     suffix = ": not checked"
-    return _text(title, SUMMARY - len(suffix)) + suffix
+    return _text(title, SUMMARY_MAX_LENGTH - len(suffix)) + suffix
 
 
-def _turtle(text: str) -> str:
-    escapes = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-    return '"' + "".join(escapes.get(c, c) for c in text) + '"'
+@cache
+def _extra() -> str:
+    return EXTRA.read_text(encoding="utf-8")
 
 
 def served_as(plan: Mapping[str, Any], hook: str) -> Served:
@@ -100,13 +103,15 @@ def served_as(plan: Mapping[str, Any], hook: str) -> Served:
     title = str(plan.get("title") or plan.get("name") or plan["id"])
     cards = []
     for i, action in enumerate(plan.get("action") or ()):
-        summary = _text(action.get("title") or action.get("description") or title, SUMMARY)
+        summary = _text(
+            action.get("title") or action.get("description") or title, SUMMARY_MAX_LENGTH
+        )
         parts = [
-            f"horis:indicator {_turtle(INDICATOR.get(str(action.get('priority')), 'info'))}",
-            f"horis:summary {_turtle(summary)}",
+            f"horis:indicator {turtle_literal(INDICATOR.get(str(action.get('priority')), 'info'))}",
+            f"horis:summary {turtle_literal(summary)}",
         ]
         if action.get("description"):
-            parts.append(f"horis:detail {_turtle(_text(action['description']))}")
+            parts.append(f"horis:detail {turtle_literal(_text(action['description']))}")
         if action.get("condition"):
             parts.append(f"horis:when [ horis:property :applies_{i} ; horis:is true ]")
         # the same card whether or not every other action could be decided: an action
@@ -116,7 +121,7 @@ def served_as(plan: Mapping[str, Any], hook: str) -> Served:
             cards.append(f"[ {body} ]")
     cards.append(
         '[ horis:terminal :Undecided ; horis:indicator "warning" ;\n'
-        f"                 horis:summary {_turtle(_not_checked(title))} ;\n"
+        f"                 horis:summary {turtle_literal(_not_checked(title))} ;\n"
         "                 horis:detail \"The record lacks what the plan's conditions read: the "
         'decision record behind this card names it." ]'
     )
@@ -133,7 +138,7 @@ def served_as(plan: Mapping[str, Any], hook: str) -> Served:
     return Served(
         iri=served_iri(plan),
         documentation=documentation,
-        extra=EXTRA.read_text(encoding="utf-8"),
+        extra=_extra(),
         service_id=str(plan["id"]),
         hook=hook,
         title=_text(title),
@@ -142,20 +147,39 @@ def served_as(plan: Mapping[str, Any], hook: str) -> Served:
     )
 
 
-def refused(plan: Mapping[str, Any], message: str) -> Deployment:
-    """The plan as a deployment that does not serve, with why; it claims no service id, so it
-    can never stand in the way of a service that does serve."""
-    ident = str(plan.get("id"))
-    iri = served_iri(plan)
+def refused(ident: str, version: str, message: str) -> Deployment:
+    """The plan ``ident`` as a deployment that does not serve, with why; it claims no service
+    id, so it can never stand in the way of a service that does serve."""
+    iri = served_iri({"id": ident})
     return Deployment(
         id=f"plandefinition-{ident}",
         iri=iri,
-        version=str(plan.get("version") or "unknown"),
+        version=version,
         digest=None,
         status="refused",
         files=(),
         problems=(Problem(code="service", node=iri, message=message),),
     )
+
+
+def _service(plan: Mapping[str, Any], packaged: PackagedTools) -> Deployment | None:
+    """The deployment serving ``plan``, None when no trigger names a hook, or the refusal
+    saying why it cannot be served."""
+    hook = trigger_hook(plan)
+    if hook is None:
+        return None
+    if hook not in HOOKS:
+        raise ApplyRefused(
+            422,
+            "not-supported",
+            f"its trigger names {hook!r}, not a CDS Hooks hook",
+            "PlanDefinition.action.trigger",
+        )
+    check_plan(plan)
+    text, _service_id = compile_plan(plan, "PlanDefinition", served_as(plan, hook))
+    deployment: Deployment
+    [deployment] = list(load_deployments([plan_file(text)], packaged))
+    return deployment
 
 
 def plan_services(definitions: Definitions, packaged: PackagedTools) -> list[Deployment]:
@@ -164,24 +188,11 @@ def plan_services(definitions: Definitions, packaged: PackagedTools) -> list[Dep
     out: list[Deployment] = []
     for plan in definitions.of_type("PlanDefinition"):
         try:
-            hook = trigger_hook(plan)
+            deployment = _service(plan, packaged)
         except ApplyRefused as exc:
-            out.append(refused(plan, str(exc)))
-            continue
-        if hook is None:
-            continue
-        if hook not in HOOKS:
-            out.append(refused(plan, f"its trigger names {hook!r}, not a CDS Hooks hook"))
-            continue
-        try:
-            check_plan(plan)
-            text, _service = compile_plan(plan, "PlanDefinition", served_as(plan, hook))
-        except ApplyRefused as exc:
-            out.append(refused(plan, str(exc)))
-            continue
-        path = plan_file(text)
-        [deployment] = list(load_deployments([path], packaged))
-        out.append(deployment)
+            deployment = refused(str(plan["id"]), str(plan.get("version") or "unknown"), str(exc))
+        if deployment is not None:
+            out.append(deployment)
     return out
 
 
@@ -194,11 +205,9 @@ def beside(turtle: Deployments, plans: list[Deployment]) -> Deployments:
     for deployment in plans:
         clash = [s for s in deployment.services if s in taken]
         if clash:
-            plan = {
-                "id": deployment.id.removeprefix("plandefinition-"),
-                "version": deployment.version,
-            }
-            kept.append(refused(plan, f"the service id {clash[0]} is served by {taken[clash[0]]}"))
+            ident = deployment.id.removeprefix("plandefinition-")
+            message = f"the service id {clash[0]} is served by {taken[clash[0]]}"
+            kept.append(refused(ident, deployment.version, message))
             continue
         taken.update({s: deployment.id for s in deployment.services})
         kept.append(deployment)

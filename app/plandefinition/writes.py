@@ -29,9 +29,23 @@ from app.plandefinition.library import Definitions
 from app.store.definitions import VersionTaken, store_definition
 from app.tools.packaged import PackagedTools
 
+#: The client JWT scope that lets a caller write definitions, when issuers are configured.
+WRITE_SCOPE = "horismos/definitions.write"
 #: The definition types a client may write.
 WRITABLE = ("ActivityDefinition", "PlanDefinition", "Questionnaire")
 _ID = re.compile(r"[A-Za-z0-9\-.]{1,64}")
+
+
+def author_of(claims: Mapping[str, Any] | None) -> str | None:
+    """Who writes, from the verified client JWT's claims (None in open mode: anyone may write,
+    as anyone may call a hook); a JWT without :data:`WRITE_SCOPE` is refused (403)."""
+    if claims is None:
+        return None
+    scope = claims.get("scope")
+    if WRITE_SCOPE not in (scope.split() if isinstance(scope, str) else []):
+        raise ApplyRefused(403, "forbidden", f"writing a definition needs the {WRITE_SCOPE} scope")
+    sub = claims.get("sub")
+    return sub if isinstance(sub, str) else None
 
 
 def write_definition(
@@ -89,7 +103,7 @@ def write_definition(
     for name, value, limit in (("url", url, 1000), ("version", version, 100)):
         if isinstance(value, str) and len(value) > limit:
             raise ApplyRefused(400, "too-long", f"{name} is longer than {limit} characters", name)
-    if isinstance(url, str) and any(d.get("url") == url for d in files.of_type_all()):
+    if isinstance(url, str) and files.with_url(url):
         raise ApplyRefused(
             409,
             "conflict",
@@ -115,4 +129,4 @@ def _check(resource: Mapping[str, Any], packaged: PackagedTools) -> None:
         verify_conditions(resource, packaged, "PlanDefinition")
 
 
-__all__ = ["WRITABLE", "write_definition"]
+__all__ = ["WRITABLE", "WRITE_SCOPE", "author_of", "write_definition"]

@@ -29,42 +29,39 @@ def store_definition(
     """Store ``resource`` (valid, with its id) as the next version of its id; the resource as
     stored, its ``meta.versionId`` and ``meta.lastUpdated`` set."""
     kind, ident = str(resource["resourceType"]), str(resource["id"])
-    for attempt in range(_RETRIES):
-        with Session(engine) as session, session.begin():
-            latest = session.scalar(
-                select(func.max(StoredDefinition.version_id)).where(
-                    StoredDefinition.resource_type == kind, StoredDefinition.logical_id == ident
+    for _attempt in range(_RETRIES):
+        now = datetime.now(UTC)
+        try:
+            with Session(engine) as session, session.begin():
+                latest = session.scalar(
+                    select(func.max(StoredDefinition.version_id)).where(
+                        StoredDefinition.resource_type == kind,
+                        StoredDefinition.logical_id == ident,
+                    )
                 )
-            )
-            now = datetime.now(UTC)
-            version_id = (latest or 0) + 1
-            meta = {
-                **dict(resource.get("meta") or {}),
-                "versionId": str(version_id),
-                "lastUpdated": now.isoformat(),
-            }
-            content = {**dict(resource), "meta": meta}
-            session.add(
-                StoredDefinition(
-                    resource_type=kind,
-                    logical_id=ident,
-                    version_id=version_id,
-                    url=resource.get("url"),
-                    version=resource.get("version"),
-                    content=content,
-                    author=author,
-                    stored_at=now,
+                version_id = (latest or 0) + 1
+                meta = {
+                    **dict(resource.get("meta") or {}),
+                    "versionId": str(version_id),
+                    "lastUpdated": now.isoformat(),
+                }
+                content = {**dict(resource), "meta": meta}
+                session.add(
+                    StoredDefinition(
+                        resource_type=kind,
+                        logical_id=ident,
+                        version_id=version_id,
+                        url=resource.get("url"),
+                        version=resource.get("version"),
+                        content=content,
+                        author=author,
+                        stored_at=now,
+                    )
                 )
-            )
-            try:
-                session.flush()
-            except IntegrityError:
-                if attempt == _RETRIES - 1:
-                    raise VersionTaken(f"{kind}/{ident}") from None
-                session.rollback()
-                continue
+        except IntegrityError:  # another write took this version first: read the next one
+            continue
         return content
-    raise RuntimeError("unreachable")  # pragma: no cover
+    raise VersionTaken(f"{kind}/{ident}")
 
 
 def _latest_per_id(session: Session, *where: Any) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from app.api.fhir import WRITE_SCOPE
+from app.plandefinition.writes import WRITE_SCOPE
 from tests.plandefinition.conftest import CPG, case
 from tests.support.client_jwt import ISSUERS, bearer
 
