@@ -18,9 +18,9 @@ from app.cds.auth import called_url
 from app.cds.routes import read_json_body
 from app.container import Running, running
 from app.deps import DeploymentsDep
-from app.plandefinition.apply import ApplyRefused, outcome
 from app.plandefinition.export import plans
 from app.plandefinition.operations import apply_activity_definition, apply_plan
+from app.plandefinition.refusals import ApplyRefused, outcome
 from app.plandefinition.writes import WRITE_SCOPE, author_of, write_definition
 
 router = APIRouter(prefix="/fhir", tags=["FHIR"])

@@ -22,9 +22,10 @@ import functools
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, tzinfo
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
+from app.cds.activity_suggestions import created_request
 from app.cds.card_parts import (
     CARD_EXTENSION,
     RUN_LINK_LABEL,
@@ -40,6 +41,7 @@ from app.ontology.card_text import markdown_escape
 from app.ontology.model import (
     CardDecl,
     CdsServiceDef,
+    Condition,
     Ontology,
     SuggestionDecl,
     SystemActionDecl,
@@ -78,6 +80,11 @@ class RunView:
     proof: Mapping[str, Any] | None = None
     #: ``Type/id`` of the draft orders the hook's context carries
     drafts: frozenset[str] = frozenset()
+    #: what a suggestion's ActivityDefinition reads as ``%subject``, ``%practitioner`` and
+    #: ``%encounter`` (``app.cds.activity_suggestions.call_refs``)
+    refs: Mapping[str, str | None] = field(default_factory=dict)
+    #: the run's time (a request a suggestion creates is built at it)
+    now: datetime | None = None
 
 
 class ProofCache:
@@ -274,6 +281,11 @@ def cited_action(
     return None
 
 
+def _unknown(world: World, focus_id: str, when: Sequence[Condition]) -> bool:
+    """Whether a condition of ``when`` reads a property the focus has no value of."""
+    return any(world.value(focus_id, c.path[0]) is None for c in when)
+
+
 def _suggestions(
     decl: SuggestionDecl,
     world: World,
@@ -281,8 +293,27 @@ def _suggestions(
     run: RunView,
     fill: Callable[[str], str],
     instance: str | None,
+    notes: list[str],
 ) -> list[dict[str, Any]]:
+    """The suggestions ``decl`` makes on this card; ``notes`` gets a sentence for each one it
+    could have made and did not (its conditions unknown, its request not buildable)."""
     label = fill(decl.label)
+    if decl.when and not world.holds(run.focus_id, decl.when):
+        if _unknown(world, run.focus_id, decl.when):
+            notes.append(f"Not offered, not checked: {label} (the record lacks what it reads).")
+        return []
+    if decl.action_type == "none":  # acknowledged: it changes no record
+        return [{"label": label, "uuid": str(uuid.uuid4())}]
+    if decl.activities:
+        actions = []
+        for text in decl.activities:  # taken together: one that cannot be built, none offered
+            made, why = created_request(text, refs=run.refs, resources=run.resources, now=run.now)
+            if made is None:
+                notes.append(f"Not offered: {label} (its request could not be built: {why}).")
+                return []
+            description = decl.description or label
+            actions.append({"type": "create", "description": description, "resource": made})
+        return [{"label": label, "uuid": str(uuid.uuid4()), "actions": actions}]
     if decl.cites is None:
         # in a horis:forEach card: the card's own instance, read from its resource
         found = world.instance(instance) if instance is not None else None
@@ -481,6 +512,12 @@ def declared_cards(
                 parts.append(card_text.fill(decl.detail, lookup, markdown=True, holds=holds))
             else:
                 parts.append(_deciding(ontology, workflow, world, run, proofs))
+            suggestions: list[dict[str, Any]] = []
+            notes: list[str] = []
+            for d in decl.suggestions:
+                filler = functools.partial(_fill, lookup=lookup, holds=holds)
+                suggestions.extend(_suggestions(d, world, workflow, run, filler, instance, notes))
+            parts.extend(card_text.markdown_escape(note) for note in notes)
             parts.append(run_detail)
             detail = "\n\n".join(p for p in parts if p)
             indicator = decl.indicator
@@ -496,18 +533,6 @@ def declared_cards(
                 "source": source(service),
                 "links": [{"label": RUN_LINK_LABEL, "url": run_url, "type": "absolute"}],
             }
-            suggestions = [
-                s
-                for d in decl.suggestions
-                for s in _suggestions(
-                    d,
-                    world,
-                    workflow,
-                    run,
-                    functools.partial(_fill, lookup=lookup, holds=holds),
-                    instance,
-                )
-            ]
             if suggestions:
                 card["suggestions"] = suggestions
                 card["selectionBehavior"] = decl.selection_behavior or "at-most-one"

@@ -15,6 +15,7 @@ from datetime import tzinfo
 from typing import Any
 
 from app.cds.accept import HookCall
+from app.cds.activity_suggestions import call_refs
 from app.cds.ahead import EXTENSION_KEY
 from app.cds.card_parts import unread_order_cards
 from app.cds.cards import (
@@ -75,6 +76,8 @@ def render(
         zone=zone,
         proof=outcome.proof,
         drafts=frozenset(by_reference(context_resources(req.context))),
+        refs=call_refs(req.context),
+        now=world.now,
     )
     proofs = ProofCache(world, focus_id, workflow.decides, outcome.proof)
     # while a drug is being chosen (order-select), an order that names none yet has nothing to

@@ -264,16 +264,23 @@ class FlowCompiler(ServicePartsCompiler):
                 texts.append((s, H("noAlternative"), no_alternative))
             alternatives = tuple(self._alternative(a) for a in r.objects(s, H("alternative")))
             texts.extend((s, H("advice"), a.advice) for a in alternatives if a.advice)
+            activities = self.strings(s, H("activity"))
             suggestions.append(
                 SuggestionDecl(
                     label=label,
                     action_type=self._action_type(
-                        s, required=not alternatives or not all(a.advice for a in alternatives)
+                        s,
+                        required=not activities
+                        and (not alternatives or not all(a.advice for a in alternatives)),
+                        default="create" if activities else "update",
+                        suggestion=True,
                     ),
                     cites=self.ref(s, H("cites"), r.one(s, H("cites")), ("property",)),
                     description=self.string(s, H("description")),
                     alternatives=alternatives,
                     no_alternative=no_alternative,
+                    activities=activities,
+                    when=self.conditions(s, H("when")),
                 )
             )
         variables, paths, rules = self._variables(service, texts, bool(for_each))
@@ -413,16 +420,26 @@ class FlowCompiler(ServicePartsCompiler):
         ]
         return matches[0] if len(matches) == 1 else None
 
-    def _action_type(self, node: Node, *, required: bool = True) -> Any:
+    def _action_type(
+        self,
+        node: Node,
+        *,
+        required: bool = True,
+        default: str = "update",
+        suggestion: bool = False,
+    ) -> Any:
         """``horis:actionType`` of a suggestion or system action (a suggestion whose
-        alternatives all give advice acts on nothing: it may leave it out)."""
+        alternatives all give advice acts on nothing, and one creating its ``horis:activity``
+        says what it does: they may leave it out, ``default`` then)."""
         action = self.string(node, H("actionType"), required=required) or (
-            "create" if required else "update"
+            "create" if required else default
         )
-        if action not in ("create", "update", "delete"):
-            self.r.problem(
-                "literal-type", node, 'actionType must be "create", "update" or "delete"'
-            )
+        allowed = (
+            ("create", "update", "delete", "none") if suggestion else ("create", "update", "delete")
+        )
+        if action not in allowed:
+            listed = ", ".join(f'"{a}"' for a in allowed)
+            self.r.problem("literal-type", node, f"actionType must be one of {listed}")
             action = "create"
         return action
 

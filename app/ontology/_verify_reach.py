@@ -151,6 +151,8 @@ class ReachChecker(TypeChecker):
             for card in s.cards:
                 yield from card.when
                 yield from card.each_where
+                for suggestion in card.suggestions:
+                    yield from suggestion.when
             for action in s.system_actions:
                 yield from action.when
 

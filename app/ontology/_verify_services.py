@@ -1,7 +1,8 @@
 """Verification of each CDS service and its cards: ids and prefetch keys are unique, the service
 runs a workflow with a focus, each card and system action names a terminal step of it, their
 conditions type-check, a card's ``horis:forEach`` reaches one class, a summary fits the card
-limit, and a system action cites an object property of the focus (and is not ``create``).
+limit, a system action cites an object property of the focus (and is not ``create``), and a
+suggestion's ``horis:activity`` is an R4 ActivityDefinition in FHIRPath.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 from app.ontology._verify_foreach import ForEachChecker
+from app.ontology.activity import activity_problems
 from app.ontology.card_text import SUMMARY_MAX_LENGTH, static_length
 from app.ontology.hooks import HOOKS
 from app.ontology.names import local_name
@@ -52,7 +54,21 @@ class ServiceChecker(ForEachChecker):
                 self._match(s, w, card.terminal, card.when, where)
                 self._card_instances(s, w, card, where)
                 for i, suggestion in enumerate(card.suggestions):
-                    self._alternatives(s, card, suggestion, f"{where}/horis:suggest[{i + 1}]")
+                    at = f"{where}/horis:suggest[{i + 1}]"
+                    self._match(s, w, None, suggestion.when, at)
+                    if suggestion.activities:
+                        self._activity(s, suggestion, at)
+                    elif suggestion.action_type == "none":
+                        if suggestion.cites is not None or suggestion.alternatives:
+                            self.add(
+                                "service",
+                                s.iri,
+                                'a suggestion of actionType "none" acts on nothing: without '
+                                "horis:cites or horis:alternative",
+                                at,
+                            )
+                    else:
+                        self._alternatives(s, card, suggestion, at)
             for action in s.system_actions:
                 self._system_action(s, w, action)
 
@@ -149,6 +165,21 @@ class ServiceChecker(ForEachChecker):
                         "or declare the drug",
                         where,
                     )
+
+    def _activity(self, s: CdsServiceDef, decl: SuggestionDecl, where: str) -> None:
+        """A suggestion's ``horis:activity``: each request it creates, an R4 ActivityDefinition
+        whose logic is FHIRPath, on a suggestion that creates and cites nothing."""
+        for i, text in enumerate(decl.activities):
+            for problem in activity_problems(text):
+                self.add("service", s.iri, f"horis:activity[{i + 1}]: {problem}", where)
+        if decl.action_type != "create" or decl.cites is not None or decl.alternatives:
+            self.add(
+                "service",
+                s.iri,
+                "a suggestion with horis:activity creates the request it defines: actionType "
+                '"create", without horis:cites or horis:alternative',
+                where,
+            )
 
     def _system_action(self, s: CdsServiceDef, w: WorkflowDef, a: SystemActionDecl) -> None:
         where = f"horis:systemAction[{a.order + 1}]"

@@ -351,6 +351,7 @@ def _conditions_by_property(
         groups.append(tuple(c for _pred, c in s.conditions()))
     for svc in o.services.values():
         groups.extend(c.when for c in svc.cards)
+        groups.extend(s.when for c in svc.cards for s in c.suggestions)
     groups.extend(p.aggregate.where for p in o.properties.values() if p.aggregate is not None)
     for group in groups:
         for c in group:

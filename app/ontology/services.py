@@ -57,7 +57,8 @@ class AlternativeDecl:
 
 @dataclass(frozen=True, kw_only=True)
 class SuggestionDecl:
-    """``horis:suggest [ horis:label "…" ; horis:actionType "delete" ; horis:cites P ]``.
+    """``horis:suggest [ horis:label "…" ; horis:actionType "delete" ; horis:cites P ]``, or
+    ``horis:suggest [ horis:label "…" ; horis:activity "{…}" … ; horis:when [ … ] ]``.
 
     The action's resource is the FHIR source of the instance that the decision's proof reaches
     through property ``cites`` (e.g. the draft order a contraindication rule used); in a
@@ -66,7 +67,7 @@ class SuggestionDecl:
     """
 
     label: str
-    action_type: Literal["create", "update", "delete"]
+    action_type: Literal["create", "update", "delete", "none"]
     cites: str | None = None
     description: str | None = None
     #: horis:alternative: the orders to swap in for the cited draft order, first match wins
@@ -74,6 +75,14 @@ class SuggestionDecl:
     #: horis:noAlternative: the label of a suggestion without action for a cited draft order
     #: no alternative replaces (None: no suggestion for it)
     no_alternative: str | None = None
+    #: horis:activity…: the requests the suggestion creates (taken together, as one), each as
+    #: JSON ``{"activityDefinition": {…}, "dynamicValue": […], "context": {…}}`` — an R4
+    #: ActivityDefinition applied for the call's patient when the card is built
+    #: (``app.cds.activity_suggestions``), then the optional further dynamic values, with
+    #: ``context`` as their context resource (``app.ontology.activity``)
+    activities: tuple[str, ...] = ()
+    #: horis:when on the suggestion: conditions on the focus it is offered under (none: always)
+    when: tuple[Condition, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

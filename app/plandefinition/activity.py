@@ -41,7 +41,7 @@ from fhirpathpy.models import models as fhirpath_models
 
 from app.fhir_validate import problems
 from app.ontology._fhir_model import type_info
-from app.plandefinition.apply import ApplyRefused, parameters
+from app.plandefinition.refusals import ApplyRefused, parameters
 
 FHIRPATH = "text/fhirpath"
 DO_NOT_PERFORM = "http://hl7.org/fhir/StructureDefinition/request-doNotPerform"

@@ -33,6 +33,7 @@ from typing import Any
 
 from app.deployments import Deployments
 from app.plandefinition.export import ACTION_TYPE, ACTION_TYPES, PRIORITY
+from app.plandefinition.refusals import ApplyRefused, parameters
 from app.population.bulk import SHARED_TYPES, TemplateUnsupported, answer_template
 from app.population.decide import answer_in_process
 from app.runtime.runner import Runner
@@ -40,40 +41,6 @@ from app.runtime.runner import Runner
 APPLY_HOOKS = ("patient-view", "encounter-start", "encounter-discharge")
 DECISION_EXTENSION = "https://horismos.dev/fhir/StructureDefinition/decision"
 APPLY_USER = "Practitioner/horismos-apply"
-
-
-class ApplyRefused(ValueError):
-    """A request ``$apply`` cannot answer: the HTTP status, the issue code and the element."""
-
-    def __init__(self, status: int, code: str, message: str, expression: str | None = None):
-        super().__init__(message)
-        self.status, self.code, self.expression = status, code, expression
-
-
-def outcome(error: ApplyRefused) -> dict[str, Any]:
-    issue: dict[str, Any] = {"severity": "error", "code": error.code, "diagnostics": str(error)}
-    if error.expression:
-        issue["expression"] = [error.expression]
-    return {"resourceType": "OperationOutcome", "issue": [issue]}
-
-
-def parameters(body: Any) -> dict[str, Any]:
-    """The ``Parameters`` of a ``$apply`` call by name (each name once, as ``$apply`` has
-    them), each parameter's value or resource."""
-    if not isinstance(body, dict) or body.get("resourceType") != "Parameters":
-        raise ApplyRefused(400, "structure", "the body must be a FHIR Parameters resource")
-    out: dict[str, Any] = {}
-    given = body.get("parameter") or []
-    if not isinstance(given, list):
-        raise ApplyRefused(400, "structure", "parameter must be a list", "parameter")
-    for i, p in enumerate(given):
-        if not isinstance(p, dict) or not isinstance(p.get("name"), str):
-            raise ApplyRefused(400, "structure", "a parameter needs a name", f"parameter[{i}]")
-        value = p.get("resource")
-        if value is None:
-            value = next((v for k, v in p.items() if k.startswith("value")), None)
-        out[p["name"]] = value
-    return out
 
 
 def _reference(value: Any, kind: str, name: str) -> str | None:
@@ -262,4 +229,4 @@ def apply(
     }
 
 
-__all__ = ["APPLY_HOOKS", "ApplyRefused", "apply", "outcome", "parameters"]
+__all__ = ["APPLY_HOOKS", "apply"]

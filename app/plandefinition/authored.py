@@ -40,10 +40,11 @@ from app.plandefinition.activity import (
     set_dynamic_values,
     valid_result,
 )
-from app.plandefinition.apply import DECISION_EXTENSION, ApplyRefused
+from app.plandefinition.apply import DECISION_EXTENSION
 from app.plandefinition.conditions import Decided, has_conditions
 from app.plandefinition.export import ACTION_TYPES
 from app.plandefinition.library import DefinitionSource
+from app.plandefinition.refusals import ApplyRefused
 
 UNDECIDED_ACTION = "https://horismos.dev/fhir/StructureDefinition/undecided-action"
 PERTAINS_TO_GOAL = "http://hl7.org/fhir/StructureDefinition/resource-pertainsToGoal"

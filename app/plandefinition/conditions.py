@@ -37,7 +37,8 @@ from rdflib import Literal
 
 from app.deployments import Deployment, Deployments, load_deployments
 from app.plandefinition.activity import FHIRPATH, STRING_LITERAL, VARIABLE
-from app.plandefinition.apply import APPLY_USER, ApplyRefused
+from app.plandefinition.apply import APPLY_USER
+from app.plandefinition.refusals import ApplyRefused
 from app.population.decide import answer_in_process
 from app.runtime.runner import Runner
 from app.tools.packaged import PackagedTools
@@ -148,6 +149,8 @@ class Served:
     documentation: str | None = None
     #: Turtle appended as it is (what every served plan offers beside its cards)
     extra: str = ""
+    #: prefetch templates beside ``patient`` (key, query)
+    prefetch: tuple[tuple[str, str], ...] = ()
 
 
 def compile_plan(
@@ -236,6 +239,10 @@ def compile_plan(
     if served and served.documentation:
         cards = f" ;\n    horis:documentation {turtle_literal(served.documentation)}{cards}"
     extra = served.extra if served else ""
+    prefetch = "".join(
+        f" ,\n        [ horis:key {turtle_literal(key)} ; horis:query {turtle_literal(query)} ]"
+        for key, query in (served.prefetch if served else ())
+    )
     iri = served.iri if served else f"https://horismos.dev/compiled-plan/{digest[:16]}"
     label = turtle_literal(str(plan.get("url") or plan.get("id") or "an authored PlanDefinition"))
     version = turtle_literal(str(plan.get("version") or "0"))
@@ -273,7 +280,7 @@ def compile_plan(
     horis:title {shown or label} ; horis:description {description} ;
     horis:workflow :Plan ;
     horis:prefetch [ horis:key "patient" ;
-                     horis:query "Patient/{{{{context.patientId}}}}" ]{cards} .
+                     horis:query "Patient/{{{{context.patientId}}}}" ]{prefetch}{cards} .
 {extra}"""
     return text, service
 

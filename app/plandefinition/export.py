@@ -30,9 +30,10 @@ import re
 from typing import Any
 
 from app.deployments import Deployment, Deployments
+from app.ontology.activity import parse_activity
 from app.ontology.model import CardDecl, CdsServiceDef, Ontology, humanise, local_name
 from app.ontology.rules import Condition
-from app.ontology.services import CombinedServiceDef
+from app.ontology.services import CombinedServiceDef, SuggestionDecl
 
 PRIORITY = {"info": "routine", "warning": "urgent", "critical": "stat"}
 ACTION_TYPE = {"create": "create", "update": "update", "delete": "remove"}
@@ -134,15 +135,27 @@ def _card_action(o: Ontology, card: CardDecl) -> dict[str, Any]:
         )
     if card.suggestions:
         action["selectionBehavior"] = card.selection_behavior or "at-most-one"
-        action["action"] = [
-            {
-                "title": _static(s.label),
-                **({"description": s.description} if s.description else {}),
-                "type": {"coding": [{"system": ACTION_TYPES, "code": ACTION_TYPE[s.action_type]}]},
-            }
-            for s in card.suggestions
-        ]
+        action["action"] = [_suggestion(s) for s in card.suggestions]
     return action
+
+
+def _suggestion(s: SuggestionDecl) -> dict[str, Any]:
+    """A card's suggestion as a child action: its type (none for one without action), and the
+    ActivityDefinition it applies named by its url, where it has one."""
+    out: dict[str, Any] = {"title": _static(s.label)}
+    if s.description:
+        out["description"] = s.description
+    if s.action_type in ACTION_TYPE:
+        out["type"] = {"coding": [{"system": ACTION_TYPES, "code": ACTION_TYPE[s.action_type]}]}
+    urls = []
+    for text in s.activities:
+        definition = parse_activity(text).definition
+        if isinstance(definition.get("url"), str):
+            version = definition.get("version")
+            urls.append(definition["url"] + (f"|{version}" if version else ""))
+    if len(urls) == 1 and len(s.activities) == 1:
+        out["definitionCanonical"] = urls[0]
+    return out
 
 
 def _input(query: str) -> dict[str, Any]:

@@ -14,10 +14,11 @@ from typing import Any
 
 from app.deployments import Deployments
 from app.plandefinition.activity import Call, apply_activity, checked
-from app.plandefinition.apply import ApplyRefused, apply, parameters
+from app.plandefinition.apply import apply
 from app.plandefinition.authored import Decider, expand
 from app.plandefinition.conditions import decide
 from app.plandefinition.library import DefinitionSource
+from app.plandefinition.refusals import ApplyRefused, parameters
 from app.runtime.runner import Runner
 from app.tools.packaged import PackagedTools
 

@@ -22,7 +22,8 @@ documentation) as their source. Its cards, one per top-level action, in order:
 A plan that cannot be served — logic in CQL, a trigger naming no CDS Hooks hook, conditions
 that do not compile — is a refused deployment, named by ``/readyz`` and
 ``horismos deployments`` like a Turtle deployment that does not verify; the others serve.
-Suggestions from child actions and ActivityDefinitions are not made into cards' suggestions yet.
+A card's suggestions are its action's requests and child actions
+(``app.plandefinition.suggestions``), built for the patient when the card is.
 """
 
 from __future__ import annotations
@@ -36,11 +37,12 @@ from app.deployments import Deployment, Deployments, load_deployments
 from app.ontology.card_text import SUMMARY_MAX_LENGTH
 from app.ontology.errors import Problem
 from app.ontology.hooks import HOOKS
-from app.plandefinition.apply import ApplyRefused
 from app.plandefinition.authored import check_plan
 from app.plandefinition.conditions import Served, compile_plan, plan_file, turtle_literal
 from app.plandefinition.export import PRIORITY
 from app.plandefinition.library import Definitions
+from app.plandefinition.refusals import ApplyRefused
+from app.plandefinition.suggestions import card_suggestions, plan_prefetch
 from app.resources import resource_dir
 from app.tools.packaged import PackagedTools
 
@@ -98,11 +100,13 @@ def _extra() -> str:
     return EXTRA.read_text(encoding="utf-8")
 
 
-def served_as(plan: Mapping[str, Any], hook: str) -> Served:
-    """The CDS service ``plan`` is: its id, its hook, one card per top-level action."""
+def served_as(plan: Mapping[str, Any], hook: str, definitions: Definitions) -> Served:
+    """The CDS service ``plan`` is: its id, its hook, its prefetch, one card per top-level
+    action with its suggestions (``app.plandefinition.suggestions``)."""
     title = str(plan.get("title") or plan.get("name") or plan["id"])
+    offered, reads = card_suggestions(plan, definitions)
     cards = []
-    for i, action in enumerate(plan.get("action") or ()):
+    for i, (action, suggestions) in enumerate(zip(plan.get("action") or (), offered, strict=True)):
         summary = _text(
             action.get("title") or action.get("description") or title, SUMMARY_MAX_LENGTH
         )
@@ -114,6 +118,9 @@ def served_as(plan: Mapping[str, Any], hook: str) -> Served:
             parts.append(f"horis:detail {turtle_literal(_text(action['description']))}")
         if action.get("condition"):
             parts.append(f"horis:when [ horis:property :applies_{i} ; horis:is true ]")
+        parts.extend(f"horis:suggest {node}" for node in suggestions.nodes)
+        if suggestions.selection is not None:
+            parts.append(f"horis:selectionBehavior {turtle_literal(suggestions.selection)}")
         # the same card whether or not every other action could be decided: an action
         # decided to apply (or without conditions) shows beside the not-checked card
         for terminal in (":Decided", ":Undecided"):
@@ -144,6 +151,7 @@ def served_as(plan: Mapping[str, Any], hook: str) -> Served:
         title=_text(title),
         description=_text(plan.get("description") or title),
         cards=tuple(cards),
+        prefetch=plan_prefetch(plan, hook, reads),
     )
 
 
@@ -162,7 +170,9 @@ def refused(ident: str, version: str, message: str) -> Deployment:
     )
 
 
-def _service(plan: Mapping[str, Any], packaged: PackagedTools) -> Deployment | None:
+def _service(
+    plan: Mapping[str, Any], definitions: Definitions, packaged: PackagedTools
+) -> Deployment | None:
     """The deployment serving ``plan``, None when no trigger names a hook, or the refusal
     saying why it cannot be served."""
     hook = trigger_hook(plan)
@@ -176,7 +186,7 @@ def _service(plan: Mapping[str, Any], packaged: PackagedTools) -> Deployment | N
             "PlanDefinition.action.trigger",
         )
     check_plan(plan)
-    text, _service_id = compile_plan(plan, "PlanDefinition", served_as(plan, hook))
+    text, _service_id = compile_plan(plan, "PlanDefinition", served_as(plan, hook, definitions))
     deployment: Deployment
     [deployment] = list(load_deployments([plan_file(text)], packaged))
     return deployment
@@ -188,7 +198,7 @@ def plan_services(definitions: Definitions, packaged: PackagedTools) -> list[Dep
     out: list[Deployment] = []
     for plan in definitions.of_type("PlanDefinition"):
         try:
-            deployment = _service(plan, packaged)
+            deployment = _service(plan, definitions, packaged)
         except ApplyRefused as exc:
             deployment = refused(str(plan["id"]), str(plan.get("version") or "unknown"), str(exc))
         if deployment is not None:

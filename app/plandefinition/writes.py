@@ -22,10 +22,10 @@ from sqlalchemy import Engine
 
 from app.fhir_validate import problems
 from app.plandefinition.activity import check_activity
-from app.plandefinition.apply import ApplyRefused
 from app.plandefinition.authored import check_plan
 from app.plandefinition.conditions import verify_conditions
 from app.plandefinition.library import Definitions
+from app.plandefinition.refusals import ApplyRefused
 from app.store.definitions import VersionTaken, store_definition
 from app.tools.packaged import PackagedTools
 

@@ -301,7 +301,11 @@ def test_cds_service(full: Ontology) -> None:
     assert each.suggestions[0].cites is None
     gold = svc.cards[0]
     assert gold.selection_behavior == "at-most-one" and gold.indicator == "critical"
-    suggestion, swap = gold.suggestions
+    suggestion, swap, call_back, noted = gold.suggestions
+    assert (call_back.action_type, call_back.cites) == ("create", None)
+    assert len(call_back.activities) == 1
+    assert [c.path for c in call_back.when] == [(F + "tier",)]
+    assert (noted.action_type, noted.activities) == ("none", ())
     assert (suggestion.label, suggestion.action_type, suggestion.cites) == (
         "Remove the draft",
         "delete",

@@ -237,3 +237,48 @@ def test_codes_imply_an_annotation_that_ends_the_property_s_unit(
     else:
         [message] = found
         assert f'horis:codesImply "{annotation}"' in message
+
+
+SERVICE = """
+:Service a horis:CdsService ; horis:id "activity" ; horis:hook "patient-view" ;
+    horis:title "Activity" ; horis:description "A suggestion creating a request." ;
+    horis:workflow :Flow ;
+    horis:prefetch [ horis:key "hr" ;
+                     horis:query "Observation?patient={{{{context.patientId}}}}" ] ;
+    horis:card [ horis:terminal :Done ; horis:indicator "info" ; horis:summary "Done" ;
+                 horis:suggest [ horis:label "Order it" ; horis:activity {activity} ] ] .
+"""
+ORDER = (
+    '"""{"activityDefinition": {"resourceType": "ActivityDefinition", "status": "active", '
+    '"kind": "ServiceRequest"%s}}"""'
+)
+
+
+@pytest.mark.parametrize(
+    ("extra", "problem"),
+    [
+        ("", None),
+        (', "library": ["http://example.org/Library/L"]', "logic library"),
+        (
+            ', "dynamicValue": [{"path": "priority", "expression": '
+            '{"language": "text/cql-identifier", "expression": "P"}}]',
+            "FHIRPath",
+        ),
+        (', "status": 7', "ActivityDefinition.status"),
+    ],
+)
+def test_a_suggestions_activity_is_an_r4_activity_definition_in_fhirpath(
+    ttl: Callable[[str], Path], extra: str, problem: str | None
+) -> None:
+    path = _sound_with(ttl, ":Done a", ":Done a", SERVICE.format(activity=ORDER % extra))
+    found = [p.message for p in verify(load_ontology([path]))]
+    if problem is None:
+        assert found == []  # the complete declaration loads clean
+    else:
+        assert len(found) == 1 and "horis:activity" in found[0] and problem in found[0]
+
+
+def test_an_activity_that_is_not_json_is_refused(ttl: Callable[[str], Path]) -> None:
+    path = _sound_with(ttl, ":Done a", ":Done a", SERVICE.format(activity='"{not json"'))
+    [problem] = verify(load_ontology([path]))
+    assert "not JSON" in problem.message

@@ -100,14 +100,16 @@ def client(make_app_client: OpenClient, tmp_path: Path) -> Iterator[TestClient]:
         yield opened
 
 
-def _call(client: TestClient, service: str, patient: dict[str, Any]) -> dict[str, Any]:
+def _call(
+    client: TestClient, service: str, patient: dict[str, Any], **prefetch: Any
+) -> dict[str, Any]:
     answer = client.post(
         f"/cds-services/{service}",
         json={
             "hook": "patient-view",
             "hookInstance": str(uuid.uuid4()),
             "context": {"patientId": patient["id"], "userId": "Practitioner/p1"},
-            "prefetch": {"patient": patient},
+            "prefetch": {"patient": patient, **prefetch},
         },
     )
     assert answer.status_code == 200, answer.text
@@ -151,7 +153,9 @@ def test_a_triggered_plan_is_a_service_whose_cards_follow_its_conditions(
 
 
 def test_the_collections_discharge_plan_answers_with_its_card(client: TestClient) -> None:
-    body = _call(client, "DischargeInstructionsPlan", {"resourceType": "Patient", "id": "d"})
+    practitioner = {"resourceType": "Practitioner", "id": "p1"}
+    patient = {"resourceType": "Patient", "id": "d"}
+    body = _call(client, "DischargeInstructionsPlan", patient, practitioner=practitioner)
     assert _cards(body) == [("info", "Send message with discharge instructions")]
 
 

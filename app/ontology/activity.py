@@ -1,0 +1,92 @@
+"""``horis:activity`` on a suggestion: the request a card offers to create, declared as FHIR
+declares requests — an R4 ActivityDefinition, applied for the call's patient when the card is
+built — rather than as a resource written out in advance.
+
+The literal is JSON::
+
+    {"activityDefinition": {…an R4 ActivityDefinition…},
+     "dynamicValue": [{"path": "…", "expression": {"language": "text/fhirpath", …}}, …],
+     "context": {…the resource those further dynamic values read as their context…}}
+
+``dynamicValue`` (optional) holds values set after the definition's own, as a PlanDefinition
+action's are (``context`` then the PlanDefinition). What is checked at load, here: the shape,
+the definition's validity as R4, and that every expression is FHIRPath (this host evaluates
+FHIRPath and its own rules, not CQL). What the definition builds is checked when it is applied
+(``app.cds.activity_suggestions``): a definition that cannot be built for a patient makes no
+suggestion, and the card says why.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from app.fhir_validate import problems
+
+FHIRPATH = "text/fhirpath"
+
+
+@dataclass(frozen=True)
+class Activity:
+    """A parsed ``horis:activity``."""
+
+    definition: dict[str, Any]
+    dynamic_values: tuple[dict[str, Any], ...] = ()
+    context: dict[str, Any] | None = None
+
+
+class ActivityError(ValueError):
+    """A ``horis:activity`` literal that is not the JSON it must be."""
+
+
+def parse_activity(text: str) -> Activity:
+    """The ``horis:activity`` literal ``text``; :class:`ActivityError` saying what is wrong."""
+    try:
+        given = json.loads(text)
+    except ValueError as exc:
+        raise ActivityError(f"not JSON ({exc})") from None
+    if not isinstance(given, dict):
+        raise ActivityError("must be a JSON object")
+    definition = given.get("activityDefinition")
+    if not isinstance(definition, dict) or definition.get("resourceType") != "ActivityDefinition":
+        raise ActivityError("activityDefinition must be an ActivityDefinition resource")
+    values = given.get("dynamicValue") or []
+    if not isinstance(values, list) or not all(isinstance(v, dict) for v in values):
+        raise ActivityError("dynamicValue must be a list of dynamic values")
+    context = given.get("context")
+    if values and (not isinstance(context, dict) or "resourceType" not in context):
+        raise ActivityError("dynamicValue needs context: the resource its expressions read")
+    unknown = sorted(set(given) - {"activityDefinition", "dynamicValue", "context"})
+    if unknown:
+        raise ActivityError(f"unknown member {unknown[0]!r}")
+    return Activity(definition=definition, dynamic_values=tuple(values), context=context)
+
+
+def activity_problems(text: str) -> list[str]:
+    """What is wrong with the ``horis:activity`` literal ``text`` (nothing: ``[]``)."""
+    try:
+        activity = parse_activity(text)
+    except ActivityError as exc:
+        return [str(exc)]
+    out = [f"ActivityDefinition{where}: {rule}" for where, rule in problems(activity.definition)]
+    if activity.definition.get("library"):
+        out.append(
+            "the ActivityDefinition names a logic library (CQL), which this host does not run"
+        )
+    listed = [
+        ("ActivityDefinition.dynamicValue", activity.definition.get("dynamicValue") or []),
+        ("dynamicValue", activity.dynamic_values),
+    ]
+    for where, values in listed:
+        for i, value in enumerate(values):
+            expression = (value or {}).get("expression") or {}
+            if expression.get("language") != FHIRPATH or not value.get("path"):
+                out.append(
+                    f"{where}[{i}] must have a path and a FHIRPath ({FHIRPATH}) expression, "
+                    f"not {expression.get('language') or 'none'}"
+                )
+    return out
+
+
+__all__ = ["Activity", "ActivityError", "activity_problems", "parse_activity"]

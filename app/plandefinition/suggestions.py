@@ -1,0 +1,244 @@
+"""What a served plan's card offers: its top-level action's requests and child actions as the
+card's suggestions, and what the plan reads as the service's prefetch.
+
+A card is a top-level action (``app.plandefinition.services``). Its suggestions, in order:
+
+- the action's own ``definitionCanonical``, when it names an ActivityDefinition: a suggestion
+  labelled with the action's title that creates the request the definition defines for the
+  call's patient, the action's own dynamic values set after the definition's (the plan their
+  context), built when the card is (``horis:activity``: ``app.cds.activity_suggestions``);
+- each child action: a suggestion labelled with its title (or ``textEquivalent``, or
+  description) creating its ActivityDefinition's request, or without action when it names no
+  definition (the clinician acknowledges it); a child with applicability conditions is offered
+  only when the rules decide they hold (unknown: not offered, and the card says so).
+
+The action's ``selectionBehavior`` becomes what CDS Hooks allows (``at-most-one`` or ``any``):
+``any`` and ``one-or-more`` → ``any`` (a client cannot require one); ``at-most-one`` and
+``exactly-one`` → ``at-most-one``; ``all`` and ``all-or-none`` → **one** suggestion holding every
+request (CDS Hooks accepts a suggestion's actions as a unit), ``at-most-one``; none → ``any``.
+
+Refused, naming the element (the plan is then not served): a child action with children of its
+own (a suggestion holds no further choices), a definition that is not an ActivityDefinition (a
+nested plan or a Questionnaire is not a request a card can create), one that is not held, one
+``$apply`` would refuse, dynamic values without a definition, a child without any text to
+label it, and conditions on the members of an ``all`` group (taken as a unit, no member can be
+left out).
+
+Prefetch: ``patient``, then ``practitioner`` (``Practitioner/{{userPractitionerId}}``) when
+one reads ``%practitioner``, ``encounter`` when one reads ``%encounter`` and the hook names an
+encounter,
+then one template per ``input`` data requirement of the plan's actions: its type for the patient
+with its code filters' codes (a filter by value set only, or by date, is not put in the query:
+the EHR sends a superset, never less).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from app.ontology._fhir_model import is_resource_type
+from app.ontology.hooks import HOOKS
+from app.plandefinition.activity import CALL_RESOURCES, check_activity, variables
+from app.plandefinition.conditions import turtle_literal
+from app.plandefinition.library import Definitions
+from app.plandefinition.refusals import ApplyRefused
+
+#: A PlanDefinition action's selectionBehavior as a CDS Hooks card's; None: one suggestion
+#: holding every request
+SELECTION: dict[str, str | None] = {
+    "any": "any",
+    "one-or-more": "any",
+    "at-most-one": "at-most-one",
+    "exactly-one": "at-most-one",
+    "all": None,
+    "all-or-none": None,
+}
+_PLACEHOLDER = re.compile(r"\{\{|\}\}")
+
+
+@dataclass(frozen=True)
+class CardSuggestions:
+    """One card's suggestions as Turtle ``horis:suggest`` nodes, its selection behaviour, and
+    the call resources their definitions read (``practitioner``, ``encounter``)."""
+
+    nodes: tuple[str, ...] = ()
+    selection: str | None = None
+    reads: frozenset[str] = frozenset()
+
+
+def _refused(message: str, element: str) -> ApplyRefused:
+    return ApplyRefused(422, "not-supported", message, element)
+
+
+def _text(value: Any) -> str:
+    return _PLACEHOLDER.sub(lambda m: m.group(0)[0] + " " + m.group(0)[1], str(value))
+
+
+def _label(action: Mapping[str, Any]) -> str | None:
+    for key in ("title", "textEquivalent", "description"):
+        if isinstance(action.get(key), str) and action[key].strip():
+            return _text(action[key])
+    return None
+
+
+@dataclass
+class _Builder:
+    plan: Mapping[str, Any]
+    definitions: Definitions
+    reads: set[str]
+
+    def activity(self, action: Mapping[str, Any], where: str) -> str | None:
+        """The ``horis:activity`` JSON of the action's definition, None without one."""
+        canonical = action.get("definitionCanonical")
+        if not isinstance(canonical, str):
+            if action.get("dynamicValue"):
+                raise _refused(
+                    f"{where} has dynamic values but no definition to set them on",
+                    f"{where}.dynamicValue",
+                )
+            return None
+        held = self.definitions.canonical(canonical)
+        if held is None:
+            why = (
+                "is held in several versions: name one as url|version"
+                if self.definitions.is_ambiguous(canonical)
+                else "is not among the service's definitions"
+            )
+            raise ApplyRefused(
+                422,
+                "not-found",
+                f"{where}.definitionCanonical {canonical} {why}",
+                f"{where}.definitionCanonical",
+            )
+        if held.get("resourceType") != "ActivityDefinition":
+            raise _refused(
+                f"{where}.definitionCanonical names a {held.get('resourceType')}: a card's "
+                "suggestion creates a request, which only an ActivityDefinition defines",
+                f"{where}.definitionCanonical",
+            )
+        check_activity(held)
+        own = list(action.get("dynamicValue") or ())
+        for value in [*(held.get("dynamicValue") or ()), *own]:
+            expression = str((value.get("expression") or {}).get("expression", ""))
+            self.reads.update(variables(expression) & set(CALL_RESOURCES))
+        literal: dict[str, Any] = {"activityDefinition": dict(held)}
+        if own:
+            context = {k: v for k, v in self.plan.items() if k != "action"}
+            literal.update(dynamicValue=own, context=context)
+        return json.dumps(literal, sort_keys=True, separators=(",", ":"))
+
+    def card(self, action: Mapping[str, Any], index: int) -> CardSuggestions:
+        where = f"PlanDefinition.action[{index}]"
+        items: list[tuple[str, list[str], str | None]] = []  # label, activities, condition
+        own = self.activity(action, where)
+        if own is not None:
+            label = _label(action) or f"Create the {json.loads(own)['activityDefinition']['kind']}"
+            items.append((label, [own], None))
+        for j, child in enumerate(action.get("action") or ()):
+            at = f"{where}.action[{j}]"
+            if child.get("action"):
+                raise _refused(
+                    f"{at} has actions of its own: a card's suggestion holds no further choices",
+                    f"{at}.action",
+                )
+            named = _label(child)
+            if named is None:
+                raise _refused(
+                    f"{at} has no title, textEquivalent or description to label its suggestion",
+                    f"{at}.title",
+                )
+            made = self.activity(child, at)
+            condition = f"{index}_{j}" if child.get("condition") else None
+            items.append((named, [made] if made else [], condition))
+        if not items:
+            return CardSuggestions()
+        behavior = action.get("selectionBehavior")
+        selection = SELECTION.get(behavior, "any") if isinstance(behavior, str) else "any"
+        if selection is None:  # all, all-or-none: every request taken as one
+            conditioned = [i for i, item in enumerate(items) if item[2] is not None]
+            if conditioned:
+                raise _refused(
+                    f"{where} selects its actions {behavior}, and an action of it has "
+                    "conditions: taken as a unit, none of them can be left out",
+                    f"{where}.selectionBehavior",
+                )
+            whole = [a for _label_, activities, _c in items for a in activities]
+            label = _label(action) or items[0][0]
+            items = [(label, whole, None)]
+            selection = "at-most-one"
+        nodes = []
+        for label, activities, condition in items:
+            parts = [f"horis:label {turtle_literal(label)}"]
+            parts.extend(f"horis:activity {turtle_literal(a)}" for a in activities)
+            if not activities:
+                parts.append('horis:actionType "none"')
+            if condition is not None:
+                parts.append(f"horis:when [ horis:property :applies_{condition} ; horis:is true ]")
+            nodes.append("[ " + " ;\n                   ".join(parts) + " ]")
+        return CardSuggestions(nodes=tuple(nodes), selection=selection)
+
+
+def card_suggestions(
+    plan: Mapping[str, Any], definitions: Definitions
+) -> tuple[list[CardSuggestions], frozenset[str]]:
+    """Each top-level action's suggestions, in order, and the call resources they read."""
+    builder = _Builder(plan, definitions, set())
+    cards = [builder.card(action, i) for i, action in enumerate(plan.get("action") or ())]
+    return cards, frozenset(builder.reads)
+
+
+def _inputs(actions: Any, at: str) -> list[tuple[str, Mapping[str, Any]]]:
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    for i, action in enumerate(actions or ()):
+        here = f"{at}.action[{i}]"
+        out.extend((f"{here}.input[{j}]", req) for j, req in enumerate(action.get("input") or ()))
+        out.extend(_inputs(action.get("action"), here))
+    return out
+
+
+def plan_prefetch(
+    plan: Mapping[str, Any], hook: str, reads: frozenset[str]
+) -> tuple[tuple[str, str], ...]:
+    """The prefetch templates beyond ``patient`` the served plan declares (key, query)."""
+    out: list[tuple[str, str]] = []
+    if "practitioner" in reads:
+        out.append(("practitioner", "Practitioner/{{userPractitionerId}}"))
+    fields = {f.name for f in HOOKS.get(hook, ())}
+    if "encounter" in reads and "encounterId" in fields:
+        out.append(("encounter", "Encounter/{{context.encounterId}}"))
+    taken = {"patient", *(key for key, _q in out)}
+    for where, requirement in _inputs(plan.get("action"), "PlanDefinition"):
+        kind = requirement.get("type")
+        if not isinstance(kind, str) or not is_resource_type(kind):
+            raise _refused(f"{where}.type {kind!r} is not an R4 resource type", f"{where}.type")
+        if kind == "Patient":
+            continue
+        query = f"{kind}?patient={{{{context.patientId}}}}"
+        for k, code_filter in enumerate(requirement.get("codeFilter") or ()):
+            param = code_filter.get("searchParam") or code_filter.get("path")
+            codes = [
+                f"{c['system']}|{c['code']}" if c.get("system") else str(c["code"])
+                for c in code_filter.get("code") or ()
+                if isinstance(c, dict) and c.get("code")
+            ]
+            if codes and not isinstance(param, str):
+                raise _refused(
+                    f"{where}.codeFilter[{k}] names neither searchParam nor path",
+                    f"{where}.codeFilter[{k}]",
+                )
+            if codes:
+                query += f"&{param}={','.join(codes)}"
+        key = kind[0].lower() + kind[1:]
+        n = 2
+        while key in taken:
+            key, n = f"{kind[0].lower()}{kind[1:]}{n}", n + 1
+        taken.add(key)
+        out.append((key, query))
+    return tuple(out)
+
+
+__all__ = ["SELECTION", "CardSuggestions", "card_suggestions", "plan_prefetch"]
