@@ -71,7 +71,11 @@ def metadata(request: Request) -> JSONResponse:
                             {
                                 "name": "apply",
                                 "definition": "http://hl7.org/fhir/OperationDefinition/PlanDefinition-apply",
-                            }
+                            },
+                            {
+                                "name": "r5.apply",
+                                "definition": "http://hl7.org/fhir/uv/cpg/OperationDefinition/cpg-plandefinition-apply",
+                            },
                         ],
                     },
                     {
@@ -174,7 +178,7 @@ async def _operation(
 
 
 async def _apply(
-    plan_id: str | None, request: Request, deployments: DeploymentsDep
+    plan_id: str | None, request: Request, deployments: DeploymentsDep, *, r5: bool = False
 ) -> JSONResponse:
     return await _operation(
         request,
@@ -186,6 +190,7 @@ async def _apply(
             base=base,
             runner=parts.hooks.deps.runner,
             packaged=parts.tool_host.packaged,
+            r5=r5,
         ),
     )
 
@@ -205,6 +210,25 @@ async def apply_by_id(plan_id: str, request: Request, deployments: DeploymentsDe
 )
 async def apply_by_url(request: Request, deployments: DeploymentsDep) -> JSONResponse:
     return await _apply(None, request, deployments)
+
+
+@router.post(
+    "/PlanDefinition/{plan_id}/$r5.apply",
+    summary="Apply a PlanDefinition with the R5/CPG 2.0 semantics: always a Bundle with the "
+    "RequestGroup first ($apply answers the same, or a CarePlan on request)",
+)
+async def r5_apply_by_id(
+    plan_id: str, request: Request, deployments: DeploymentsDep
+) -> JSONResponse:
+    return await _apply(plan_id, request, deployments, r5=True)
+
+
+@router.post(
+    "/PlanDefinition/$r5.apply",
+    summary="$r5.apply on the PlanDefinition sent inline, or named by the url parameter",
+)
+async def r5_apply_by_url(request: Request, deployments: DeploymentsDep) -> JSONResponse:
+    return await _apply(None, request, deployments, r5=True)
 
 
 async def _apply_activity(definition_id: str | None, request: Request) -> JSONResponse:

@@ -16,6 +16,7 @@ from app.deployments import Deployments
 from app.plandefinition.activity import Call, apply_activity, checked
 from app.plandefinition.apply import apply
 from app.plandefinition.authored import Decider, expand
+from app.plandefinition.careplan import care_plan, wants_care_plan
 from app.plandefinition.conditions import decide
 from app.plandefinition.library import DefinitionSource
 from app.plandefinition.refusals import ApplyRefused, parameters
@@ -74,8 +75,33 @@ def apply_plan(
     base: str,
     runner: Runner,
     packaged: PackagedTools,
+    r5: bool = False,
 ) -> dict[str, Any]:
+    """The ``$apply`` answer: the Bundle, or with ``returnCarePlan`` the CarePlan holding it
+    (``r5``: ``$r5.apply``, whose answer is the Bundle, always)."""
     given = parameters(body)
+    wrapped = wants_care_plan(given)
+    if wrapped and r5:
+        raise ApplyRefused(
+            400,
+            "not-supported",
+            "$r5.apply answers a Bundle: ask $apply for the CarePlan",
+            "returnCarePlan",
+        )
+    bundle = _apply_plan(deployments, definitions, plan_id, given, body, base, runner, packaged)
+    return care_plan(bundle) if wrapped else bundle
+
+
+def _apply_plan(
+    deployments: Deployments,
+    definitions: DefinitionSource,
+    plan_id: str | None,
+    given: Mapping[str, Any],
+    body: Any,
+    base: str,
+    runner: Runner,
+    packaged: PackagedTools,
+) -> dict[str, Any]:
     inline = given.get("planDefinition")
     if inline is not None:
         if plan_id is not None:
