@@ -71,7 +71,7 @@ from adapters.fhir.commit_reports import (
     PlannedWrite,
     WriteRecorder,
 )
-from adapters.fhir.create import identifier_for, invalid, render_resource, search_token
+from adapters.fhir.create import NotBuilt, identifier_for, invalid, render_resource, search_token
 from adapters.fhir.reconcile import earlier_effects
 from adapters.fhir.scopes import permits
 from adapters.fhir.writes import FHIR_JSON, JSON_PATCH, outcome, patch_document, send
@@ -259,18 +259,22 @@ class FhirCommitAdapter:
         url = f"{self.context.fhir_server}/{commit.resource_type}"
         effect_id = f"{w.tool.name}:{commit.resource_type}.create"
         identifier = identifier_for(w.run_id, effect_id)
-        body = render_resource(
-            self.ontology,
-            commit,
-            w.args,
-            run_id=w.run_id,
-            run_url=self.context.run_url,
-            now=w.now,
-            context=self.context.hook_context,
-            prefetch=self.context.prefetch,
-            resources=self.context.resources,
-            identifier=identifier,
-        )
+        unbuilt: str | None = None
+        try:
+            body = render_resource(
+                self.ontology,
+                commit,
+                w.args,
+                run_id=w.run_id,
+                run_url=self.context.run_url,
+                now=w.now,
+                context=self.context.hook_context,
+                prefetch=self.context.prefetch,
+                resources=self.context.resources,
+                identifier=identifier,
+            )
+        except NotBuilt as exc:
+            body, unbuilt = {"resourceType": commit.resource_type}, str(exc)
         report = PlannedWrite(
             effect_id=effect_id,
             tool=w.tool.iri,
@@ -289,7 +293,7 @@ class FhirCommitAdapter:
             return recorder.unsent(
                 "refused", {"reason": reason, "granted": self.context.scope}, detail=reason
             )
-        problem = invalid(body)
+        problem = unbuilt or invalid(body)
         if problem is not None:
             return recorder.unsent("refused", {"reason": problem}, detail=problem)
         if_none_exist = f"identifier={search_token(identifier)}"

@@ -1,5 +1,6 @@
-"""What a ``horis:Create`` commit sends: the resource its template renders, with an identifier
-that makes the create idempotent.
+"""What a ``horis:Create`` commit sends: the resource its template renders, or the request its
+ActivityDefinition defines (built as ``$apply`` builds it, ``instantiatesCanonical`` set, the
+tool's arguments read as ``%name``), with an identifier that makes the create idempotent.
 
 The identifier is derived from the run and the effect (``urn:uuid:`` + a UUID5 of both), so every
 attempt of one run's write — a retry after a lost answer, a retried tool call — asks the server
@@ -22,6 +23,7 @@ from pydantic import ValidationError
 from adapters.fhir.writes import IDENTIFIER_SYSTEM
 from app.ontology.model import AdapterCommit, Individual, Ontology
 from app.ontology.templates import render
+from app.plandefinition.declared import call_refs, created_request
 
 _NAMESPACE = uuid.UUID("6f1b2a52-7d3e-5c1a-9a0e-3c5d8b1f4e27")
 
@@ -67,7 +69,9 @@ def render_resource(
     resources: Mapping[str, Mapping[str, Any]],
     identifier: Mapping[str, str],
 ) -> dict[str, Any]:
-    """The resource to POST: the template rendered, its type set, the identifier appended."""
+    """The resource to POST: the template rendered (or the ActivityDefinition applied:
+    :class:`NotBuilt` when it cannot be for this call), its type set, the identifier
+    appended."""
 
     def lookup(name: str) -> Any:
         kind, _, rest = name.partition(".")
@@ -93,13 +97,29 @@ def render_resource(
             return _path(prefetch.get(key), parts)
         return None
 
-    body = render(commit.template or "{}", lookup)
+    if commit.activity is not None:
+        made, why = created_request(
+            commit.activity,
+            refs=call_refs(context),
+            resources=resources,
+            now=now,
+            params=args,
+        )
+        if made is None:
+            raise NotBuilt(f"the {commit.resource_type} its ActivityDefinition defines: {why}")
+        body = made
+    else:
+        body = render(commit.template or "{}", lookup)
     body["resourceType"] = commit.resource_type
     body.pop("id", None)
     body.pop("meta", None)
     existing = body.get("identifier")
     body["identifier"] = [*(existing if isinstance(existing, list) else []), dict(identifier)]
     return body
+
+
+class NotBuilt(ValueError):
+    """A create whose ActivityDefinition cannot be built for this call: nothing is sent."""
 
 
 def _individual(ontology: Ontology, value: str) -> Individual | None:

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
-from app.cds.activity_suggestions import created_request
 from app.cds.card_parts import (
     CARD_EXTENSION,
     RUN_LINK_LABEL,
@@ -49,6 +48,7 @@ from app.ontology.model import (
     humanise,
     local_name,
 )
+from app.plandefinition.declared import created_request
 from app.runtime.documents import Undecided
 from app.world.facts import Violation
 from app.world.world import World
@@ -81,7 +81,7 @@ class RunView:
     #: ``Type/id`` of the draft orders the hook's context carries
     drafts: frozenset[str] = frozenset()
     #: what a suggestion's ActivityDefinition reads as ``%subject``, ``%practitioner`` and
-    #: ``%encounter`` (``app.cds.activity_suggestions.call_refs``)
+    #: ``%encounter`` (``app.plandefinition.declared.call_refs``)
     refs: Mapping[str, str | None] = field(default_factory=dict)
     #: the run's time (a request a suggestion creates is built at it)
     now: datetime | None = None

@@ -15,7 +15,6 @@ from datetime import tzinfo
 from typing import Any
 
 from app.cds.accept import HookCall
-from app.cds.activity_suggestions import call_refs
 from app.cds.ahead import EXTENSION_KEY
 from app.cds.card_parts import unread_order_cards
 from app.cds.cards import (
@@ -29,6 +28,7 @@ from app.cds.issued import card_issues, rule_names
 from app.cds.response_check import check_response
 from app.cds.run_story import by_reference, context_resources, detours, failed_actions, narration
 from app.cds.unsent import unsent_notices
+from app.plandefinition.declared import call_refs
 from app.runtime.outcome import Outcome
 from app.store.run_rows import CardIssue
 from app.world.facts import Violation

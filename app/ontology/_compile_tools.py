@@ -14,6 +14,7 @@ from typing import Any
 from rdflib.term import Node
 
 from app.ontology._compile_base import BINDING_SCHEMES, CompilerBase, H
+from app.ontology.activity import activity_problems, parse_activity
 from app.ontology.names import local_name
 from app.ontology.templates import template_problem
 from app.ontology.tools import AdapterCommit, CommitOperation, EffectDecl, ToolArg, ToolDef
@@ -84,7 +85,17 @@ class ToolCompiler(CompilerBase):
         if named == "Patch":
             operation = "patch"
         creates = operation == "create"
-        template = self.string(c, H("template"), required=creates)
+        activity = self.string(c, H("activity"))
+        if activity is not None:
+            self._commit_activity(c, activity, creates)
+        template = self.string(c, H("template"), required=creates and activity is None)
+        if template is not None and activity is not None:
+            self.r.problem(
+                "not-understood",
+                c,
+                "a create writes either its horis:template or its horis:activity, not both",
+                via=H("activity"),
+            )
         if template is not None:
             problem = template_problem(template, str(self.string(c, H("resourceType")) or ""))
             if problem:
@@ -104,7 +115,31 @@ class ToolCompiler(CompilerBase):
             operation=operation,
             scope=self.string(c, H("scope"), required=True) or "",
             template=template,
+            activity=activity,
         )
+
+    def _commit_activity(self, c: Node, activity: str, creates: bool) -> None:
+        """A create's ``horis:activity``: an ActivityDefinition (``app.ontology.activity``)
+        with a url, so that the request written says what it instantiates, of the kind the
+        commit's resource type names."""
+        problems = activity_problems(activity)
+        if not problems:
+            definition = parse_activity(activity).definition
+            kind = self.string(c, H("resourceType"))
+            if definition.get("kind") != kind:
+                problems.append(
+                    f"its ActivityDefinition's kind {definition.get('kind')!r} is not the "
+                    f"commit's horis:resourceType {kind!r}"
+                )
+            if not isinstance(definition.get("url"), str):
+                problems.append(
+                    "its ActivityDefinition needs a url: the request written names the "
+                    "definition it instantiates"
+                )
+        if not creates:
+            problems.append("horis:activity applies to horis:Create only")
+        for problem in problems:
+            self.r.problem("literal-type", c, f"horis:activity: {problem}", via=H("activity"))
 
     def _check_binding(self, node: Node, binding: str, commits: bool) -> None:
         problem = _binding_problem(binding, self.registry, commits)

@@ -12,7 +12,7 @@ The literal is JSON::
 action's are (``context`` then the PlanDefinition). What is checked at load, here: the shape,
 the definition's validity as R4, and that every expression is FHIRPath (this host evaluates
 FHIRPath and its own rules, not CQL). What the definition builds is checked when it is applied
-(``app.cds.activity_suggestions``): a definition that cannot be built for a patient makes no
+(``app.plandefinition.declared``): a definition that cannot be built for a patient makes no
 suggestion, and the card says why.
 """
 

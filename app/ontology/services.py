@@ -78,7 +78,7 @@ class SuggestionDecl:
     #: horis:activity…: the requests the suggestion creates (taken together, as one), each as
     #: JSON ``{"activityDefinition": {…}, "dynamicValue": […], "context": {…}}`` — an R4
     #: ActivityDefinition applied for the call's patient when the card is built
-    #: (``app.cds.activity_suggestions``), then the optional further dynamic values, with
+    #: (``app.plandefinition.declared``), then the optional further dynamic values, with
     #: ``context`` as their context resource (``app.ontology.activity``)
     activities: tuple[str, ...] = ()
     #: horis:when on the suggestion: conditions on the focus it is offered under (none: always)

@@ -37,9 +37,10 @@ class AdapterCommit:
     ``horis:code`` in ``code_system``: ``update`` PUTs the whole resource, ``patch`` sends a JSON
     Patch of that one element; both only against the version the run read (``If-Match``).
     ``create`` (``horis:Create``) POSTs a new resource rendered from ``template`` (JSON with
-    ``{{…}}`` placeholders), conditionally on its identifier (``If-None-Exist``) so a retry
-    never creates it twice. The call is made only when ``fhirAuthorization.scope`` grants
-    ``scope``.
+    ``{{…}}`` placeholders), or the request the ActivityDefinition of ``activity`` defines for
+    the call (``instantiatesCanonical`` set), conditionally on its identifier
+    (``If-None-Exist``) so a retry never creates it twice. The call is made only when
+    ``fhirAuthorization.scope`` grants ``scope``.
     """
 
     resource_type: str  # horis:resourceType "Encounter"
@@ -49,6 +50,9 @@ class AdapterCommit:
     operation: CommitOperation = "update"  # horis:operation horis:Update | Patch | Create
     scope: str = ""  # horis:scope "user/Encounter.write"
     template: str | None = None  # horis:template: the JSON body of a create
+    #: horis:activity in place of a template: the request the create writes, as JSON holding an
+    #: R4 ActivityDefinition (``app.ontology.activity``), built as ``$apply`` builds it
+    activity: str | None = None
 
     @property
     def is_message(self) -> bool:

@@ -6,7 +6,7 @@ A card is a top-level action (``app.plandefinition.services``). Its suggestions,
 - the action's own ``definitionCanonical``, when it names an ActivityDefinition: a suggestion
   labelled with the action's title that creates the request the definition defines for the
   call's patient, the action's own dynamic values set after the definition's (the plan their
-  context), built when the card is (``horis:activity``: ``app.cds.activity_suggestions``);
+  context), built when the card is (``horis:activity``: ``app.plandefinition.declared``);
 - each child action: a suggestion labelled with its title (or ``textEquivalent``, or
   description) creating its ActivityDefinition's request, or without action when it names no
   definition (the clinician acknowledges it); a child with applicability conditions is offered

@@ -1,18 +1,21 @@
-"""A suggestion that creates the request its ``horis:activity`` defines: the ActivityDefinition
-applied for the call's patient when the card is built (``app.plandefinition.activity``, the
-same application ``ActivityDefinition/$apply`` answers with), never a resource written out in
-advance or by a language model.
+"""A request declared as an ActivityDefinition (``horis:activity``), built for one call: on a
+card's suggestion (``app.cds.cards``) and in a tool's create commit (``adapters.fhir.create``)
+— the same application ``ActivityDefinition/$apply`` answers with
+(``app.plandefinition.activity``), never a resource written out in advance or by a language
+model.
 
 The call gives the definition what ``$apply`` takes as parameters: the patient
 (``Patient/{patientId}``) as the subject, the user (a ``Practitioner/…`` or
-``PractitionerRole/…`` ``userId``) as the practitioner, the encounter (``encounterId``), and the
+``PractitionerRole/…`` ``userId``) as the practitioner, the encounter (``encounterId``), the
 resources the call carried or read as its data, by ``Type/id`` — a dynamic value reading
 ``%practitioner`` reads the user's resource when the EHR sent it (a prefetch of
-``{{context.userId}}``). The time is the run's, so a replay builds the same request.
+``Practitioner/{{userPractitionerId}}``) — and, for a commit, the tool's arguments as
+``%name`` parameters. The time is the run's, so a replay builds the same request.
 
-A definition that cannot be built for this patient (an expression reads a resource the call did
-not carry, a value of the wrong type for its element) makes no suggestion: the card says which
-and why instead of offering half a request.
+A definition that cannot be built for this call (an expression reads a resource the call did
+not carry, a value of the wrong type for its element) builds nothing, and says why: a card then
+offers no suggestion and says so, a commit is not sent and the run's notices say so — never
+half a request.
 """
 
 from __future__ import annotations
@@ -47,9 +50,10 @@ def created_request(
     refs: Mapping[str, str | None],
     resources: Mapping[str, Mapping[str, Any]],
     now: datetime | None,
+    params: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any] | None, str | None]:
-    """The request the ``horis:activity`` literal ``text`` defines for this call, or None and
-    why it could not be built."""
+    """The request the ``horis:activity`` literal ``text`` defines for this call (``params``:
+    what its expressions read as ``%name``), or None and why it could not be built."""
     try:
         activity = parse_activity(text)
     except ActivityError as exc:  # verified at load: only a deployment bypassing it
@@ -57,7 +61,7 @@ def created_request(
     call = Call(
         refs=dict(refs),
         found={ref: dict(resource) for ref, resource in resources.items()},
-        user={},
+        user=dict(params or {}),
         when=now or datetime.now(UTC),
     )
     try:
