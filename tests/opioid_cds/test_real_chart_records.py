@@ -1,9 +1,10 @@
 """Opioid services on records as Synthea and real EHRs write them, over HTTP in both modes.
 
-Synthea writes no ``Condition.category``. A condition the guide reads only when categorized
-(a problem-list item, an encounter diagnosis, a health concern) is then neither read nor "none":
-it is unread, and a decision it could change says so. A record that cannot change the decision
-(a sprained ankle without a category) leaves it decided.
+Synthea writes no ``Condition.category``. A category says where a diagnosis was recorded (a
+problem list, an encounter), not whether it is the patient's: a condition without one is read as
+the patient's diagnosis, never dropped — an alcoholism diagnosis without a category is the risk
+factor it is, an active cancer without one the exclusion it is. A record that cannot change the
+decision (a sprained ankle without a category) leaves it decided.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ ADULT = patient(P)
 ALCOHOLISM = "7200002"  # SNOMED CT, in the guide's "conditions documenting substance misuse"
 ANKLE_SPRAIN = "44465007"  # SNOMED CT: no value set of the guide lists it
 DRUG_OVERDOSE = "55680006"  # SNOMED CT: Drug overdose
+ICD10 = "http://hl7.org/fhir/sid/icd-10-cm"
+#: ICD-10-CM: malignant neoplasm of the nipple of the right female breast — a malignant cancer the
+#: guide lists, not among the conditions likely terminal
+BREAST_CANCER = "C50.011"
 
 
 def synthea(resource: dict[str, Any]) -> dict[str, Any]:
@@ -54,9 +59,19 @@ CASES = [
     # the complete twin: a problem-list item documenting substance misuse is a risk factor
     case("substance-misuse-on-the-problem-list", S, "order-sign", ADULT, drafts=[draft()],
          stored=[condition("c-alcohol", P, ALCOHOLISM)], expected=["warning"]),
-    # the same condition without a category: not read as "no risk", but named, undecided
+    # the same condition without a category: the same risk factor, decided
     case("substance-misuse-without-a-category", S, "order-sign", ADULT, drafts=[draft()],
          stored=[synthea(condition("c-alcohol", P, ALCOHOLISM))], expected=["warning"]),
+    # an active cancer without a category excludes the patient as one on the problem list does
+    # (its twin, the benzodiazepine alone, gets the card below)
+    case("benzodiazepine-and-active-cancer-without-a-category", S, "order-sign", ADULT,
+         drafts=[draft()],
+         stored=[order("stored-benzo", P, TEMAZEPAM_20, authored=ago(40)),
+                 synthea(condition("c-cancer", P, BREAST_CANCER, system=ICD10))]),
+    case("benzodiazepine-and-active-cancer-on-the-problem-list", S, "order-sign", ADULT,
+         drafts=[draft()],
+         stored=[order("stored-benzo", P, TEMAZEPAM_20, authored=ago(40)),
+                 condition("c-cancer", P, BREAST_CANCER, system=ICD10)]),
     # a record that cannot change the decision: decided, no card
     case("unrelated-condition-without-a-category", S, "order-sign", ADULT, drafts=[draft()],
          stored=[synthea(condition("c-ankle", P, ANKLE_SPRAIN))]),
@@ -88,10 +103,13 @@ def test_recommendation_8_on_synthea_conditions(
     if example.name == "overdose-on-record-without-a-category":
         [card] = cards
         assert "with an overdose on record" in card["detail"], card["detail"]
-    if example.name == "substance-misuse-without-a-category":
+    if example.name in (
+        "substance-misuse-without-a-category",
+        "substance-misuse-on-the-problem-list",
+    ):
         [card] = cards
-        assert "not" in card["summary"].lower(), card["summary"]
-        assert "category" in card["detail"], card["detail"]
+        assert card["summary"].startswith("Offer naloxone"), card["summary"]
+        assert "substance misuse" in card["detail"], card["detail"]
 
 
 # --- MedicationStatement in a medications search ----------------------------------------------
