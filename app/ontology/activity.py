@@ -9,7 +9,8 @@ The literal is JSON::
      "context": {…the resource those further dynamic values read as their context…}}
 
 ``dynamicValue`` (optional) holds values set after the definition's own, as a PlanDefinition
-action's are (``context`` then the PlanDefinition). What is checked at load, here: the shape,
+action's are (``context`` then the PlanDefinition, and ``action``, optional, the action they
+read as ``%action``). What is checked at load, here: the shape,
 the definition's validity as R4, and that every expression is FHIRPath (this host evaluates
 FHIRPath and its own rules, not CQL). What the definition builds is checked when it is applied
 (``app.plandefinition.declared``): a definition that cannot be built for a patient makes no
@@ -34,6 +35,8 @@ class Activity:
     definition: dict[str, Any]
     dynamic_values: tuple[dict[str, Any], ...] = ()
     context: dict[str, Any] | None = None
+    #: the PlanDefinition action the further dynamic values belong to (their ``%action``)
+    action: dict[str, Any] | None = None
 
 
 class ActivityError(ValueError):
@@ -57,10 +60,15 @@ def parse_activity(text: str) -> Activity:
     context = given.get("context")
     if values and (not isinstance(context, dict) or "resourceType" not in context):
         raise ActivityError("dynamicValue needs context: the resource its expressions read")
-    unknown = sorted(set(given) - {"activityDefinition", "dynamicValue", "context"})
+    unknown = sorted(set(given) - {"activityDefinition", "dynamicValue", "context", "action"})
     if unknown:
         raise ActivityError(f"unknown member {unknown[0]!r}")
-    return Activity(definition=definition, dynamic_values=tuple(values), context=context)
+    action = given.get("action")
+    if action is not None and not isinstance(action, dict):
+        raise ActivityError("action must be a JSON object: the PlanDefinition action")
+    return Activity(
+        definition=definition, dynamic_values=tuple(values), context=context, action=action
+    )
 
 
 def activity_problems(text: str) -> list[str]:

@@ -392,10 +392,16 @@ def refuse_other_languages(values: Any, where: str) -> None:
 
 
 def set_dynamic_values(
-    made: dict[str, Any], context: Mapping[str, Any], values: Any, call: Call, where: str
+    made: dict[str, Any],
+    context: Mapping[str, Any],
+    values: Any,
+    call: Call,
+    where: str,
+    action: Mapping[str, Any] | None = None,
 ) -> None:
-    """Evaluate each dynamic value of ``values`` with ``context`` as its context resource and
-    set it in ``made`` at its path; ``where`` names the element holding them in refusals."""
+    """Evaluate each dynamic value of ``values`` with ``context`` as its context resource (and
+    a PlanDefinition action's own as ``%action``) and set it in ``made`` at its path;
+    ``where`` names the element holding them in refusals."""
     model = fhirpath_models["r4"]
     for i, dv in enumerate(values or ()):
         at_i = f"{where}.dynamicValue[{i}]"
@@ -403,7 +409,9 @@ def set_dynamic_values(
         expression = str(dv["expression"].get("expression", ""))
         env: dict[str, Any] = {"context": context, "resource": context}
         for name in variables(expression) - _BUILT_IN:
-            if name in call.user:
+            if name == "action" and action is not None:
+                env[name] = dict(action)
+            elif name in call.user:
                 env[name] = call.user[name]
             elif name in CALL_RESOURCES:
                 ref = call.refs[CALL_RESOURCES[name]]

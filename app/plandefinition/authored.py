@@ -261,7 +261,8 @@ class _Expansion:
             made = self.plan(held, nested=applying.nested + 1, where=f"{where}.definitionCanonical")
         else:
             made = instantiate(held, self.call)
-            set_dynamic_values(made, applying.plan, action.get("dynamicValue"), self.call, where)
+            values = action.get("dynamicValue")
+            set_dynamic_values(made, applying.plan, values, self.call, where, action=action)
             made = valid_result(made, where)
         self.made.append(made)
         return {"reference": f"{made['resourceType']}/{made['id']}"}, kind

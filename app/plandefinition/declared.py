@@ -68,7 +68,12 @@ def created_request(
         made = instantiate(activity.definition, call)
         if activity.dynamic_values:
             set_dynamic_values(
-                made, activity.context or {}, activity.dynamic_values, call, "dynamicValue"
+                made,
+                activity.context or {},
+                activity.dynamic_values,
+                call,
+                "dynamicValue",
+                action=activity.action,
             )
             made = valid_result(made, "dynamicValue")
     except ApplyRefused as exc:

@@ -128,7 +128,9 @@ class _Builder:
         literal: dict[str, Any] = {"activityDefinition": dict(held)}
         if own:
             context = {k: v for k, v in self.plan.items() if k != "action"}
-            literal.update(dynamicValue=own, context=context)
+            # %action: the action itself (its children are suggestions of their own)
+            read_as = {k: v for k, v in action.items() if k != "action"}
+            literal.update(dynamicValue=own, context=context, action=read_as)
         return json.dumps(literal, sort_keys=True, separators=(",", ":"))
 
     def card(self, action: Mapping[str, Any], index: int) -> CardSuggestions:

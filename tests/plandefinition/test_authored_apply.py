@@ -360,3 +360,20 @@ def test_a_held_plan_applies_by_the_full_url_the_search_gives_it(server: LiveSer
     )
     assert answer.status_code == 200, answer.text
     assert structure(answer.json()) == structure(post(server, URL, inline).json())
+
+
+def test_an_actions_dynamic_value_reads_the_action_as_percent_action(server: LiveServer) -> None:
+    request = copy.deepcopy(case(FIXTURES / "discharge-instructions.json")["request"])
+    plan = next(p["resource"] for p in request["parameter"] if p["name"] == "planDefinition")
+    [value] = plan["action"][0]["dynamicValue"]
+    value["expression"]["expression"] = "%action.title + ' for ' + %subject.name.given.first()"
+    answer = post(server, URL, request)
+    assert answer.status_code == 200, answer.text
+    [message] = [
+        e["resource"]
+        for e in answer.json()["entry"]
+        if e["resource"]["resourceType"] == "CommunicationRequest"
+    ]
+    assert message["payload"] == [
+        {"contentString": "Send message with discharge instructions for Alice"}
+    ]

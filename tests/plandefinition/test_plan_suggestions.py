@@ -147,6 +147,26 @@ def _definitions(folder: Path) -> None:
             ],
         ),
     ]
+    resources.append(
+        _plan(
+            "reads-its-action",
+            [
+                {
+                    "title": "Counsel on the new inhaler",
+                    "definitionCanonical": "http://example.org/ActivityDefinition/SendMessageActivity",
+                    "dynamicValue": [
+                        {
+                            "path": "payload[0].contentString",
+                            "expression": {
+                                "language": "text/fhirpath",
+                                "expression": "%action.title",
+                            },
+                        }
+                    ],
+                }
+            ],
+        )
+    )
     request = json.loads((CPG / "plandefinition/discharge-instructions.json").read_text())
     discharge = next(
         p["resource"] for p in request["request"]["parameter"] if p["name"] == "planDefinition"
@@ -320,3 +340,12 @@ def test_what_a_card_cannot_carry_refuses_the_plan_naming_it(
     refused = deployments["plandefinition-refused-plan"]
     assert refused["status"] == "refused"
     assert why in json.dumps(refused["problems"])
+
+
+def test_a_suggestions_dynamic_value_reads_its_action(client: TestClient) -> None:
+    patient = {"resourceType": "Patient", "id": "a1", "name": [{"given": ["Alice"]}]}
+    body = _call(client, "reads-its-action", patient, practitioner=PRACTITIONER)
+    [card] = body["cards"]
+    [suggestion] = card["suggestions"]
+    [action] = suggestion["actions"]
+    assert action["resource"]["payload"] == [{"contentString": "Counsel on the new inhaler"}]
