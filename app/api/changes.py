@@ -23,6 +23,9 @@ from app.changes.envelope import ChangeEnvelope, ChangeView
 from app.changes.sandbox import Limits
 from app.deps import CatalogDep, DeploymentsDep, EngineDep, JsonBodyChecked, SettingsDep
 from app.errors import BadRequest, ClientError
+from app.plandefinition.activation import plan_envelope
+from app.plandefinition.library import HeldDefinitions
+from app.plandefinition.refusals import ApplyRefused
 
 router = APIRouter(tags=["changes"], dependencies=[JsonBodyChecked], responses=CLIENT_JWT_RESPONSE)
 
@@ -121,6 +124,45 @@ def draft(body: DraftBody, control: Control, request: Request, caller: Caller) -
     from app.deps import app_runner
 
     return control.draft(body.service, bridge=app_runner(request.app).default_bridge)
+
+
+class PlanBody(BaseModel):
+    """A PlanDefinition written over FHIR, proposed as a CDS service."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    planDefinition: str = Field(min_length=1, max_length=64, description="Its id")
+    author: str | None = Field(default=None, min_length=1, max_length=200)
+    rationale: str = Field(default="", max_length=20_000)
+
+
+@router.post(
+    "/changes/plandefinition",
+    status_code=201,
+    summary="Propose a PlanDefinition written over FHIR as a CDS service (or its latest "
+    "write as the next version of one): a change like any other",
+    responses=_REFUSALS,
+)
+def propose_plan(
+    body: PlanBody, control: Control, request: Request, caller: Caller, deployments: DeploymentsDep
+) -> ChangeView:
+    from app.container import running
+
+    author = _who(caller, body.author, "author")
+    held = running(request.app).definitions
+    if not isinstance(held, HeldDefinitions):
+        raise ClientError(404, "not-found", "planDefinition", "no definitions are written here")
+    try:
+        envelope = plan_envelope(
+            body.planDefinition,
+            definitions=held,
+            deployments=deployments,
+            author=author,
+            rationale=body.rationale,
+        )
+    except ApplyRefused as exc:
+        raise ClientError(exc.status, exc.code, "planDefinition", str(exc)) from None
+    return control.propose(envelope)
 
 
 @router.get("/changes", summary="Changes, newest first")

@@ -292,7 +292,12 @@ async def write(resource_type: str, ident: str, request: Request) -> JSONRespons
             engine=parts.engine,
             packaged=parts.tool_host.packaged,
             author=author,
-            served=frozenset(s.id for s, _d in parts.catalog.current().services()),
+            # a written plan's own activated deployment does not stand in its way
+            served=frozenset(
+                s.id
+                for s, d in parts.catalog.current().services()
+                if d.id != f"plandefinition-{ident}"
+            ),
         )
     except ApplyRefused as exc:
         return _refused(exc)

@@ -244,8 +244,16 @@ class HookService:
         ``verified``: the caller's JWT was checked already."""
         d = self.deps
         started = time.monotonic()
+        deployments = d.catalog.current()
+        if deployments.for_service(service_id) is None:
+            # a service another worker's activation created since this one last looked (the
+            # database unreachable: the deployments this worker has, so an unknown id is a 404)
+            try:
+                deployments = await to_thread.run_sync(d.catalog.refresh, d.engine)
+            except SQLAlchemyError:
+                log.warning("deployments could not be refreshed for %r", service_id)
         call = await accept(
-            d.catalog.current(),
+            deployments,
             service_id,
             body,
             authenticator=None if ahead or verified else d.authenticator,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 from pydantic import ValidationError
@@ -33,6 +34,7 @@ from sqlalchemy.orm import Session
 from app.bridge.protocol import Bridge, BridgeError
 from app.changes import policy
 from app.changes.envelope import DRAFT_SCHEMA, ChangeEnvelope, ChangeEventView, ChangeView
+from app.changes.new_deployment import NEW, check_new, empty_replay
 from app.changes.sandbox import Limits, SandboxFailed, encode_input, job_of, run_job
 from app.deployments import Deployment
 from app.deployments.catalog import Catalog, ChangeUnbuildable
@@ -168,8 +170,14 @@ class ChangeControl:
         """The deployment's active version, read in ``session`` (SQLite has one connection
         per process: a step never opens a second one while it holds the first)."""
         release = self.catalog.release.find(deployment_iri)
-        if release is None:
-            return None
+        if release is None:  # a deployment a change created: served while one is active
+            created = session.get(DeploymentState, deployment_iri)
+            if created is None or created.active_change_id is None:
+                return None
+            try:
+                return self.catalog.version(session, created.active_change_id)
+            except ChangeUnbuildable:
+                return None
         state = session.get(DeploymentState, release.iri)
         if state is None or state.active_change_id is None:
             return release
@@ -184,6 +192,7 @@ class ChangeControl:
         """Check the envelope and store the change, ``proposed`` or ``refused`` (then raise)."""
         deployments = self.catalog.refresh(self.engine)
         target = deployments.find(envelope.deployment)
+        creates = envelope.baseDigest == NEW
         with Session(self.engine) as session:
             material = None
             if target is not None:
@@ -191,12 +200,18 @@ class ChangeControl:
                     material = self.catalog.active_material(session, target)
                 except ChangeUnbuildable as exc:
                     raise ChangeRefused(409, "deployment", str(exc)) from None
-            verdict = policy.check(envelope, deployments, material, self.catalog.packaged)
+            if creates:
+                new_id_ = PurePosixPath(envelope.files[0].path).stem
+                verdict = check_new(envelope, new_id_, deployments, self.catalog.packaged)
+            else:
+                verdict = policy.check(envelope, deployments, material, self.catalog.packaged)
             candidate = verdict.candidate
             change = Change(
                 id=new_id(),
                 deployment=target.iri if target is not None else envelope.deployment,
-                deployment_id=target.id if target is not None else envelope.deployment,
+                deployment_id=target.id
+                if target is not None
+                else (new_id_ if creates else envelope.deployment),
                 base_digest=envelope.baseDigest,
                 base_version=target.version if target is not None else None,
                 base_change_id=target.change_id if target is not None else None,
@@ -240,6 +255,10 @@ class ChangeControl:
                     actor,
                 )
             active = self._active(session, change.deployment)
+            if change.base_digest == NEW and active is None:
+                # a deployment it creates: no run of it exists yet, nothing to replay
+                report = empty_replay(change.candidate_digest)
+                return self._replayed(session, change, report, last, actor)
             if active is None or active.digest != change.base_digest:
                 raise self._refuse(session, change, 409, "base", _moved(change, active), actor)
             base = self.catalog.active_material(session, active)
@@ -270,24 +289,30 @@ class ChangeControl:
                     "the sandbox built another candidate than the policy checked",
                     actor,
                 )
-            report = {**report, "last": last, "at": utcnow().isoformat()}
-            change.replay = report
-            change.status = "replayed"
-            change.updated_at = utcnow()
-            store.add_event(
-                session,
-                change.id,
-                "replayed",
-                actor,
-                {
-                    "replayed": report["replayed"],
-                    "changed": len(report["changed"]),
-                    "same": report["same"],
-                    "errors": len(report["errors"]),
-                },
-            )
-            session.commit()
-            return self._view(session, change)
+            return self._replayed(session, change, report, last, actor)
+
+    def _replayed(
+        self, session: Session, change: Change, report: dict[str, Any], last: int, actor: str
+    ) -> ChangeView:
+        """Store the replay's report on ``change``, now ``replayed``."""
+        report = {**report, "last": last, "at": utcnow().isoformat()}
+        change.replay = report
+        change.status = "replayed"
+        change.updated_at = utcnow()
+        store.add_event(
+            session,
+            change.id,
+            "replayed",
+            actor,
+            {
+                "replayed": report["replayed"],
+                "changed": len(report["changed"]),
+                "same": report["same"],
+                "errors": len(report["errors"]),
+            },
+        )
+        session.commit()
+        return self._view(session, change)
 
     # --- approve, activate, rollback ------------------------------------------------------
 
@@ -327,7 +352,7 @@ class ChangeControl:
                     reviewer,
                 )
             active = self._active(session, change.deployment)
-            if active is None or active.digest != change.base_digest:
+            if not _on_base(change, active.digest if active is not None else None):
                 raise self._refuse(session, change, 409, "base", _moved(change, active), reviewer)
             change.status = "approved"
             change.updated_at = utcnow()
@@ -354,7 +379,7 @@ class ChangeControl:
                 )
             state = store.lock_state(session, change.deployment)
             active = self._active_digest(session, change.deployment, state.active_change_id)
-            if active != change.base_digest:
+            if not _on_base(change, active):
                 raise self._refuse(
                     session, change, 409, "base", _moved(change, None, active), actor
                 )
@@ -393,16 +418,19 @@ class ChangeControl:
         """Return a deployment to the version before its active change (a previous change, or
         its release files); the rolled-back change is ``superseded``."""
         release = self.catalog.release.find(deployment)
-        if release is None:
+        # a deployment a change created (none in the release): rolling its first change back
+        # withdraws it
+        target = release or self.catalog.refresh(self.engine).find(deployment)
+        if target is None:
             raise ChangeRefused(404, "deployment", f"no deployment {deployment!r}")
         with Session(self.engine) as session:
-            state = store.lock_state(session, release.iri)
+            state = store.lock_state(session, target.iri)
             if state.active_change_id is None:
                 session.rollback()
                 raise ChangeRefused(
                     409,
                     "rollback",
-                    f"deployment {release.id} runs its release files ({release.version}): "
+                    f"deployment {target.id} runs its release files ({target.version}): "
                     "there is no change to roll back",
                 )
             change = self._load(session, state.active_change_id)
@@ -414,7 +442,11 @@ class ChangeControl:
                 change.id,
                 "superseded",
                 actor,
-                {"rolledBack": True, "restores": previous or f"release {release.version}"},
+                {
+                    "rolledBack": True,
+                    "restores": previous
+                    or (f"release {release.version}" if release else "none: withdrawn"),
+                },
             )
             if previous is not None:
                 restored = store.get_change(session, previous, for_update=True)
@@ -479,6 +511,14 @@ class ChangeControl:
                 422, "draft", f"the model's envelope is not valid: {exc.errors()[0]['msg']}"
             ) from None
         return self.propose(envelope, origin="drafted")
+
+
+def _on_base(change: Change, active_digest: str | None) -> bool:
+    """Whether the deployment is still at the version ``change`` was proposed on (a change
+    creating its deployment: that none is active)."""
+    if change.base_digest == NEW:
+        return active_digest is None
+    return active_digest is not None and active_digest == change.base_digest
 
 
 def _moved(change: Change, active: Deployment | None, digest: str | None = None) -> str:

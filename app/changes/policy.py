@@ -107,7 +107,7 @@ def check(
         )
     verdict.ok("base", f"{base.version} ({(base.digest or '')[:12]})")
     for changed in envelope.files:
-        error = _syntax(changed.path, changed.content)
+        error = syntax_problem(changed.path, changed.content)
         if error is not None:
             return verdict.refuse("parses", f"{changed.path}: {error}")
     verdict.ok("parses", f"{len(paths)} file(s)")
@@ -137,7 +137,7 @@ def check(
     return verdict
 
 
-def _syntax(path: str, text: str) -> str | None:
+def syntax_problem(path: str, text: str) -> str | None:
     if path.endswith(".json"):
         try:
             json.loads(text)
@@ -151,4 +151,4 @@ def _syntax(path: str, text: str) -> str | None:
     return None
 
 
-__all__ = ["Verdict", "check"]
+__all__ = ["Verdict", "check", "syntax_problem"]

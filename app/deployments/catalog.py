@@ -26,6 +26,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
 from app.deployments.material import Material, build, release_material
+from app.deployments.newborn import NEW, new_material, placeholder
 from app.deployments.registry import Deployment, Deployments
 from app.store import changes as change_store
 from app.store.models import Change
@@ -103,6 +104,23 @@ class Catalog:
                     items.append(current)
                     continue
                 items.append(self._active(engine, release, state))
+            # deployments changes created (a PlanDefinition activated as a service): served
+            # while a change of theirs is active
+            released = {d.iri for d in self.release}
+            for iri, state in sorted(states.items()):
+                if iri in released or state.active_change_id is None:
+                    continue
+                current = self._current.find(iri)
+                if current is not None and current.generation == state.generation:
+                    items.append(current)
+                    continue
+                try:
+                    with Session(engine) as session:
+                        version = self.version(session, state.active_change_id)
+                except ChangeUnbuildable as exc:
+                    log.error("deployment %s: its active change cannot be built (%s)", iri, exc)
+                    continue
+                items.append(replace(version, generation=state.generation))
             self._shadows = {iri: s.shadow_change_id for iri, s in states.items()}
             self._current = Deployments(items)
         return self._current
@@ -137,6 +155,8 @@ class Catalog:
         if change is None:
             raise ChangeUnbuildable(f"no change {change_id}")
         release = self.release.find(change.deployment)
+        if release is None and self._created(session, change):
+            release = placeholder(change.deployment_id, change.deployment)
         if release is None:
             raise ChangeUnbuildable(f"deployment {change.deployment} is not loaded")
         built = replace(
@@ -151,8 +171,24 @@ class Catalog:
         self._versions[change_id] = built
         return built
 
+    @staticmethod
+    def _created(session: Session, change: Change) -> bool:
+        """Whether ``change`` belongs to a deployment a change created (its first change's
+        base is :data:`NEW`), not one of the release."""
+        seen: set[str] = set()
+        while change.base_change_id is not None and change.id not in seen:
+            seen.add(change.id)
+            base = change_store.get_change(session, change.base_change_id)
+            if base is None:
+                return False
+            change = base
+        return change.base_digest == NEW
+
     def material(self, session: Session, change: Change) -> Material:
-        """A change's files: its base version's with the change's replaced."""
+        """A change's files: its base version's with the change's replaced (a change that
+        created its deployment: its files are all it has)."""
+        if change.base_change_id is None and change.base_digest == NEW:
+            return new_material(dict(change.files))
         return self.base_material(session, change).with_files(dict(change.files))
 
     def base_material(self, session: Session, change: Change) -> Material:

@@ -40,7 +40,7 @@ from app.ontology.hooks import HOOKS
 from app.plandefinition.authored import check_plan
 from app.plandefinition.conditions import Served, compile_plan, plan_file, turtle_literal
 from app.plandefinition.export import PRIORITY
-from app.plandefinition.library import Definitions
+from app.plandefinition.library import Definitions, DefinitionSource
 from app.plandefinition.refusals import ApplyRefused
 from app.plandefinition.suggestions import card_suggestions, plan_prefetch
 from app.resources import resource_dir
@@ -100,7 +100,7 @@ def _extra() -> str:
     return EXTRA.read_text(encoding="utf-8")
 
 
-def served_as(plan: Mapping[str, Any], hook: str, definitions: Definitions) -> Served:
+def served_as(plan: Mapping[str, Any], hook: str, definitions: DefinitionSource) -> Served:
     """The CDS service ``plan`` is: its id, its hook, its prefetch, one card per top-level
     action with its suggestions (``app.plandefinition.suggestions``)."""
     title = str(plan.get("title") or plan.get("name") or plan["id"])
@@ -224,4 +224,12 @@ def beside(turtle: Deployments, plans: list[Deployment]) -> Deployments:
     return Deployments([*turtle, *kept])
 
 
-__all__ = ["INDICATOR", "beside", "plan_services", "refused", "served_as", "trigger_hook"]
+__all__ = [
+    "INDICATOR",
+    "beside",
+    "plan_services",
+    "refused",
+    "served_as",
+    "served_iri",
+    "trigger_hook",
+]

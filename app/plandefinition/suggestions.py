@@ -44,7 +44,7 @@ from app.ontology._fhir_model import is_resource_type
 from app.ontology.hooks import HOOKS
 from app.plandefinition.activity import CALL_RESOURCES, check_activity, variables
 from app.plandefinition.conditions import turtle_literal
-from app.plandefinition.library import Definitions
+from app.plandefinition.library import DefinitionSource
 from app.plandefinition.refusals import ApplyRefused
 
 #: A PlanDefinition action's selectionBehavior as a CDS Hooks card's; None: one suggestion
@@ -88,7 +88,7 @@ def _label(action: Mapping[str, Any]) -> str | None:
 @dataclass
 class _Builder:
     plan: Mapping[str, Any]
-    definitions: Definitions
+    definitions: DefinitionSource
     reads: set[str]
 
     def activity(self, action: Mapping[str, Any], where: str) -> str | None:
@@ -185,7 +185,7 @@ class _Builder:
 
 
 def card_suggestions(
-    plan: Mapping[str, Any], definitions: Definitions
+    plan: Mapping[str, Any], definitions: DefinitionSource
 ) -> tuple[list[CardSuggestions], frozenset[str]]:
     """Each top-level action's suggestions, in order, and the call resources they read."""
     builder = _Builder(plan, definitions, set())
