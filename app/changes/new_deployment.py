@@ -21,8 +21,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from app.changes.envelope import ChangeEnvelope
-from app.changes.policy import Verdict, syntax_problem
-from app.deployments import Deployments, problem_json
+from app.changes.policy import Verdict, syntax_problem, verifies
+from app.deployments import Deployments
 from app.deployments.material import build
 from app.deployments.newborn import NEW, new_material, placeholder
 from app.tools.packaged import PackagedTools
@@ -56,14 +56,8 @@ def check_new(
         packaged,
         like=placeholder(deployment_id, envelope.deployment),
     )
-    if not candidate.serving:
-        verdict.problems = [problem_json(p) for p in candidate.problems]
-        first = str(candidate.problems[0]) if candidate.problems else "it does not load"
-        return verdict.refuse(
-            "verifies",
-            f"the candidate does not verify ({len(candidate.problems)} problem(s)): {first}",
-        )
-    verdict.ok("verifies", f"digest {(candidate.digest or '')[:12]}")
+    if not verifies(verdict, candidate):
+        return verdict
     if (
         candidate.iri != envelope.deployment
         or candidate.version in ("",)

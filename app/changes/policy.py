@@ -114,14 +114,8 @@ def check(
     candidate = build(
         material.with_files({f.path: f.content for f in envelope.files}), packaged, like=base
     )
-    if not candidate.serving:
-        verdict.problems = [problem_json(p) for p in candidate.problems]
-        first = str(candidate.problems[0]) if candidate.problems else "it does not load"
-        return verdict.refuse(
-            "verifies",
-            f"the candidate does not verify ({len(candidate.problems)} problem(s)): {first}",
-        )
-    verdict.ok("verifies", f"digest {(candidate.digest or '')[:12]}")
+    if not verifies(verdict, candidate):
+        return verdict
     if candidate.iri != base.iri:
         return verdict.refuse(
             "identity", f"the candidate is {candidate.iri}, not deployment {base.iri}"
@@ -135,6 +129,21 @@ def check(
     verdict.ok("identity", f"{base.version} → {candidate.version}")
     verdict.candidate = candidate
     return verdict
+
+
+def verifies(verdict: Verdict, candidate: Deployment) -> bool:
+    """The ``verifies`` check of ``candidate``, recorded on ``verdict`` (refused with its
+    problems when it does not serve)."""
+    if not candidate.serving:
+        verdict.problems = [problem_json(p) for p in candidate.problems]
+        first = str(candidate.problems[0]) if candidate.problems else "it does not load"
+        verdict.refuse(
+            "verifies",
+            f"the candidate does not verify ({len(candidate.problems)} problem(s)): {first}",
+        )
+        return False
+    verdict.ok("verifies", f"digest {(candidate.digest or '')[:12]}")
+    return True
 
 
 def syntax_problem(path: str, text: str) -> str | None:
@@ -151,4 +160,4 @@ def syntax_problem(path: str, text: str) -> str | None:
     return None
 
 
-__all__ = ["Verdict", "check", "syntax_problem"]
+__all__ = ["Verdict", "check", "syntax_problem", "verifies"]

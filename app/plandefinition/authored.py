@@ -43,7 +43,7 @@ from app.plandefinition.activity import (
 from app.plandefinition.apply import DECISION_EXTENSION
 from app.plandefinition.conditions import Decided, has_conditions
 from app.plandefinition.export import ACTION_TYPES
-from app.plandefinition.library import DefinitionSource
+from app.plandefinition.library import DefinitionSource, resolve
 from app.plandefinition.refusals import ApplyRefused
 
 UNDECIDED_ACTION = "https://horismos.dev/fhir/StructureDefinition/undecided-action"
@@ -233,19 +233,7 @@ class _Expansion:
         self, applying: _Applying, action: Mapping[str, Any], canonical: str, where: str
     ) -> tuple[dict[str, str], str]:
         """The reference to what ``canonical`` made for the action, and the definition's type."""
-        held = self.definitions.canonical(canonical)
-        if held is None:
-            why = (
-                "is held in several versions: name one as url|version"
-                if self.definitions.is_ambiguous(canonical)
-                else "is not among the service's definitions"
-            )
-            raise ApplyRefused(
-                422,
-                "not-found",
-                f"{where}.definitionCanonical {canonical} {why}",
-                f"{where}.definitionCanonical",
-            )
+        held = resolve(self.definitions, canonical, where)
         kind = held["resourceType"]
         if kind != "ActivityDefinition" and action.get("dynamicValue"):
             role = "referenced, not made" if kind == "Questionnaire" else "a nested RequestGroup"

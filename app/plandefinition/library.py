@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from sqlalchemy import Engine
 
 from app.fhir_validate import problems
+from app.plandefinition.refusals import ApplyRefused
 from app.store.definitions import (
     stored_by_id,
     stored_of_type,
@@ -117,6 +118,25 @@ class HeldDefinitions:
         return [*self.files.of_type(resource_type), *stored_of_type(self.engine, resource_type)]
 
 
+def resolve(definitions: DefinitionSource, canonical: str, where: str) -> Mapping[str, Any]:
+    """The definition ``canonical`` names (``where``: the action naming it), or the refusal
+    saying it is not held, or held in several versions."""
+    held = definitions.canonical(canonical)
+    if held is None:
+        why = (
+            "is held in several versions: name one as url|version"
+            if definitions.is_ambiguous(canonical)
+            else "is not among the service's definitions"
+        )
+        raise ApplyRefused(
+            422,
+            "not-found",
+            f"{where}.definitionCanonical {canonical} {why}",
+            f"{where}.definitionCanonical",
+        )
+    return held
+
+
 def _resources(value: Any) -> Iterable[Any]:
     if isinstance(value, dict) and value.get("resourceType") == "Bundle":
         for entry in value.get("entry") or ():
@@ -188,4 +208,4 @@ def _load(fingerprints: tuple[tuple[Any, ...], ...]) -> Definitions:
     return Definitions(by_key=by_key, resources=tuple(resources), ambiguous=frozenset(ambiguous))
 
 
-__all__ = ["TYPES", "DefinitionError", "Definitions", "load_definitions"]
+__all__ = ["TYPES", "DefinitionError", "Definitions", "load_definitions", "resolve"]

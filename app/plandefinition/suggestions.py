@@ -44,7 +44,7 @@ from app.ontology._fhir_model import is_resource_type
 from app.ontology.hooks import HOOKS
 from app.plandefinition.activity import CALL_RESOURCES, check_activity, variables
 from app.plandefinition.conditions import turtle_literal
-from app.plandefinition.library import DefinitionSource
+from app.plandefinition.library import DefinitionSource, resolve
 from app.plandefinition.refusals import ApplyRefused
 
 #: A PlanDefinition action's selectionBehavior as a CDS Hooks card's; None: one suggestion
@@ -101,19 +101,7 @@ class _Builder:
                     f"{where}.dynamicValue",
                 )
             return None
-        held = self.definitions.canonical(canonical)
-        if held is None:
-            why = (
-                "is held in several versions: name one as url|version"
-                if self.definitions.is_ambiguous(canonical)
-                else "is not among the service's definitions"
-            )
-            raise ApplyRefused(
-                422,
-                "not-found",
-                f"{where}.definitionCanonical {canonical} {why}",
-                f"{where}.definitionCanonical",
-            )
+        held = resolve(self.definitions, canonical, where)
         if held.get("resourceType") != "ActivityDefinition":
             raise _refused(
                 f"{where}.definitionCanonical names a {held.get('resourceType')}: a card's "

@@ -5,12 +5,14 @@ holds."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 
 from tests.support.live_server import LiveServer, sqlite_live_server
 
@@ -40,3 +42,22 @@ def needs_cql(case: dict[str, Any]) -> bool:
 def case(path: Path) -> dict[str, Any]:
     found: dict[str, Any] = json.loads(path.read_text())
     return found
+
+
+def patient_view(
+    client: TestClient, service: str, patient: dict[str, Any], **prefetch: Any
+) -> dict[str, Any]:
+    """A patient-view call to ``service`` for ``patient`` (user ``Practitioner/p1``), with
+    ``prefetch`` beside the patient; its answer, which must be a 200."""
+    answer = client.post(
+        f"/cds-services/{service}",
+        json={
+            "hook": "patient-view",
+            "hookInstance": str(uuid.uuid4()),
+            "context": {"patientId": patient["id"], "userId": "Practitioner/p1"},
+            "prefetch": {"patient": patient, **prefetch},
+        },
+    )
+    assert answer.status_code == 200, answer.text
+    body: dict[str, Any] = answer.json()
+    return body

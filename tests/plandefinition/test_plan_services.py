@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.plandefinition.conftest import CPG
+from tests.plandefinition.conftest import patient_view as _call
 
 OpenClient = Callable[..., AbstractContextManager[TestClient]]
 
@@ -98,23 +98,6 @@ def client(make_app_client: OpenClient, tmp_path: Path) -> Iterator[TestClient]:
     _definitions(tmp_path)
     with make_app_client(definition_paths=[tmp_path]) as opened:
         yield opened
-
-
-def _call(
-    client: TestClient, service: str, patient: dict[str, Any], **prefetch: Any
-) -> dict[str, Any]:
-    answer = client.post(
-        f"/cds-services/{service}",
-        json={
-            "hook": "patient-view",
-            "hookInstance": str(uuid.uuid4()),
-            "context": {"patientId": patient["id"], "userId": "Practitioner/p1"},
-            "prefetch": {"patient": patient, **prefetch},
-        },
-    )
-    assert answer.status_code == 200, answer.text
-    body: dict[str, Any] = answer.json()
-    return body
 
 
 def _cards(body: dict[str, Any]) -> list[tuple[str, str]]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import json
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -21,6 +20,7 @@ from fhir.resources.R4B.communicationrequest import CommunicationRequest
 from fhir.resources.R4B.servicerequest import ServiceRequest
 
 from tests.plandefinition.conftest import CPG
+from tests.plandefinition.conftest import patient_view as _call
 
 OpenClient = Callable[..., AbstractContextManager[TestClient]]
 TRIGGER = [{"type": "named-event", "name": "patient-view"}]
@@ -183,23 +183,6 @@ def client(make_app_client: OpenClient, tmp_path: Path) -> Iterator[TestClient]:
     _definitions(tmp_path)
     with make_app_client(definition_paths=[tmp_path]) as opened:
         yield opened
-
-
-def _call(
-    client: TestClient, service: str, patient: dict[str, Any], **prefetch: Any
-) -> dict[str, Any]:
-    answer = client.post(
-        f"/cds-services/{service}",
-        json={
-            "hook": "patient-view",
-            "hookInstance": str(uuid.uuid4()),
-            "context": {"patientId": patient["id"], "userId": "Practitioner/p1"},
-            "prefetch": {"patient": patient, **prefetch},
-        },
-    )
-    assert answer.status_code == 200, answer.text
-    body: dict[str, Any] = answer.json()
-    return body
 
 
 def test_the_discharge_plans_card_offers_the_message_its_definition_builds(
