@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.api.change_page import render_change_page
 from app.api.negotiation import PAGE_HEADERS, prefers_html
@@ -162,6 +162,10 @@ def propose_plan(
         )
     except ApplyRefused as exc:
         raise ClientError(exc.status, exc.code, "planDefinition", str(exc)) from None
+    except ValidationError as exc:  # a compiled plan or a name beyond the envelope's limits
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "planDefinition"
+        raise ClientError(422, "too-long", where, f"cannot be proposed: {first['msg']}") from None
     return control.propose(envelope)
 
 

@@ -245,9 +245,10 @@ class HookService:
         d = self.deps
         started = time.monotonic()
         deployments = d.catalog.current()
-        if deployments.for_service(service_id) is None:
+        if deployments.for_service(service_id) is None and d.catalog.may_refresh():
             # a service another worker's activation created since this one last looked (the
-            # database unreachable: the deployments this worker has, so an unknown id is a 404)
+            # database unreachable: the deployments this worker has, so an unknown id is a 404;
+            # at most once a second, whoever asks for ids that do not exist)
             try:
                 deployments = await to_thread.run_sync(d.catalog.refresh, d.engine)
             except SQLAlchemyError:

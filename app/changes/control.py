@@ -256,7 +256,7 @@ class ChangeControl:
                 )
             active = self._active(session, change.deployment)
             if change.base_digest == NEW and active is None:
-                # a deployment it creates: no run of it exists yet, nothing to replay
+                # a deployment it creates: no active version to replay its runs on
                 report = empty_replay(change.candidate_digest)
                 return self._replayed(session, change, report, last, actor)
             if active is None or active.digest != change.base_digest:

@@ -3,7 +3,7 @@ it has.
 
 A PlanDefinition written over FHIR becomes a CDS service this way
 (``app.plandefinition.activation``): the Turtle it compiles to is proposed as a new deployment,
-passes this policy, replays (no run of it exists yet: nothing to replay, said so), is approved
+passes this policy, replays (no active version to replay its runs on, said so), is approved
 by someone other than its author and activated like any rule change; its later versions are
 ordinary changes of that deployment. Checks, in order (the first that fails refuses it):
 
@@ -80,15 +80,17 @@ def check_new(
     return verdict
 
 
-#: What replaying a new deployment finds: no run of it exists yet.
 def empty_replay(candidate_digest: str | None) -> dict[str, Any]:
+    """What replaying a new deployment reports: no active version to replay its runs on (a
+    first version has none; one re-created after a withdrawal has its old runs, which are
+    not decided again)."""
     return {
         "replayed": 0,
         "changed": [],
         "same": 0,
         "errors": [],
         "candidateDigest": candidate_digest,
-        "note": "a new deployment: no run of it exists yet to replay",
+        "note": "a new deployment: there is no active version to decide its runs again on",
     }
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -26,7 +27,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
 from app.deployments.material import Material, build, release_material
-from app.deployments.newborn import NEW, new_material, placeholder
+from app.deployments.newborn import NEW, new_material, placeholder, unbuildable
 from app.deployments.registry import Deployment, Deployments
 from app.store import changes as change_store
 from app.store.models import Change
@@ -62,6 +63,18 @@ class Catalog:
         self._lock = threading.Lock()
         self._versions: dict[str, Deployment] = {}
         self._shadows: dict[str, str | None] = {}
+        self._asked = float("-inf")
+
+    def may_refresh(self, every: float = 1.0) -> bool:
+        """Whether an unknown service id may read the active versions again now: once per
+        ``every`` seconds at most (a refresh is a database read, and unknown ids cost nothing
+        to send)."""
+        now = time.monotonic()
+        with self._lock:
+            if now - self._asked < every:
+                return False
+            self._asked = now
+            return True
 
     def current(self) -> Deployments:
         """The deployments at the versions this process last saw active."""
@@ -118,8 +131,9 @@ class Catalog:
                     with Session(engine) as session:
                         version = self.version(session, state.active_change_id)
                 except ChangeUnbuildable as exc:
+                    # named as refused, so that /readyz says it and a rollback can reach it
                     log.error("deployment %s: its active change cannot be built (%s)", iri, exc)
-                    continue
+                    version = unbuildable(iri, state.active_change_id, str(exc))
                 items.append(replace(version, generation=state.generation))
             self._shadows = {iri: s.shadow_change_id for iri, s in states.items()}
             self._current = Deployments(items)

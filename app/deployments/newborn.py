@@ -4,9 +4,11 @@ a CDS service): its base is no version (:data:`NEW`), and its files are all it h
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from app.deployments.material import Material
 from app.deployments.registry import Deployment
+from app.ontology.errors import Problem
 
 #: The base digest of a change that creates its deployment.
 NEW = "new"
@@ -24,4 +26,15 @@ def placeholder(deployment_id: str, iri: str) -> Deployment:
     )
 
 
-__all__ = ["NEW", "new_material", "placeholder"]
+def unbuildable(iri: str, change_id: str, why: str) -> Deployment:
+    """A created deployment whose active change cannot be built: refused, with why, its
+    change named (so a rollback reaches it)."""
+    ident = iri.rstrip("/").rsplit("/", 1)[-1].rsplit("#", 1)[-1] or iri
+    return replace(
+        placeholder(ident, iri),
+        change_id=change_id,
+        problems=(Problem(code="service", node=iri, message=f"its active change: {why}"),),
+    )
+
+
+__all__ = ["NEW", "new_material", "placeholder", "unbuildable"]

@@ -7,6 +7,10 @@ its author and activated (``app.changes.control``). The first activation creates
 as an ordinary change of it, which must declare a new ``version`` — the compiled file's
 ``owl:versionInfo``.
 
+The change's author is the plan's writer: with trusted issuers (where a write names its
+author, the JWT's ``sub``) a plan is proposed only by whoever wrote its latest version (403
+otherwise), so that approval — refused to a change's author — always comes from someone else.
+
 Refused, naming the element: a plan the service does not hold (404); one in the definition
 files (they are the release, served as they are: change the file); one without a
 ``named-event`` trigger or whose trigger names no CDS Hooks hook; one this host could not serve
@@ -27,6 +31,7 @@ from app.plandefinition.conditions import compile_plan
 from app.plandefinition.library import HeldDefinitions
 from app.plandefinition.refusals import ApplyRefused
 from app.plandefinition.services import served_as, served_iri, trigger_hook
+from app.store.definitions import stored_author
 
 
 def plan_envelope(
@@ -60,6 +65,16 @@ def plan_envelope(
             "not-supported",
             f"PlanDefinition/{plan_id} cannot be a CDS service: {why}",
             "PlanDefinition.action.trigger",
+        )
+    writer = stored_author(definitions.engine, "PlanDefinition", plan_id)
+    if writer is not None and writer != author:
+        # the writer proposes: approval is then refused to them, as to any change's author
+        raise ApplyRefused(
+            403,
+            "forbidden",
+            f"PlanDefinition/{plan_id} was written by {writer}: its writer proposes it, so that "
+            "someone else approves it",
+            "planDefinition",
         )
     check_plan(plan)
     text, _service = compile_plan(plan, "PlanDefinition", served_as(plan, hook, definitions))

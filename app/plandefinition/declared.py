@@ -25,7 +25,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app.ontology.activity import ActivityError, parse_activity
-from app.plandefinition.activity import Call, instantiate, set_dynamic_values, valid_result
+from app.plandefinition.activity import (
+    CALL_RESOURCES,
+    Call,
+    instantiate,
+    set_dynamic_values,
+    valid_result,
+)
 from app.plandefinition.refusals import ApplyRefused
 
 _USER_TYPES = ("Practitioner/", "PractitionerRole/")
@@ -58,6 +64,9 @@ def created_request(
         activity = parse_activity(text)
     except ActivityError as exc:  # verified at load: only a deployment bypassing it
         return None, f"its declaration is not valid ({exc})"
+    clash = sorted(set(params or {}) & set(CALL_RESOURCES))
+    if clash:  # %subject and the others name the call's resources, never an argument
+        return None, f"an argument is named {clash[0]}, which names the call's {clash[0]}"
     call = Call(
         refs=dict(refs),
         found={ref: dict(resource) for ref, resource in resources.items()},

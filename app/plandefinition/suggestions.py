@@ -58,6 +58,8 @@ SELECTION: dict[str, str | None] = {
     "all-or-none": None,
 }
 _PLACEHOLDER = re.compile(r"\{\{|\}\}")
+#: codeFilter paths that are search parameters of the same name (others need searchParam)
+_SEARCHABLE = frozenset({"code", "category", "status"})
 
 
 @dataclass(frozen=True)
@@ -115,10 +117,8 @@ class _Builder:
             self.reads.update(variables(expression) & set(CALL_RESOURCES))
         literal: dict[str, Any] = {"activityDefinition": dict(held)}
         if own:
-            context = {k: v for k, v in self.plan.items() if k != "action"}
-            # %action: the action itself (its children are suggestions of their own)
-            read_as = {k: v for k, v in action.items() if k != "action"}
-            literal.update(dynamicValue=own, context=context, action=read_as)
+            # as $apply evaluates them: the whole plan their context, the action their %action
+            literal.update(dynamicValue=own, context=dict(self.plan), action=dict(action))
         return json.dumps(literal, sort_keys=True, separators=(",", ":"))
 
     def card(self, action: Mapping[str, Any], index: int) -> CardSuggestions:
@@ -149,6 +149,12 @@ class _Builder:
         behavior = action.get("selectionBehavior")
         selection = SELECTION.get(behavior, "any") if isinstance(behavior, str) else "any"
         if selection is None:  # all, all-or-none: every request taken as one
+            if any(not activities for _label_, activities, _c in items):
+                raise _refused(
+                    f"{where} selects its actions {behavior}, and an action of it proposes no "
+                    "request: taken as a unit, its text would be lost from the one suggestion",
+                    f"{where}.selectionBehavior",
+                )
             conditioned = [i for i, item in enumerate(items) if item[2] is not None]
             if conditioned:
                 raise _refused(
@@ -208,19 +214,16 @@ def plan_prefetch(
         if kind == "Patient":
             continue
         query = f"{kind}?patient={{{{context.patientId}}}}"
-        for k, code_filter in enumerate(requirement.get("codeFilter") or ()):
-            param = code_filter.get("searchParam") or code_filter.get("path")
+        for code_filter in requirement.get("codeFilter") or ():
+            param = code_filter.get("searchParam") or (
+                code_filter.get("path") if code_filter.get("path") in _SEARCHABLE else None
+            )
             codes = [
                 f"{c['system']}|{c['code']}" if c.get("system") else str(c["code"])
                 for c in code_filter.get("code") or ()
                 if isinstance(c, dict) and c.get("code")
             ]
-            if codes and not isinstance(param, str):
-                raise _refused(
-                    f"{where}.codeFilter[{k}] names neither searchParam nor path",
-                    f"{where}.codeFilter[{k}]",
-                )
-            if codes:
+            if codes and isinstance(param, str):  # else not in the query: a superset
                 query += f"&{param}={','.join(codes)}"
         key = kind[0].lower() + kind[1:]
         n = 2

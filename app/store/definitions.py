@@ -98,6 +98,21 @@ def stored_by_id(engine: Engine, resource_type: str, ident: str) -> dict[str, An
     return found[0] if found else None
 
 
+def stored_author(engine: Engine, resource_type: str, ident: str) -> str | None:
+    """Who wrote the latest version of ``resource_type/ident`` (None: not written, or written
+    in open mode, where nobody is named)."""
+    with Session(engine) as session:
+        return session.scalar(
+            select(StoredDefinition.author)
+            .where(
+                StoredDefinition.resource_type == resource_type,
+                StoredDefinition.logical_id == ident,
+            )
+            .order_by(StoredDefinition.version_id.desc())
+            .limit(1)
+        )
+
+
 def stored_with_url(engine: Engine, url: str) -> list[dict[str, Any]]:
     """The latest version of every stored id, kept when that version has ``url`` (an id whose
     latest write moved to another url no longer answers to this one)."""

@@ -18,6 +18,10 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from app.changes.control import APPROVE_SCOPE
+from app.plandefinition.writes import WRITE_SCOPE
+from tests.support.client_jwt import ISSUERS, bearer
+
 AUTHOR, REVIEWER = "alice", "bob"
 OpenClient = Callable[..., AbstractContextManager[TestClient]]
 PLAN: dict[str, Any] = {
@@ -98,7 +102,9 @@ def test_a_written_plan_serves_only_once_change_control_activates_it(
         assert first["status"] == "active"
         page = client.get(f"/changes/{first['id']}", headers={"Accept": "text/html"})
         assert page.status_code == 200
-        assert "a new deployment: no run of it exists yet to replay" in page.text
+        assert (
+            "a new deployment: there is no active version to decide its runs again on" in page.text
+        )
 
         assert "fall-risk" in _services(client)
         older = _call(client, "1940-01-01")
@@ -163,7 +169,6 @@ def test_an_activated_plan_answers_in_another_instance_on_the_same_database(
 ) -> None:
     settings = {"change_approvers": [REVIEWER], "definition_paths": [tmp_path]}
     with make_app_client(**settings) as first, make_app_client(**settings) as second:
-        assert _call(second, "1940-01-01").status_code == 404  # it has seen no such service
         assert first.put("/fhir/PlanDefinition/fall-risk", json=PLAN).status_code == 201
         _through(
             first,
@@ -174,3 +179,33 @@ def test_an_activated_plan_answers_in_another_instance_on_the_same_database(
         answered = _call(second, "1940-01-01")
         assert answered.status_code == 200, answered.text
         assert [c["summary"] for c in answered.json()["cards"]] == ["Review fall risk: over 80"]
+
+
+def test_with_client_jwts_the_plans_writer_proposes_it_and_someone_else_approves(
+    make_app_client: OpenClient, tmp_path: Path
+) -> None:
+    base = "https://cds.example.test"
+
+    def jwt(path: str, sub: str, scope: str | None = None) -> dict[str, str]:
+        return bearer(base + path, sub, scope)
+
+    with make_app_client(
+        trusted_issuers=ISSUERS, public_base_url=base, definition_paths=[tmp_path]
+    ) as client:
+        put = "/fhir/PlanDefinition/fall-risk"
+        written = client.put(put, json=PLAN, headers=jwt(put, "alice", WRITE_SCOPE))
+        assert written.status_code == 201, written.text
+        propose = "/changes/plandefinition"
+        body = {"planDefinition": "fall-risk"}
+        # bob, an approver, cannot propose alice's plan and then approve it himself
+        by_bob = client.post(propose, json=body, headers=jwt(propose, "bob", APPROVE_SCOPE))
+        assert by_bob.status_code == 403 and "written by alice" in by_bob.json()["detail"]
+        change = client.post(propose, json=body, headers=jwt(propose, "alice"))
+        assert change.status_code == 201, change.text
+        cid = change.json()["id"]
+        replay = f"/changes/{cid}/replay"
+        assert client.post(replay, json={}, headers=jwt(replay, "alice")).status_code == 200
+        approve = f"/changes/{cid}/approve"
+        own = client.post(approve, headers=jwt(approve, "alice", APPROVE_SCOPE))
+        assert own.status_code == 403 and "author cannot approve" in own.json()["detail"]
+        assert client.post(approve, headers=jwt(approve, "bob", APPROVE_SCOPE)).is_success

@@ -300,6 +300,14 @@ REFUSED = [
         "taken as a unit",
     ),
     ({"title": "Unlabelled", "action": [{"code": [{"text": "x"}]}]}, "no title"),
+    (
+        {
+            "title": "All, one of them text",
+            "selectionBehavior": "all",
+            "action": [_order("HbA1c", "hba1c"), {"title": "Fast for 8 hours"}],
+        },
+        "its text would be lost",
+    ),
 ]
 
 
@@ -314,6 +322,7 @@ def test_what_a_card_cannot_carry_refuses_the_plan_naming_it(
         "status": "active",
     }
     (tmp_path / "reg.json").write_text(json.dumps(questionnaire))
+    (tmp_path / "hba1c.json").write_text(json.dumps(_activity("hba1c", "4548-4")))
     (tmp_path / "plan.json").write_text(json.dumps(_plan("refused-plan", [action])))
     (tmp_path / "fine.json").write_text(json.dumps(_plan("fine-plan", [{"title": "Fine"}])))
     with make_app_client(definition_paths=[tmp_path]) as client:
