@@ -11,8 +11,10 @@ The literal is JSON::
 ``dynamicValue`` (optional) holds values set after the definition's own, as a PlanDefinition
 action's are (``context`` then the PlanDefinition, and ``action``, optional, the action they
 read as ``%action``). What is checked at load, here: the shape,
-the definition's validity as R4, and that every expression is FHIRPath (this host evaluates
-FHIRPath and its own rules, not CQL). What the definition builds is checked when it is applied
+the definition's validity as R4, that every expression is FHIRPath (this host evaluates
+FHIRPath and its own rules, not CQL), and what ``ActivityDefinition/$apply`` would refuse
+whatever the patient (``app.ontology.request_kinds``: its kind, an element the request would be
+built without). What the definition builds for a patient is checked when it is applied
 (``app.plandefinition.declared``): a definition that cannot be built for a patient makes no
 suggestion, and the card says why.
 """
@@ -24,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.fhir_validate import problems
-
-FHIRPATH = "text/fhirpath"
+from app.ontology.request_kinds import FHIRPATH, check_activity
+from app.plandefinition.refusals import ApplyRefused
 
 
 @dataclass(frozen=True)
@@ -82,10 +84,18 @@ def activity_problems(text: str) -> list[str]:
         out.append(
             "the ActivityDefinition names a logic library (CQL), which this host does not run"
         )
-    listed = [
-        ("ActivityDefinition.dynamicValue", activity.definition.get("dynamicValue") or []),
-        ("dynamicValue", activity.dynamic_values),
-    ]
+    listed = [("dynamicValue", list(activity.dynamic_values))]
+    if not out and not activity.definition.get("library"):
+        # what ActivityDefinition/$apply would refuse whatever the patient: its logic, its
+        # kind, an element the request would be built without, a doNotPerform it cannot say
+        try:
+            check_activity(activity.definition)
+        except ApplyRefused as exc:
+            out.append(str(exc))
+    else:
+        listed.insert(
+            0, ("ActivityDefinition.dynamicValue", activity.definition.get("dynamicValue") or [])
+        )
     for where, values in listed:
         for i, value in enumerate(values):
             expression = (value or {}).get("expression") or {}

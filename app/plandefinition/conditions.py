@@ -36,7 +36,8 @@ from typing import Any
 from rdflib import Literal
 
 from app.deployments import Deployment, Deployments, load_deployments
-from app.plandefinition.activity import FHIRPATH, STRING_LITERAL, VARIABLE
+from app.ontology.request_kinds import FHIRPATH
+from app.plandefinition.activity import STRING_LITERAL, VARIABLE
 from app.plandefinition.apply import APPLY_USER
 from app.plandefinition.refusals import ApplyRefused
 from app.population.decide import answer_in_process

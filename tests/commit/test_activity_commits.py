@@ -177,6 +177,17 @@ TOOL = """
         ("Task", {k: v for k, v in ASSESSMENT.items() if k != "url"}, "", "needs a url"),
         ("Task", ASSESSMENT, ' horis:template "{{}}" ;', "not both"),
         ("Task", {**ASSESSMENT, "library": ["http://example.org/L"]}, "", "logic library"),
+        # what ActivityDefinition/$apply refuses whatever the patient, refused at load too
+        ("Appointment", {**ASSESSMENT, "kind": "Appointment"}, "", "not one this host builds"),
+        (
+            "Task",
+            {
+                **ASSESSMENT,
+                "timingTiming": {"repeat": {"frequency": 1, "period": 1, "periodUnit": "d"}},
+            },
+            "",
+            "timingTiming is not carried",
+        ),
     ],
 )
 def test_a_commit_activity_that_cannot_be_applied_is_refused_at_load(

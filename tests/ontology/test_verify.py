@@ -265,6 +265,7 @@ ORDER = (
             "FHIRPath",
         ),
         (', "status": 7', "ActivityDefinition.status"),
+        (', "quantity": {"value": 2}', "quantity is not carried"),
     ],
 )
 def test_a_suggestions_activity_is_an_r4_activity_definition_in_fhirpath(
