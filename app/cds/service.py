@@ -56,6 +56,7 @@ from app.cds.errors import (
     HookDeadlinePassed,
     RequestInvalid,
     RunFailed,
+    ServiceNotFound,
     StoreUnavailable,
 )
 from app.cds.inline import InlineRuns
@@ -64,7 +65,7 @@ from app.cds.prefetch import Gathered, gather
 from app.cds.record import record_failed, run_record, store_run
 from app.cds.render import render
 from app.cds.twins import stored_answer
-from app.deployments import Deployment
+from app.deployments import Deployment, Deployments
 from app.deployments.catalog import Catalog, VersionMoved
 from app.fhir_json import resources_of
 from app.fhir_reads import FhirReaders
@@ -244,24 +245,29 @@ class HookService:
         ``verified``: the caller's JWT was checked already."""
         d = self.deps
         started = time.monotonic()
-        deployments = d.catalog.current()
-        if deployments.for_service(service_id) is None and d.catalog.may_refresh():
-            # a service another worker's activation created since this one last looked (the
-            # database unreachable: the deployments this worker has, so an unknown id is a 404;
-            # at most once a second, whoever asks for ids that do not exist)
+
+        def accepted(deployments: Deployments) -> Awaitable[HookCall]:
+            return accept(
+                deployments,
+                service_id,
+                body,
+                authenticator=None if ahead or verified else d.authenticator,
+                authorization=authorization,
+                audience=audience,
+                allowed_fhir_servers=d.allowed_fhir_servers,
+            )
+
+        try:
+            call = await accepted(d.catalog.current())
+        except ServiceNotFound as missing:  # another worker's activation may have made it:
+            # read the active versions again, at most once a second (unreadable: still a 404)
+            if not d.catalog.may_refresh():
+                raise
             try:
-                deployments = await to_thread.run_sync(d.catalog.refresh, d.engine)
+                call = await accepted(await to_thread.run_sync(d.catalog.refresh, d.engine))
             except SQLAlchemyError:
                 log.warning("deployments could not be refreshed for %r", service_id)
-        call = await accept(
-            deployments,
-            service_id,
-            body,
-            authenticator=None if ahead or verified else d.authenticator,
-            authorization=authorization,
-            audience=audience,
-            allowed_fhir_servers=d.allowed_fhir_servers,
-        )
+                raise missing from None
         fhir_deadline = d.fhir_timeout
         if d.deadline is not None:  # FHIR reads get what is left of the call's own deadline
             fhir_deadline = max(0.0, min(fhir_deadline, d.deadline - (time.monotonic() - started)))

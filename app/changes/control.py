@@ -201,8 +201,8 @@ class ChangeControl:
                 except ChangeUnbuildable as exc:
                     raise ChangeRefused(409, "deployment", str(exc)) from None
             if creates:
-                new_id_ = PurePosixPath(envelope.files[0].path).stem
-                verdict = check_new(envelope, new_id_, deployments, self.catalog.packaged)
+                created_id = PurePosixPath(envelope.files[0].path).stem
+                verdict = check_new(envelope, created_id, deployments, self.catalog.packaged)
             else:
                 verdict = policy.check(envelope, deployments, material, self.catalog.packaged)
             candidate = verdict.candidate
@@ -211,7 +211,7 @@ class ChangeControl:
                 deployment=target.iri if target is not None else envelope.deployment,
                 deployment_id=target.id
                 if target is not None
-                else (new_id_ if creates else envelope.deployment),
+                else (created_id if creates else envelope.deployment),
                 base_digest=envelope.baseDigest,
                 base_version=target.version if target is not None else None,
                 base_change_id=target.change_id if target is not None else None,

@@ -66,6 +66,7 @@ _MARKUP = re.compile(r"([\\`*_\[\]<>&#|~!])")
 #: be shown).
 _LEADING = re.compile(r"^([-+=]|[0-9]+(?=[.)]))")
 _SPACE = re.compile(r"[\s\x00-\x1f\x7f]+")
+_BRACES = re.compile(r"\{\{|\}\}")
 
 _ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}(?=$|T)")
 
@@ -118,6 +119,13 @@ def static_length(text: str) -> int:
     """The length of the text without its placeholders and sections (what no value can
     shorten)."""
     return len(TOKEN.sub("", SECTION.sub("", text)))
+
+
+def inert(text: str, limit: int | None = None) -> str:
+    """Text taken from elsewhere (a PlanDefinition's title) as a card text that holds no
+    placeholder: each ``{{`` and ``}}`` split by a space; cut to ``limit`` characters."""
+    out = _BRACES.sub(lambda m: m.group(0)[0] + " " + m.group(0)[1], text)
+    return out[:limit] if limit else out
 
 
 def plain(text: str) -> str:
@@ -221,6 +229,7 @@ __all__ = [
     "UNKNOWN",
     "Name",
     "fill",
+    "inert",
     "markdown_escape",
     "parse",
     "placeholders",

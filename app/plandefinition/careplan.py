@@ -51,8 +51,6 @@ def care_plan(bundle: dict[str, Any]) -> dict[str, Any]:
         **{k: _local(group[k], ids) for k in _CARRIED if k in group},
         "activity": [{"reference": {"reference": f"#{group['id']}"}}],
     }
-    if "instantiatesCanonical" in plan:
-        plan["instantiatesCanonical"] = list(plan["instantiatesCanonical"])
     goals = [f"#{r['id']}" for r in resources if r["resourceType"] == "Goal"]
     if goals:
         plan["goal"] = [{"reference": g} for g in goals]

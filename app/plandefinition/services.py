@@ -34,7 +34,7 @@ from functools import cache
 from typing import Any
 
 from app.deployments import Deployment, Deployments, load_deployments
-from app.ontology.card_text import SUMMARY_MAX_LENGTH
+from app.ontology.card_text import SUMMARY_MAX_LENGTH, inert
 from app.ontology.errors import Problem
 from app.ontology.hooks import HOOKS
 from app.plandefinition.authored import check_plan
@@ -51,7 +51,6 @@ EXTRA = resource_dir("ontologies") / "templates" / "plan-service.ttl.template"
 #: An action's priority as a card's indicator: the export's mapping read backwards, and asap
 #: (between urgent and stat) a warning
 INDICATOR = {priority: indicator for indicator, priority in PRIORITY.items()} | {"asap": "warning"}
-_PLACEHOLDER = re.compile(r"\{\{|\}\}")
 
 
 def _triggers(actions: Any) -> list[str]:
@@ -85,14 +84,9 @@ def served_iri(plan: Mapping[str, Any]) -> str:
     return f"https://horismos.dev/plandefinition-{plan['id']}"
 
 
-def _text(value: Any, limit: int | None = None) -> str:
-    text = _PLACEHOLDER.sub(lambda m: m.group(0)[0] + " " + m.group(0)[1], str(value))
-    return text[:limit] if limit else text
-
-
 def _not_checked(title: str) -> str:
     suffix = ": not checked"
-    return _text(title, SUMMARY_MAX_LENGTH - len(suffix)) + suffix
+    return inert(title, SUMMARY_MAX_LENGTH - len(suffix)) + suffix
 
 
 @cache
@@ -107,7 +101,7 @@ def served_as(plan: Mapping[str, Any], hook: str, definitions: DefinitionSource)
     offered, reads = card_suggestions(plan, definitions)
     cards = []
     for i, (action, suggestions) in enumerate(zip(plan.get("action") or (), offered, strict=True)):
-        summary = _text(
+        summary = inert(
             action.get("title") or action.get("description") or title, SUMMARY_MAX_LENGTH
         )
         parts = [
@@ -115,7 +109,7 @@ def served_as(plan: Mapping[str, Any], hook: str, definitions: DefinitionSource)
             f"horis:summary {turtle_literal(summary)}",
         ]
         if action.get("description"):
-            parts.append(f"horis:detail {turtle_literal(_text(action['description']))}")
+            parts.append(f"horis:detail {turtle_literal(inert(action['description']))}")
         if action.get("condition"):
             parts.append(f"horis:when [ horis:property :applies_{i} ; horis:is true ]")
         parts.extend(f"horis:suggest {node}" for node in suggestions.nodes)
@@ -148,8 +142,8 @@ def served_as(plan: Mapping[str, Any], hook: str, definitions: DefinitionSource)
         extra=_extra(),
         service_id=str(plan["id"]),
         hook=hook,
-        title=_text(title),
-        description=_text(plan.get("description") or title),
+        title=inert(title),
+        description=inert(plan.get("description") or title),
         cards=tuple(cards),
         prefetch=plan_prefetch(plan, hook, reads),
     )

@@ -35,12 +35,12 @@ the EHR sends a superset, never less).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from app.ontology._fhir_model import is_resource_type
+from app.ontology.card_text import inert
 from app.ontology.hooks import HOOKS
 from app.plandefinition.activity import CALL_RESOURCES, check_activity, variables
 from app.plandefinition.conditions import turtle_literal
@@ -57,7 +57,6 @@ SELECTION: dict[str, str | None] = {
     "all": None,
     "all-or-none": None,
 }
-_PLACEHOLDER = re.compile(r"\{\{|\}\}")
 #: codeFilter paths that are search parameters of the same name (others need searchParam)
 _SEARCHABLE = frozenset({"code", "category", "status"})
 
@@ -76,14 +75,10 @@ def _refused(message: str, element: str) -> ApplyRefused:
     return ApplyRefused(422, "not-supported", message, element)
 
 
-def _text(value: Any) -> str:
-    return _PLACEHOLDER.sub(lambda m: m.group(0)[0] + " " + m.group(0)[1], str(value))
-
-
 def _label(action: Mapping[str, Any]) -> str | None:
     for key in ("title", "textEquivalent", "description"):
         if isinstance(action.get(key), str) and action[key].strip():
-            return _text(action[key])
+            return inert(action[key])
     return None
 
 
