@@ -12,7 +12,7 @@ in, as a 500 or as a "retry later" that never succeeds:
 :func:`loads` refuses them at the door with :class:`JsonRefused`, whose ``where`` is the JSON
 path of the first offending value, so the caller can answer a 4xx naming it. The walk is
 iterative: it cannot itself run out of stack. A body received as bytes is first scanned as
-bytes (:func:`_fine_bytes`, in C: a few regular expressions): only one the scan cannot clear
+bytes (:func:`_fine_bytes`, in C: byte searches and replaces): only one the scan cannot clear
 is walked.
 """
 
@@ -81,25 +81,32 @@ def _fine(value: Any, max_depth: int) -> bool:
 #: what may spell a NUL or a lone surrogate in JSON bytes: a ``\u0000`` escape, a ``\uD8xx`` …
 #: ``\uDFxx`` escape, or a surrogate encoded in UTF-8 (which ``json.loads`` decodes with
 #: ``surrogatepass``). Raw control characters are not JSON. A match only sends the document
-#: to the walk, which decides.
-_SUSPECT = re.compile(rb"\\u0000|\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_LEAF = re.compile(rb"\[\]|\{\}")
+#: to the walk, which decides. Each is searched only when its first bytes occur at all.
+_SUSPECT_ESCAPE = re.compile(rb"\\u0000|\\u[dD][89a-fA-F]")
+_SUSPECT_UTF8 = re.compile(rb"\xed[\xa0-\xbf]")
+#: a backslash and the character it escapes (``\uXXXX`` leaves plain hex digits behind)
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+#: an object's braces as a list's brackets: nesting is the same whatever the container
+_AS_BRACKETS = bytes.maketrans(b"{}", b"[]")
 
 
 def _fine_bytes(raw: bytes, max_depth: int) -> bool:
     """Whether the JSON document ``raw`` (already decoded once: it is valid JSON) certainly
-    holds no unstorable string and nests at most ``max_depth`` containers: its strings cut
-    out, its brackets kept, each pass removes the empty containers, as many passes as it nests.
-    False says only "walk it"."""
-    if _SUSPECT.search(raw) is not None:
+    holds no unstorable string and nests at most ``max_depth`` containers. Its escapes removed,
+    every quote delimits a string, so the text between every other pair of quotes is the
+    document's structure; of it the brackets are kept (braces as brackets), and each pass
+    removes the innermost containers, as many passes as it nests. False says only "walk it"."""
+    if b"\\u" in raw and _SUSPECT_ESCAPE.search(raw) is not None:
         return False
-    brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    if b"\xed" in raw and _SUSPECT_UTF8.search(raw) is not None:
+        return False
+    text = _ESCAPE.sub(b"", raw) if b"\\" in raw else raw
+    brackets = b"".join(text.split(b'"')[0::2]).translate(_AS_BRACKETS, _NOT_BRACKETS)
     for _ in range(max_depth):
         if not brackets:
             return True
-        brackets = _LEAF.sub(b"", brackets)
+        brackets = brackets.replace(b"[]", b"")
     return not brackets
 
 

@@ -59,3 +59,16 @@ def test_the_scan_clears_real_requests_without_a_walk() -> None:
     deep = b"[" * MAX_JSON_DEPTH + b"]" * MAX_JSON_DEPTH
     assert _fine_bytes(deep, MAX_JSON_DEPTH)
     assert not _fine_bytes(b"[" + deep + b"]", MAX_JSON_DEPTH)
+
+
+def test_objects_and_lists_nest_alike() -> None:
+    def nested(depth: int) -> bytes:
+        value: Any = "x"
+        for level in range(depth):
+            value = {"k": value} if level % 2 else [value]
+        return json.dumps(value).encode()
+
+    assert _fine_bytes(nested(MAX_JSON_DEPTH), MAX_JSON_DEPTH)
+    assert not _fine_bytes(nested(MAX_JSON_DEPTH + 1), MAX_JSON_DEPTH)
+    with pytest.raises(JsonRefused):
+        loads(nested(MAX_JSON_DEPTH + 1))
