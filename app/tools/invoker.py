@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -98,10 +99,11 @@ class ToolInvoker:
             raise AdapterUnavailable(scheme)
         elif scheme in ("python", "rust"):
             fn = self.resolve(tool.binding)
+            run = _inline if tool.pure else _with_timeout
             if getattr(fn, "__horismos_tool_call__", False):
-                result = _with_timeout(lambda: fn(call), timeout)
+                result = run(lambda: fn(call), timeout)
             else:
-                result = _with_timeout(lambda: fn(**call.args), timeout)
+                result = run(lambda: fn(**call.args), timeout)
         elif scheme in ("http", "https"):
             result = self._http(call)
         elif scheme == "mcp":
@@ -179,10 +181,36 @@ def _with_timeout(fn: Callable[[], T], timeout: float) -> T:
         return future.result(timeout=timeout)
     except FutureTimeout as exc:
         future.cancel()  # not started yet: it never will be
-        raise ToolError(f"no answer within {timeout}s", retryable=True, kind="timeout") from exc
+        raise _late(timeout) from exc
     except ToolError:
         raise
-    except (TimeoutError, ConnectionError) as exc:
-        raise ToolError(str(exc) or type(exc).__name__, retryable=True) from exc
-    except Exception as exc:  # a tool's own failure, whatever its type, is a tool error
-        raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+    except Exception as exc:
+        raise _failed(exc) from exc
+
+
+def _inline(fn: Callable[[], T], timeout: float) -> T:
+    """Run a ``horis:pure`` tool on the calling thread: it computes from its arguments only and
+    cannot wait on anything, so the hand-off to a tool thread (and back) would cost more than
+    the computation. Its deadline still holds: an answer later than ``timeout`` is discarded
+    and the call is a timeout, as on a tool thread (the caller only learns it at the end)."""
+    started = time.monotonic()
+    try:
+        result = fn()
+    except ToolError:
+        raise
+    except Exception as exc:
+        raise _failed(exc) from exc
+    if time.monotonic() - started > timeout:
+        raise _late(timeout)
+    return result
+
+
+def _late(timeout: float) -> ToolError:
+    return ToolError(f"no answer within {timeout}s", retryable=True, kind="timeout")
+
+
+def _failed(exc: Exception) -> ToolError:
+    """A tool's own failure, whatever its type, as a tool error."""
+    if isinstance(exc, TimeoutError | ConnectionError):
+        return ToolError(str(exc) or type(exc).__name__, retryable=True)
+    return ToolError(f"{type(exc).__name__}: {exc}")

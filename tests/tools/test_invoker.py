@@ -215,3 +215,32 @@ def test_mcp_errors(mcp_server_url: str, pools: Callable[[dict[str, McpServer]],
     with pytest.raises(ToolError) as info:
         invoker.invoke(tool, {"patient": "p1"}, timeout=20)
     assert "failed" in info.value.message and info.value.retryable
+
+
+def test_a_pure_tool_runs_on_the_calling_thread_under_its_deadline() -> None:
+    """A ``horis:pure`` tool computes from its arguments only: no hand-off to a tool thread.
+    Its deadline still holds (a late answer is a timeout), and its failures are tool errors."""
+    threads: list[threading.Thread] = []
+
+    def where(patient: str, queue: str) -> dict[str, Any]:
+        threads.append(threading.current_thread())
+        return {"queueRef": "x"}
+
+    def slow(patient: str, queue: str) -> dict[str, Any]:
+        threading.Event().wait(0.3)
+        return {"queueRef": "late"}
+
+    def broken(patient: str, queue: str) -> dict[str, Any]:
+        raise KeyError("dose")
+
+    invoker = ToolInvoker(tools={"where": where, "slow": slow, "broken": broken})
+    assert invoker.invoke(make_tool("python:where", pure=True), ARGS, timeout=5) == {
+        "queueRef": "x"
+    }
+    assert threads == [threading.current_thread()]
+    with pytest.raises(ToolError) as late:
+        invoker.invoke(make_tool("python:slow", pure=True), ARGS, timeout=0.1)
+    assert late.value.kind == "timeout" and late.value.retryable
+    with pytest.raises(ToolError) as failed:
+        invoker.invoke(make_tool("python:broken", pure=True), ARGS, timeout=5)
+    assert "KeyError" in str(failed.value) and not failed.value.retryable
