@@ -20,12 +20,12 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from app.cds.errors import Issue, RequestInvalid, ServiceNotFound, StoreUnavailable
 from app.cds.requests import FeedbackItem, parse_feedback
+from app.cds_vocabulary import FEEDBACK_OUTCOMES
 from app.store import feedback as feedback_store
 from app.store import session_scope
 from app.store.db import describe_error
 
 log = logging.getLogger("horismos.cds.feedback")
-OUTCOMES = ("accepted", "overridden")
 #: At most this many issues are listed when items name unknown cards.
 _MAX_ISSUES = 20
 
@@ -69,7 +69,7 @@ def _timestamp(item: FeedbackItem, i: int) -> datetime:
 def _check(items: list[FeedbackItem]) -> None:
     issues: list[Issue] = []
     for i, item in enumerate(items):
-        if item.outcome not in OUTCOMES:
+        if item.outcome not in FEEDBACK_OUTCOMES:
             issues.append(
                 Issue(
                     code="invalid",

@@ -12,12 +12,8 @@ from typing import Any
 from fhir.resources.R4B import get_fhir_model_class
 from pydantic import ValidationError
 
+from app.cds_vocabulary import ACTION_TYPES, INDICATORS, LINK_TYPES, SELECTION_BEHAVIORS
 from app.ontology.card_text import SUMMARY_MAX_LENGTH
-
-INDICATORS = ("info", "warning", "critical")
-SELECTION_BEHAVIORS = ("at-most-one", "any")
-ACTION_TYPES = ("create", "update", "delete")
-LINK_TYPES = ("absolute", "smart")
 
 
 def _str(obj: dict[str, Any], key: str, where: str, out: list[str], *, required: bool) -> None:

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.cds.requests import FeedbackBody, HookRequestBody
+from app.cds_vocabulary import ActionType, Indicator, LinkType, SelectionBehavior
 from app.ontology.card_text import SUMMARY_MAX_LENGTH
 
 
@@ -40,7 +41,7 @@ class Source(_Open):
 
 
 class Action(_Open):
-    type: Literal["create", "update", "delete"]
+    type: ActionType
     description: str
     resource: dict[str, Any] | None = None
     resourceId: str | list[str] | None = None
@@ -55,17 +56,17 @@ class Suggestion(_Open):
 class Link(_Open):
     label: str
     url: str
-    type: Literal["absolute", "smart"]
+    type: LinkType
 
 
 class Card(_Open):
     uuid: str | None = None
     summary: str = Field(max_length=SUMMARY_MAX_LENGTH)
     detail: str | None = None
-    indicator: Literal["info", "warning", "critical"]
+    indicator: Indicator
     source: Source
     suggestions: list[Suggestion] | None = None
-    selectionBehavior: Literal["at-most-one", "any"] | None = None
+    selectionBehavior: SelectionBehavior | None = None
     links: list[Link] | None = None
     #: ``dev.horismos.card``: the draft orders the card is about, its short line
     extension: dict[str, Any] | None = None

@@ -7,6 +7,13 @@ from typing import Any, cast
 from rdflib import Literal, URIRef
 from rdflib.term import Node
 
+from app.cds_vocabulary import (
+    ACTION_TYPES,
+    INDICATORS,
+    SELECTION_BEHAVIORS,
+    SUGGESTION_ACTION_TYPES,
+    listed,
+)
 from app.ontology import card_text
 from app.ontology._compile_base import H
 from app.ontology._compile_services import ServicePartsCompiler
@@ -236,12 +243,13 @@ class FlowCompiler(ServicePartsCompiler):
     def _card(self, service: Node, node: Node, order: int) -> CardDecl:
         r = self.r
         indicator = self.string(node, H("indicator"), required=True) or "info"
-        if indicator not in ("info", "warning", "critical"):
-            r.problem("literal-type", node, 'indicator must be "info", "warning" or "critical"')
+        if indicator not in INDICATORS:
+            r.problem("literal-type", node, f"indicator must be {listed(INDICATORS)}")
             indicator = "info"
         behavior = self.string(node, H("selectionBehavior"))
-        if behavior not in (None, "at-most-one", "any"):
-            r.problem("literal-type", node, 'selectionBehavior must be "at-most-one" or "any"')
+        if behavior is not None and behavior not in SELECTION_BEHAVIORS:
+            said = listed(SELECTION_BEHAVIORS)
+            r.problem("literal-type", node, f"selectionBehavior must be {said}")
             behavior = None
         for_each = self._paths(node, "forEach")
         each_where = self.conditions(node, H("where"))
@@ -434,9 +442,7 @@ class FlowCompiler(ServicePartsCompiler):
         action = self.string(node, H("actionType"), required=required) or (
             "create" if required else default
         )
-        allowed = (
-            ("create", "update", "delete", "none") if suggestion else ("create", "update", "delete")
-        )
+        allowed: tuple[str, ...] = SUGGESTION_ACTION_TYPES if suggestion else ACTION_TYPES
         if action not in allowed:
             listed = ", ".join(f'"{a}"' for a in allowed)
             self.r.problem("literal-type", node, f"actionType must be one of {listed}")

@@ -4,11 +4,9 @@ declare, and the suggestions a card makes."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
+from app.cds_vocabulary import ActionType, Indicator, SelectionBehavior, SuggestionActionType
 from app.ontology.rules import Condition
-
-Indicator = Literal["info", "warning", "critical"]
 
 #: How far past the hook's time a reading may be stamped unless a service says otherwise.
 DEFAULT_CLOCK_SKEW = 300.0
@@ -67,7 +65,7 @@ class SuggestionDecl:
     """
 
     label: str
-    action_type: Literal["create", "update", "delete", "none"]
+    action_type: SuggestionActionType
     cites: str | None = None
     description: str | None = None
     #: horis:alternative: the orders to swap in for the cited draft order, first match wins
@@ -100,7 +98,7 @@ class CardDecl:
     when: tuple[Condition, ...] = ()
     terminal: str | None = None
     suggestions: tuple[SuggestionDecl, ...] = ()
-    selection_behavior: Literal["at-most-one", "any"] | None = None
+    selection_behavior: SelectionBehavior | None = None
     order: int = 0
     #: horis:forEach ( path )…: one card per instance reached from the focus (their union)
     for_each: tuple[tuple[str, ...], ...] = ()
@@ -132,7 +130,7 @@ class SystemActionDecl:
     ``resourceId`` and the resource as it was read (the service builds no changed content).
     """
 
-    action_type: Literal["create", "update", "delete"]
+    action_type: ActionType
     description: str
     cites: str | None = None
     when: tuple[Condition, ...] = ()
