@@ -177,6 +177,11 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
         #: (property, mapping, codings) → whether a record with those codings is another
         #: reading's for the mapping (``_passed_over``)
         self._passed: dict[tuple[int, int, tuple[str, ...]], bool] = {}
+        #: the EHR's records of each type grouped by their codings (``_selectable``), with
+        #: their place in the data
+        self._by_signature: dict[
+            str, list[tuple[tuple[str, ...], list[tuple[int, dict[str, Any]]]]]
+        ] = {}
 
     def _remember(self, resource: dict[str, Any]) -> None:
         key = (str(resource.get("resourceType")), str(resource.get("id")))
@@ -236,12 +241,39 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
             self._signatures[id(r)] = found
         return found
 
+    def _selectable(self, prop: PropertyDef, m: FhirMapping) -> list[dict[str, Any]]:
+        """The candidates of ``m`` (which names codes) that are not another reading's records
+        (``_passed_over``), in the data's order. A prefetch mapping's candidates are taken by
+        their set of codings, decided once per set: the records of a search are visited once
+        per call, not once per mapping of their type."""
+        if m.context_key is not None:
+            return [r for r in self._candidates(m) if not self._passed_over(prop, m, r)]
+        groups = self._by_signature.get(m.resource_type)
+        if groups is None:
+            grouped: dict[tuple[str, ...], list[tuple[int, dict[str, Any]]]] = {}
+            for i, r in enumerate(self._records_of.get(m.resource_type, ())):
+                grouped.setdefault(self._signature(r), []).append((i, r))
+            groups = self._by_signature[m.resource_type] = list(grouped.items())
+        kept = [
+            member
+            for sig, members in groups
+            if not self._passed_sig(prop, m, sig)
+            for member in members
+        ]
+        if len(groups) > 1:
+            kept.sort(key=lambda member: member[0])
+        return [r for _i, r in kept]
+
     def _passed_over(self, prop: PropertyDef, m: FhirMapping, r: Mapping[str, Any]) -> bool:
         """Whether ``r`` is another reading's record for ``m`` (which names codes): none of its
         codings is one ``m`` names, and one is in a system ``prop``'s list is complete in. Such
-        a record is neither selected nor unread: it is skipped, decided once per mapping and
-        set of codings rather than once per record (the unread check says the same of it)."""
-        sig = self._signature(r)
+        a record is neither selected nor unread: it is skipped (the unread check says the same
+        of it)."""
+        return self._passed_sig(prop, m, self._signature(r))
+
+    def _passed_sig(self, prop: PropertyDef, m: FhirMapping, sig: tuple[str, ...]) -> bool:
+        """``_passed_over`` of the records whose codings are ``sig``, decided once per mapping
+        and set of codings rather than once per record."""
         key = (id(prop), id(m), sig)
         found = self._passed.get(key)
         if found is None:

@@ -83,7 +83,7 @@ class LiteralReading:
 
         def _record_facts(self, r: Mapping[str, Any]) -> tuple[bool, bool, datetime]: ...
 
-        def _passed_over(self, prop: PropertyDef, m: FhirMapping, r: Mapping[str, Any]) -> bool: ...
+        def _selectable(self, prop: PropertyDef, m: FhirMapping) -> list[dict[str, Any]]: ...
 
         def _about_focus(self, r: Mapping[str, Any], prop: str | None) -> bool: ...
 
@@ -93,9 +93,8 @@ class LiteralReading:
         found: list[tuple[datetime, Mapping[str, Any], Any]] = []
         unusable: list[tuple[Mapping[str, Any], str]] = []
         names_codes = bool(m.codings or m.value_sets)
-        for r in self._candidates(m):
-            if names_codes and self._passed_over(prop, m, r):
-                continue  # another reading's record: nothing to select, nothing unread
+        # another reading's records are left out: nothing to select, nothing unread
+        for r in self._selectable(prop, m) if names_codes else self._candidates(m):
             targets = self._targets(m, r)
             if not targets:
                 why = self._unusable(m, r)
