@@ -20,7 +20,8 @@ log = logging.getLogger("horismos.terminology")
 
 
 @lru_cache(maxsize=1)
-def _installed() -> Terminology | None:
+def installed_terminology() -> Terminology | None:
+    """The installed terminology snapshot, loaded once per process; None without one."""
     try:
         return load_terminology()
     except TerminologyNotInstalled as exc:
@@ -31,7 +32,7 @@ def _installed() -> Terminology | None:
 def canonical_systems(terminology: Terminology | None = None) -> Callable[[str], str]:
     """The function that names a code system canonically: ``terminology``'s, else the installed
     one's, else the system as written (without a ``|version`` suffix)."""
-    chosen = terminology if terminology is not None else _installed()
+    chosen = terminology if terminology is not None else installed_terminology()
     if chosen is None:
         return _unversioned
     return chosen.canonical_system

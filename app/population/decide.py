@@ -33,6 +33,7 @@ from app.population.bulk import TemplateUnsupported, answer_template
 from app.runtime import run_workflow
 from app.runtime.outcome import Outcome
 from app.runtime.runner import Runner
+from app.terminology import Terminology
 
 #: hooks whose context is the patient (and the user) alone: a population can build it
 POPULATION_HOOKS = ("patient-view",)
@@ -80,6 +81,8 @@ class PatientDecider:
     service_id: str
     at: datetime
     runner: Runner
+    #: resolves code-system aliases as hydration does (None: the installed snapshot)
+    terminology: Terminology | None = None
 
     def __post_init__(self) -> None:
         found = next((s for s, _d in self.deployments.services() if s.id == self.service_id), None)
@@ -135,7 +138,13 @@ class PatientDecider:
 
     def _run(self, body: dict[str, Any]) -> dict[str, Any]:
         answered = answer_in_process(
-            self.deployments, self.service_id, body, at=self.at, runner=self.runner, loop=self._loop
+            self.deployments,
+            self.service_id,
+            body,
+            at=self.at,
+            runner=self.runner,
+            loop=self._loop,
+            terminology=self.terminology,
         )
         outcome, call = answered.outcome, answered.call
         cards = comparable(answered.response["cards"])
@@ -173,10 +182,12 @@ def answer_in_process(
     at: datetime,
     runner: Runner,
     loop: asyncio.AbstractEventLoop,
+    terminology: Terminology | None = None,
 ) -> Answered:
     """``body`` (every prefetch template answered) through the hook call's own stages —
     ``accept``, ``gather``, ``assemble_input``, the interpreter and ``render`` — with no JWT,
-    no FHIR server, no store and no EHR write; the cards link to no decision record."""
+    no FHIR server, no store and no EHR write; the cards link to no decision record.
+    ``terminology`` resolves code-system aliases (the installed snapshot when not given)."""
     call = loop.run_until_complete(
         accept(deployments, service_id, body, authenticator=None, authorization=None, audience="")
     )
@@ -189,7 +200,7 @@ def answer_in_process(
             deadline=0.0,
         )
     )
-    assembled = assemble_input(CallInput.of(call, gathered, at))
+    assembled = assemble_input(CallInput.of(call, gathered, at, terminology=terminology))
     run_id = str(uuid.uuid4())
     ctx = runner.context(
         run_id=run_id, now=at, text=assembled.hydration.text, inputs=assembled.hydration.inputs

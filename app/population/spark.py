@@ -5,8 +5,11 @@ export, and the patients whose answer differs between two runs.
 it belongs to (``app.population.bulk.patient_of``), groups them by patient and, per partition,
 decides each patient with :class:`~app.population.decide.PatientDecider` — the live hook path
 with the patient's data as prefetch. Resources no patient owns (Medications a request names)
-are shipped to every executor once, beside the deployment files (each executor loads and
-verifies them once per Python worker). It writes ``OUT/decisions/`` (Parquet, one row per
+are shipped to every executor once, and so are the deployment, loaded and verified once on the
+driver, and the terminology snapshot the driver reads code systems with: each Python worker
+unpickles them once (milliseconds) rather than parsing and verifying the Turtle again (seconds),
+and every executor decides with the driver's deployment and terminology whatever its own
+installation holds. It writes ``OUT/decisions/`` (Parquet, one row per
 patient, ``COLUMNS``) and ``OUT/summary.json``; nothing is written to an EHR and nothing is
 stored in the run store.
 
@@ -30,6 +33,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from app.fhir.systems import installed_terminology
 from app.population.bulk import SHARED_TYPES, parse_line, patient_of
 from app.population.decide import COLUMNS, PatientDecider, comparable
 
@@ -59,8 +63,8 @@ def _session(master: str | None, app_name: str) -> Any:
 @cache
 def _deployments(paths: tuple[str, ...], service_id: str) -> Any:
     """The deployment serving ``service_id`` (its files and what they import), loaded and
-    verified once per Python worker; every deployment when none declares it (the decider then
-    says so)."""
+    verified once per process, the driver's (the executors are shipped it); every deployment
+    when none declares it (the decider then says so)."""
     from app.deployments import load_deployments
     from app.ontology.deployments import find_deployments
     from app.tools.host import ToolHost
@@ -73,7 +77,7 @@ def _deployments(paths: tuple[str, ...], service_id: str) -> Any:
 def _decide_partition(
     rows: Iterable[tuple[str, Iterable[dict[str, Any]]]],
     *,
-    paths: tuple[str, ...],
+    compiled: tuple[Any, Any],
     service_id: str,
     at: str,
     shared: dict[str, dict[str, Any]],
@@ -81,11 +85,13 @@ def _decide_partition(
     from app.runtime.runner import Runner
     from app.tools.host import ToolHost
 
+    deployments, terminology = compiled
     decider = PatientDecider(
-        deployments=_deployments(paths, service_id),
+        deployments=deployments,
         service_id=service_id,
         at=datetime.fromisoformat(at),
         runner=Runner(invoker=ToolHost().invoker),
+        terminology=terminology,
     )
     try:
         for patient, resources in rows:
@@ -113,8 +119,9 @@ def population_run(
 
     at = at or datetime.now(UTC)
     paths = tuple(str(p.resolve()) for p in ontology_paths)
+    deployments = _deployments(paths, service_id)
     PatientDecider(  # refuse now, not once per executor
-        deployments=_deployments(paths, service_id), service_id=service_id, at=at, runner=Runner()
+        deployments=deployments, service_id=service_id, at=at, runner=Runner()
     ).close()
     spark = _session(master, f"horismos population {service_id}")
     try:
@@ -134,10 +141,15 @@ def population_run(
         orphans = keyed.filter(lambda kv: kv[0] is None).count()
         by_patient = keyed.filter(lambda kv: kv[0] is not None).groupByKey(partitions)
         shipped = spark.sparkContext.broadcast(shared)
+        compiled = spark.sparkContext.broadcast((deployments, installed_terminology()))
         stamp = at.isoformat()
         rows = by_patient.mapPartitions(
             lambda part: _decide_partition(
-                part, paths=paths, service_id=service_id, at=stamp, shared=shipped.value
+                part,
+                compiled=compiled.value,
+                service_id=service_id,
+                at=stamp,
+                shared=shipped.value,
             )
         )
         schema = StructType([StructField(c, StringType(), True) for c in COLUMNS])
