@@ -18,7 +18,7 @@ from app.cds.errors import DeploymentRefused, Issue, RequestInvalid, ServiceNotF
 from app.cds.leniency import read_draft_orders
 from app.cds.requests import HookRequest, as_service_hook, parse_hook_request
 from app.deployments import Deployment, Deployments
-from app.digest import canonical_digest
+from app.digest import json_digest
 from app.ontology.model import CdsServiceDef, Ontology, WorkflowDef
 
 
@@ -104,7 +104,7 @@ def find_service(ontology: Ontology, service_id: str) -> tuple[CdsServiceDef, Wo
 
 def request_digest(body: Mapping[str, Any]) -> str:
     """What tells two calls with one hookInstance apart: the digest of the canonical body."""
-    return canonical_digest(body)
+    return json_digest(body)
 
 
 def _check_context_resources(

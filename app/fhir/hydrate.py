@@ -40,7 +40,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app.data_notes import DataNote, Unreadable
-from app.digest import canonical_digest
+from app.digest import json_digest
 from app.fhir.codes import CodeClassifier
 from app.fhir.hydration import Hydration, SourceVersion
 from app.fhir.inputs import InputRecorder
@@ -70,7 +70,7 @@ from app.world.facts import AddInstance, Assert, Violation
 
 
 def _digest(resource: Mapping[str, Any]) -> str:
-    return canonical_digest(resource)
+    return json_digest(resource)
 
 
 class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
