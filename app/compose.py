@@ -21,7 +21,7 @@ from sqlalchemy import Engine
 from adapters.fhir.client import FhirClient
 from adapters.fhir.commit import CommitContext, FhirCommitAdapter
 from adapters.fhir.reconcile import reconcile_cli, reconcile_pending, reconcile_run
-from adapters.fhir.scopes import permits
+from adapters.fhir.scopes import may_write
 from adapters.terminology.http import HttpTerminology
 from adapters.terminology.server import terminology_app
 from app.ontology.model import Ontology, ToolDef
@@ -78,9 +78,8 @@ class _FhirCommits:
         commit = tool.commits
         if commit is None:
             return True  # the adapter says why it refuses: not known here, so it may send
-        operation = "create" if commit.operation == "create" else "update"
         granted = (fhir_authorization or {}).get("scope")
-        return permits(granted if isinstance(granted, str) else None, commit.scope, operation)
+        return may_write(granted if isinstance(granted, str) else None, commit)
 
 
 class _FhirReconciler:

@@ -73,7 +73,7 @@ from adapters.fhir.commit_reports import (
 )
 from adapters.fhir.create import NotBuilt, identifier_for, invalid, render_resource, search_token
 from adapters.fhir.reconcile import earlier_effects
-from adapters.fhir.scopes import permits
+from adapters.fhir.scopes import may_write, permits
 from adapters.fhir.writes import FHIR_JSON, JSON_PATCH, outcome, patch_document, send
 from app.cds.write_notices import effect_notice, unsuccessful
 from app.ontology.model import XSD, AdapterCommit, Individual, Ontology, ToolDef, local_name
@@ -169,6 +169,13 @@ class FhirCommitAdapter:
     def unsent_effects(self) -> list[dict[str, Any]]:
         """The effects still waiting for the run's row, stored with it."""
         return self.log.pending()
+
+    def may_send(self, tool: ToolDef) -> bool:
+        """Whether a call of ``tool`` could send a request in this hook call: False when every
+        write it declares is refused before any request (its scope is not granted), so the
+        invoker needs no tool thread for it."""
+        commit = tool.commits
+        return commit is None or may_write(self.context.scope, commit)
 
     def __call__(self, call: ToolCall) -> dict[str, Any]:
         if call.run_id is None:

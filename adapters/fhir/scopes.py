@@ -23,7 +23,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from app.ontology.tools import AdapterCommit
 
 Level = Literal["patient", "user", "system"]
 Permission = Literal["c", "r", "u", "d", "s"]
@@ -115,3 +118,10 @@ def permits(granted: str | None, declared: str, operation: str) -> bool:
     """Whether the granted scope string allows ``operation`` under the ``declared`` scope."""
     required = required_for(declared, operation)
     return any(grant.covers(required) for grant in parse_granted(granted))
+
+
+def may_write(granted: str | None, commit: AdapterCommit) -> bool:
+    """Whether the granted scope string allows the write ``commit`` declares: its ``horis:scope``
+    for a create, or for a change (an update or a delete)."""
+    operation = "create" if commit.operation == "create" else "update"
+    return permits(granted, commit.scope, operation)

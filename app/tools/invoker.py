@@ -14,7 +14,10 @@ Bindings (docs/tools.md):
   before the call.
 - Adapter schemes (``fhir:…``, or any tool with ``horis:commits``) go to a handler the service
   layer registers with :meth:`ToolInvoker.register_scheme`; with none registered the call raises
-  :class:`AdapterUnavailable` and the interpreter records the effect as ``proposed``.
+  :class:`AdapterUnavailable` and the interpreter records the effect as ``proposed``. A handler
+  whose ``may_send(tool)`` says the call sends nothing (a write refused before any request) is
+  called on the calling thread, as a ``horis:pure`` tool is; any other call runs on a tool
+  thread under its deadline.
 
 The invoker returns the tool's raw result; validating it against ``horis:effect`` is the
 interpreter's job (it is pure and replayable; this module does I/O).
@@ -94,7 +97,12 @@ class ToolInvoker:
         call = ToolCall(tool=tool, args=dict(args), timeout=timeout, now=now, run_id=run_id)
         scheme = scheme_of(tool)
         if scheme in self._schemes:
-            result: Any = _with_timeout(lambda: self._schemes[scheme](call), timeout)
+            handler = self._schemes[scheme]
+            # a handler that says this call sends nothing (a write refused before any request)
+            # answers on the calling thread, as a pure tool does
+            may_send = getattr(handler, "may_send", None)
+            run = _inline if may_send is not None and not may_send(tool) else _with_timeout
+            result: Any = run(lambda: handler(call), timeout)
         elif scheme == "fhir":
             raise AdapterUnavailable(scheme)
         elif scheme in ("python", "rust"):

@@ -142,6 +142,33 @@ def test_fhir_without_a_handler_is_proposed_and_with_one_is_called() -> None:
     assert seen[0].args == ARGS and seen[0].run_id == "r1"
 
 
+def test_a_handler_that_sends_nothing_in_this_call_needs_no_tool_thread() -> None:
+    """A write refused before any request (``may_send`` false: its scope is not granted) is
+    answered on the calling thread; one that may send goes to a tool thread, under its
+    deadline."""
+    tool = make_tool("fhir:commit")
+    where: list[threading.Thread] = []
+
+    class Handler:
+        def __init__(self, sends: bool) -> None:
+            self.sends = sends
+
+        def may_send(self, _tool: ToolDef) -> bool:
+            return self.sends
+
+        def __call__(self, call: ToolCall) -> dict[str, Any]:
+            where.append(threading.current_thread())
+            return {"queueRef": "x"}
+
+    for sends in (False, True):
+        invoker = ToolInvoker()
+        invoker.register_scheme("fhir", Handler(sends))
+        invoker.invoke(tool, ARGS, timeout=5, run_id="r1")
+    assert where[0] is threading.current_thread()
+    assert where[1] is not threading.current_thread()
+    assert where[1].name.startswith("horismos-tool")
+
+
 def test_builtin_notify_answers_the_declared_keys() -> None:
     invoker = ToolInvoker()
     tool = make_tool("python:app.tools.builtin.notify")
