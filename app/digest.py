@@ -36,7 +36,10 @@ def _may_differ(text: bytes) -> bool:
 
 
 #: a date, time or dataclass, which orjson writes its own way, goes to ``_not_json`` as any other
-#: value that is not JSON does: the slow path
+#: value orjson cannot write does: the slow path. (An ``Enum`` member orjson writes as its value,
+#: ``json`` as ``str()`` of it: parsed JSON holds none, and the callers pass parsed JSON only.)
+#: The equality rests on orjson's number format: the version pinned in requirements/ is the one
+#: ``tests/foundation/test_json_digest.py`` holds to it
 _OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 
 

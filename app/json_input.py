@@ -97,6 +97,8 @@ def _fine_bytes(raw: bytes, max_depth: int) -> bool:
     every quote delimits a string, so the text between every other pair of quotes is the
     document's structure; of it the brackets are kept (braces as brackets), and each pass
     removes the innermost containers, as many passes as it nests. False says only "walk it"."""
+    if b"\x00" in raw:
+        return False  # UTF-16 or UTF-32 (json.loads reads them too), whose bytes this scan is not
     if b"\\u" in raw and _SUSPECT_ESCAPE.search(raw) is not None:
         return False
     if b"\xed" in raw and _SUSPECT_UTF8.search(raw) is not None:

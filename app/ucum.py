@@ -105,53 +105,40 @@ def convert(value: Decimal, source: str, target: str) -> Decimal:
             # "mL/min/1.73" is a person's "per 1.73 m²" to a reader and a factor to UCUM:
             # scaling the value either way would be a guess
             raise UnitError(f"{code!r} carries a number besides its units: it is not converted")
-    line = _affine(source, target)
-    if line is not None:
-        scale, offset = line
-        converted = scale * value + offset
-        if converted.is_finite() and abs(converted) < _FLOAT_RANGE:
-            return Decimal(repr(round(float(converted), 6)))
-        return converted.normalize()  # past a double's range: decimal exponents do not run out
     from pint.errors import DimensionalityError
 
     reg = _registry()
+    units = _unit(source), _unit(target)
     try:
-        quantity = reg.Quantity(float(value), _unit(source)).to(_unit(target))
+        factor = _factor(source, target)
+        if factor is not None:
+            magnitude = float(value) * factor  # pint's own arithmetic for such units
+        else:
+            magnitude = float(reg.convert(float(value), *units))
     except DimensionalityError as exc:
         raise UnitError(f"{source!r} cannot be converted to {target!r}") from exc
-    return Decimal(repr(round(float(quantity.magnitude), 6)))
-
-
-#: beyond this a value is not turned into a double for rounding
-_FLOAT_RANGE = Decimal("1e300")
+    if not math.isfinite(magnitude):
+        # past a double's range (1.7e308 mL/s is 1.0e310 mL/min): the same map, a·x + b, in
+        # decimal arithmetic, whose exponents do not run out
+        at_zero = float(reg.convert(0.0, *units))
+        at_one = float(reg.convert(1.0, *units))
+        return (Decimal(repr(at_one - at_zero)) * value + Decimal(repr(at_zero))).normalize()
+    return Decimal(repr(round(magnitude, 6)))
 
 
 @lru_cache(maxsize=512)
-def _affine(source: str, target: str) -> tuple[Decimal, Decimal] | None:
-    """``source`` → ``target`` as the map a·x + b, from pint at 0 and 1000, once per pair (pint's
-    conversion of one value costs a third of a millisecond); None when the map is not a line
-    (a third point off it: a logarithmic unit), which pint then converts value by value. A
-    value converts as pint converts it to the sixth decimal, the rounding of an exact half of
-    that place aside.
-    Raises :class:`UnitError` when the units measure different things."""
-    from pint.errors import DimensionalityError
-
+def _factor(source: str, target: str) -> float | None:
+    """pint's conversion factor from ``source`` to ``target`` when neither holds an offset or a
+    logarithmic unit: pint then converts a value by multiplying it by that factor, so the
+    product is exactly what pint answers, without its per-value machinery (tens of
+    microseconds). None for any other pair, which pint converts value by value."""
     reg = _registry()
+    units = _unit(source), _unit(target)
     try:
-        at = [float(reg.Quantity(x, _unit(source)).to(_unit(target)).magnitude) for x in _POINTS]
-    except DimensionalityError as exc:
-        raise UnitError(f"{source!r} cannot be converted to {target!r}") from exc
-    if not all(math.isfinite(v) for v in at):
-        return None
-    scale, offset = (at[2] - at[0]) / _POINTS[2], at[0]
-    expected = scale * _POINTS[1] + offset
-    if not math.isclose(at[1], expected, rel_tol=1e-9, abs_tol=1e-12):
-        return None
-    return Decimal(repr(scale)), Decimal(repr(offset))
-
-
-#: the points a conversion is taken at to find its line (the first and last) and to check it
-_POINTS = (0.0, 1.0, 1000.0)
+        plain = all(reg._validate_and_extract(getattr(u, "_units", u)) is None for u in units)
+    except (AttributeError, ValueError):
+        return None  # not a pint that says so: value by value
+    return float(reg.convert(1.0, *units)) if plain else None
 
 
 def convertible(source: str, target: str) -> bool:

@@ -8,10 +8,10 @@ with the patient's data as prefetch. Resources no patient owns (Medications a re
 are shipped to every executor once, and so are the deployment, loaded and verified once on the
 driver, and the terminology snapshot the driver reads code systems with: each Python worker
 unpickles them once (milliseconds) rather than parsing and verifying the Turtle again (seconds),
-and every executor decides with the driver's deployment and terminology whatever its own
-installation holds. It writes ``OUT/decisions/`` (Parquet, one row per
-patient, ``COLUMNS``) and ``OUT/summary.json``; nothing is written to an EHR and nothing is
-stored in the run store.
+and every executor decides with the driver's deployment, and with the driver's terminology when
+the driver has one installed (else with its own, as a live call would). It writes
+``OUT/decisions/`` (Parquet, one row per patient, ``COLUMNS``) and ``OUT/summary.json``;
+nothing is written to an EHR and nothing is stored in the run store.
 
 A line that is not a resource, or a resource no patient owns and no one references, is counted
 in the summary; a patient whose data cannot be read is a row with its ``error``; neither stops

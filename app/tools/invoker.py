@@ -199,14 +199,19 @@ def _with_timeout(fn: Callable[[], T], timeout: float) -> T:
 def _inline(fn: Callable[[], T], timeout: float) -> T:
     """Run a ``horis:pure`` tool on the calling thread: it computes from its arguments only and
     cannot wait on anything, so the hand-off to a tool thread (and back) would cost more than
-    the computation. Its deadline still holds: an answer later than ``timeout`` is discarded
-    and the call is a timeout, as on a tool thread (the caller only learns it at the end)."""
+    the computation. Its deadline still holds: an answer or a failure later than ``timeout`` is
+    a timeout, as on a tool thread, known only when the tool returns (a tool run this way must
+    return promptly: nothing interrupts it)."""
     started = time.monotonic()
     try:
         result = fn()
-    except ToolError:
-        raise
     except Exception as exc:
+        # as on a tool thread: past the deadline (or on a TimeoutError, which a tool thread's
+        # wait cannot tell from its own) the call timed out, whatever the tool raised
+        if isinstance(exc, TimeoutError) or time.monotonic() - started > timeout:
+            raise _late(timeout) from exc
+        if isinstance(exc, ToolError):
+            raise
         raise _failed(exc) from exc
     if time.monotonic() - started > timeout:
         raise _late(timeout)

@@ -72,3 +72,12 @@ def test_objects_and_lists_nest_alike() -> None:
     assert not _fine_bytes(nested(MAX_JSON_DEPTH + 1), MAX_JSON_DEPTH)
     with pytest.raises(JsonRefused):
         loads(nested(MAX_JSON_DEPTH + 1))
+
+
+def test_a_body_in_utf16_is_walked_not_cleared_by_the_scan() -> None:
+    """json.loads reads UTF-16 and UTF-32 bodies too; the scan reads bytes as UTF-8, so such a
+    body goes to the walk, which refuses what it holds."""
+    body = '{"context": {"note": "a\\u0000b"}}'.encode("utf-16")
+    assert not _fine_bytes(body, MAX_JSON_DEPTH)
+    with pytest.raises(JsonRefused):
+        loads(body)

@@ -271,3 +271,21 @@ def test_a_pure_tool_runs_on_the_calling_thread_under_its_deadline() -> None:
     with pytest.raises(ToolError) as failed:
         invoker.invoke(make_tool("python:broken", pure=True), ARGS, timeout=5)
     assert "KeyError" in str(failed.value) and not failed.value.retryable
+
+
+def test_a_pure_tool_that_fails_past_its_deadline_timed_out() -> None:
+    """As on a tool thread: a failure after the deadline, or a TimeoutError the tool raises, is
+    a timeout (retryable), not the tool's own error."""
+
+    def late_failure(patient: str, queue: str) -> dict[str, Any]:
+        threading.Event().wait(0.3)
+        raise ValueError("bad input")
+
+    def stalled(patient: str, queue: str) -> dict[str, Any]:
+        raise TimeoutError("socket stalled")
+
+    invoker = ToolInvoker(tools={"late": late_failure, "stalled": stalled})
+    for name, timeout in (("late", 0.1), ("stalled", 5)):
+        with pytest.raises(ToolError) as info:
+            invoker.invoke(make_tool(f"python:{name}", pure=True), ARGS, timeout=timeout)
+        assert info.value.kind == "timeout" and info.value.retryable, name
