@@ -197,11 +197,12 @@ def _with_timeout(fn: Callable[[], T], timeout: float) -> T:
 
 
 def _inline(fn: Callable[[], T], timeout: float) -> T:
-    """Run a ``horis:pure`` tool on the calling thread: it computes from its arguments only and
-    cannot wait on anything, so the hand-off to a tool thread (and back) would cost more than
-    the computation. Its deadline still holds: an answer or a failure later than ``timeout`` is
-    a timeout, as on a tool thread, known only when the tool returns (a tool run this way must
-    return promptly: nothing interrupts it)."""
+    """Run a call that cannot wait on anything on the calling thread (a ``horis:pure`` tool,
+    which computes from its arguments only, or a write its handler refuses before any
+    request): the hand-off to a tool thread (and back) would cost more than the call. Its
+    deadline still holds: an answer or a failure later than ``timeout`` is a timeout, as on a
+    tool thread, known only when the call returns (a call run this way must return promptly:
+    nothing interrupts it)."""
     started = time.monotonic()
     try:
         result = fn()
@@ -223,7 +224,8 @@ def _late(timeout: float) -> ToolError:
 
 
 def _failed(exc: Exception) -> ToolError:
-    """A tool's own failure, whatever its type, as a tool error."""
-    if isinstance(exc, TimeoutError | ConnectionError):
+    """A tool's own failure, whatever its type, as a tool error (a ``TimeoutError`` never
+    reaches here: both callers call it a timeout first)."""
+    if isinstance(exc, ConnectionError):
         return ToolError(str(exc) or type(exc).__name__, retryable=True)
     return ToolError(f"{type(exc).__name__}: {exc}")
