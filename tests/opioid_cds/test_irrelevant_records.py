@@ -40,22 +40,31 @@ UNRELATED_DRUGS = (
     ("310798", "Hydrochlorothiazide 25 MG Oral Tablet"),
     ("748962", "Camila 0.35 MG Oral Tablet"),
 )
-#: three back-to-back 30-day fills: 21 days or more of each of the past three months
-FILLS = [
-    order(f"fill-{days}", P, OXYCODONE_IR_5, authored=ago(days), status="completed")
-    for days in (88, 58, 28)
-]
-SERVICES = {
-    # on opioids long-term, no misuse assessment: evaluate benefits and risks; an opioid stopped
-    # years ago with no supply could only add days to months already past 21
-    "opioidcds-07": FILLS,
-    # benzodiazepine on record: naloxone applies
-    "opioidcds-08": [order("stored-benzo", P, TEMAZEPAM_20, authored=ago(40))],
+
+
+def fills() -> list[dict[str, Any]]:
+    """Three back-to-back 30-day fills: 21 days or more of each of the past three months (dated
+    from today when the test runs)."""
+    return [
+        order(f"fill-{days}", P, OXYCODONE_IR_5, authored=ago(days), status="completed")
+        for days in (88, 58, 28)
+    ]
+
+
+def on_record(service: str) -> list[dict[str, Any]]:
+    """The chart each service decides on, complete."""
+    if service == "opioidcds-07":
+        # on opioids long-term, no misuse assessment: evaluate benefits and risks; an opioid
+        # stopped years ago with no supply could only add days to months already past 21
+        return fills()
+    if service == "opioidcds-08":
+        # benzodiazepine on record: naloxone applies
+        return [order("stored-benzo", P, TEMAZEPAM_20, authored=ago(40))]
     # an opioid on record with its supply: counted in the total with the draft (52.5 MME)
-    "opioidcds-04-05": [
-        order("stored-oxy", P, OXYCODONE_IR_5, authored=ago(10), frequency=3, supply_days=30)
-    ],
-}
+    return [order("stored-oxy", P, OXYCODONE_IR_5, authored=ago(10), frequency=3, supply_days=30)]
+
+
+SERVICES = ("opioidcds-04-05", "opioidcds-07", "opioidcds-08")
 
 
 def _decision(client: TestClient, service: str, stored: list[dict[str, Any]]) -> str:
@@ -121,7 +130,7 @@ RECORDS = st.one_of(
 )
 
 
-@pytest.mark.parametrize("service", sorted(SERVICES))
+@pytest.mark.parametrize("service", SERVICES)
 @settings(
     max_examples=examples(15),
     deadline=None,
@@ -131,7 +140,7 @@ RECORDS = st.one_of(
 def test_an_irrelevant_record_leaves_a_decided_chart_decided(
     client: TestClient, service: str, added: list[dict[str, Any]]
 ) -> None:
-    base = SERVICES[service]
+    base = on_record(service)
     before = _decision(client, service, base)
     assert not before.startswith("undecided"), before  # the complete twin decides
     assert _decision(client, service, [*base, *added]) == before
@@ -142,7 +151,8 @@ def test_an_opioid_without_supply_that_could_complete_the_months_still_blocks(
 ) -> None:
     """The twin of the above for recommendation 7: with the first month's fill missing, an
     opioid authored 89 days ago with no supply could cover that month, so the check waits."""
-    two_fills = FILLS[1:]
+    three_fills = fills()
+    two_fills = three_fills[1:]
     assert _decision(client, "opioidcds-07", two_fills) == "NoAdvice"
     unknown = order("no-supply", P, OXYCODONE_IR_5, authored=ago(89), supply_days=None)
     del unknown["dispenseRequest"]
@@ -150,7 +160,7 @@ def test_an_opioid_without_supply_that_could_complete_the_months_still_blocks(
         "undecided: supplyUnit, supplyValue"
     )
     # and with all three fills it could add days only to months past 21: decided
-    assert _decision(client, "opioidcds-07", [*FILLS, unknown]) == "EvaluateBenefitsAndRisks"
+    assert _decision(client, "opioidcds-07", [*three_fills, unknown]) == "EvaluateBenefitsAndRisks"
 
 
 def test_the_unrelated_codes_are_in_no_list_of_the_guide() -> None:

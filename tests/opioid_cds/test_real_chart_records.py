@@ -21,6 +21,7 @@ from tests.support.opioid_cases import (
     HYDROCODONE_10,
     OXYCODONE_IR_5,
     TEMAZEPAM_20,
+    CaseTable,
     ago,
     case,
     condition,
@@ -55,47 +56,52 @@ def draft() -> dict[str, Any]:
     return order("draft-hydrocodone", P, HYDROCODONE_10, dose=3)
 
 
-CASES = [
-    # the complete twin: a problem-list item documenting substance misuse is a risk factor
-    case("substance-misuse-on-the-problem-list", S, "order-sign", ADULT, drafts=[draft()],
-         stored=[condition("c-alcohol", P, ALCOHOLISM)], expected=["warning"]),
-    # the same condition without a category: the same risk factor, decided
-    case("substance-misuse-without-a-category", S, "order-sign", ADULT, drafts=[draft()],
-         stored=[synthea(condition("c-alcohol", P, ALCOHOLISM))], expected=["warning"]),
-    # an active cancer without a category excludes the patient as one on the problem list does
-    # (its twin, the benzodiazepine alone, gets the card below)
-    case("benzodiazepine-and-active-cancer-without-a-category", S, "order-sign", ADULT,
-         drafts=[draft()],
-         stored=[order("stored-benzo", P, TEMAZEPAM_20, authored=ago(40)),
-                 synthea(condition("c-cancer", P, BREAST_CANCER, system=ICD10))]),
-    case("benzodiazepine-and-active-cancer-on-the-problem-list", S, "order-sign", ADULT,
-         drafts=[draft()],
-         stored=[order("stored-benzo", P, TEMAZEPAM_20, authored=ago(40)),
-                 condition("c-cancer", P, BREAST_CANCER, system=ICD10)]),
-    # a record that cannot change the decision: decided, no card
-    case("unrelated-condition-without-a-category", S, "order-sign", ADULT, drafts=[draft()],
-         stored=[synthea(condition("c-ankle", P, ANKLE_SPRAIN))]),
-    case("no-condition", S, "order-sign", ADULT, drafts=[draft()]),
-    # a history of overdose (CDC 2022, recommendation 8), as Synthea writes it: a risk factor
-    case("overdose-on-record-without-a-category", S, "order-sign", ADULT, drafts=[draft()],
-         stored=[synthea(condition("c-overdose", P, DRUG_OVERDOSE, status="resolved"))],
-         expected=["warning"]),
-    # a risk factor on record and an unrelated condition without a category: the recommendation
-    # applies, decided (the sprain can change none of the exclusions: cancer, sickle cell, end
-    # of life, counted record by record)
-    case("benzodiazepine-and-unrelated-condition-without-a-category", S, "order-sign", ADULT,
-         drafts=[draft()],
-         stored=[order("stored-benzo", P, TEMAZEPAM_20, authored=ago(40)),
-                 synthea(condition("c-ankle", P, ANKLE_SPRAIN))],
-         expected=["warning"]),
-]  # fmt: skip
+def _cases() -> list[Example]:
+    return [
+        # the complete twin: a problem-list item documenting substance misuse is a risk factor
+        case("substance-misuse-on-the-problem-list", S, "order-sign", ADULT, drafts=[draft()],
+             stored=[condition("c-alcohol", P, ALCOHOLISM)], expected=["warning"]),
+        # the same condition without a category: the same risk factor, decided
+        case("substance-misuse-without-a-category", S, "order-sign", ADULT, drafts=[draft()],
+             stored=[synthea(condition("c-alcohol", P, ALCOHOLISM))], expected=["warning"]),
+        # an active cancer without a category excludes the patient as one on the problem list does
+        # (its twin, the benzodiazepine alone, gets the card below)
+        case("benzodiazepine-and-active-cancer-without-a-category", S, "order-sign", ADULT,
+             drafts=[draft()],
+             stored=[order("stored-benzo", P, TEMAZEPAM_20, authored=ago(40)),
+                     synthea(condition("c-cancer", P, BREAST_CANCER, system=ICD10))]),
+        case("benzodiazepine-and-active-cancer-on-the-problem-list", S, "order-sign", ADULT,
+             drafts=[draft()],
+             stored=[order("stored-benzo", P, TEMAZEPAM_20, authored=ago(40)),
+                     condition("c-cancer", P, BREAST_CANCER, system=ICD10)]),
+        # a record that cannot change the decision: decided, no card
+        case("unrelated-condition-without-a-category", S, "order-sign", ADULT, drafts=[draft()],
+             stored=[synthea(condition("c-ankle", P, ANKLE_SPRAIN))]),
+        case("no-condition", S, "order-sign", ADULT, drafts=[draft()]),
+        # a history of overdose (CDC 2022, recommendation 8), as Synthea writes it: a risk factor
+        case("overdose-on-record-without-a-category", S, "order-sign", ADULT, drafts=[draft()],
+             stored=[synthea(condition("c-overdose", P, DRUG_OVERDOSE, status="resolved"))],
+             expected=["warning"]),
+        # a risk factor on record and an unrelated condition without a category: the recommendation
+        # applies, decided (the sprain can change none of the exclusions: cancer, sickle cell, end
+        # of life, counted record by record)
+        case("benzodiazepine-and-unrelated-condition-without-a-category", S, "order-sign", ADULT,
+             drafts=[draft()],
+             stored=[order("stored-benzo", P, TEMAZEPAM_20, authored=ago(40)),
+                     synthea(condition("c-ankle", P, ANKLE_SPRAIN))],
+             expected=["warning"]),
+    ]  # fmt: skip
+
+
+CASES = CaseTable(_cases)
 
 
 @pytest.mark.parametrize("mode", ["prefetch", "fetch"])
-@pytest.mark.parametrize("example", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize("name", CASES.names)
 def test_recommendation_8_on_synthea_conditions(
-    example: Example, mode: str, client: TestClient, fhir_server: FhirServer
+    name: str, mode: str, client: TestClient, fhir_server: FhirServer
 ) -> None:
+    example = CASES[name]
     cards = run_case(client, fhir_server, example, mode)
     if example.name == "benzodiazepine-and-unrelated-condition-without-a-category":
         [card] = cards

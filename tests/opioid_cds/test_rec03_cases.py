@@ -10,6 +10,7 @@ from tests.support.fhir_server import FhirServer
 from tests.support.opioid_cases import (
     OXYCODONE_ER_10,
     OXYCODONE_IR_5,
+    CaseTable,
     ago,
     case,
     dispense,
@@ -36,37 +37,42 @@ def stored_opioid(days_ago: int) -> dict[str, object]:
     return order("stored-opioid", P, OXYCODONE_IR_5, authored=ago(days_ago))
 
 
-CASES = [
-    case("naive", S, "order-sign", ADULT, drafts=[ER_DRAFT], expected=["warning"]),
-    case("opioid-89-days-ago", S, "order-sign", ADULT, drafts=[ER_DRAFT],
-         stored=[stored_opioid(89)]),
-    case("opioid-90-days-ago", S, "order-sign", ADULT, drafts=[ER_DRAFT],
-         stored=[stored_opioid(90)]),
-    case("opioid-91-days-ago", S, "order-sign", ADULT, drafts=[ER_DRAFT],
-         stored=[stored_opioid(91)], expected=["warning"]),
-    # the previous 24 hours do not count: an opioid ordered today leaves the patient naive
-    case("opioid-today", S, "order-sign", ADULT, drafts=[ER_DRAFT], stored=[stored_opioid(0)],
-         expected=["warning"]),
-    case("opioid-dispensed-30-days-ago", S, "order-sign", ADULT, drafts=[ER_DRAFT],
-         stored=[dispense("disp-opioid", P, OXYCODONE_IR_5, handed_over=ago(30))]),
-    case("contained-medication", S, "order-sign", ADULT,
-         drafts=[order("draft-er", P, OXYCODONE_ER_10, contained=True)], expected=["warning"]),
-    case("acute-extended-release", S, "order-sign", ADULT,
-         drafts=[order("draft-er", P, OXYCODONE_ER_10, supply_days=14)]),
-    case("immediate-release", S, "order-sign", ADULT,
-         drafts=[order("draft-ir", P, OXYCODONE_IR_5)]),
-    case("naive-duragesic", S, "order-sign", ADULT,
-         drafts=[order("draft-er", P, DURAGESIC_25)], expected=["warning"]),
-    case("naive-retired-avinza", S, "order-sign", ADULT,
-         drafts=[order("draft-er", P, AVINZA_60)], expected=["warning"]),
-    case("duragesic-after-an-opioid-last-month", S, "order-sign", ADULT,
-         drafts=[order("draft-er", P, DURAGESIC_25)], stored=[stored_opioid(30)]),
-]  # fmt: skip
+def _cases() -> list[Example]:
+    return [
+        case("naive", S, "order-sign", ADULT, drafts=[ER_DRAFT], expected=["warning"]),
+        case("opioid-89-days-ago", S, "order-sign", ADULT, drafts=[ER_DRAFT],
+             stored=[stored_opioid(89)]),
+        case("opioid-90-days-ago", S, "order-sign", ADULT, drafts=[ER_DRAFT],
+             stored=[stored_opioid(90)]),
+        case("opioid-91-days-ago", S, "order-sign", ADULT, drafts=[ER_DRAFT],
+             stored=[stored_opioid(91)], expected=["warning"]),
+        # the previous 24 hours do not count: an opioid ordered today leaves the patient naive
+        case("opioid-today", S, "order-sign", ADULT, drafts=[ER_DRAFT], stored=[stored_opioid(0)],
+             expected=["warning"]),
+        case("opioid-dispensed-30-days-ago", S, "order-sign", ADULT, drafts=[ER_DRAFT],
+             stored=[dispense("disp-opioid", P, OXYCODONE_IR_5, handed_over=ago(30))]),
+        case("contained-medication", S, "order-sign", ADULT,
+             drafts=[order("draft-er", P, OXYCODONE_ER_10, contained=True)], expected=["warning"]),
+        case("acute-extended-release", S, "order-sign", ADULT,
+             drafts=[order("draft-er", P, OXYCODONE_ER_10, supply_days=14)]),
+        case("immediate-release", S, "order-sign", ADULT,
+             drafts=[order("draft-ir", P, OXYCODONE_IR_5)]),
+        case("naive-duragesic", S, "order-sign", ADULT,
+             drafts=[order("draft-er", P, DURAGESIC_25)], expected=["warning"]),
+        case("naive-retired-avinza", S, "order-sign", ADULT,
+             drafts=[order("draft-er", P, AVINZA_60)], expected=["warning"]),
+        case("duragesic-after-an-opioid-last-month", S, "order-sign", ADULT,
+             drafts=[order("draft-er", P, DURAGESIC_25)], stored=[stored_opioid(30)]),
+    ]  # fmt: skip
+
+
+CASES = CaseTable(_cases)
 
 
 @pytest.mark.parametrize("mode", ["prefetch", "fetch"])
-@pytest.mark.parametrize("example", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize("name", CASES.names)
 def test_recommendation_3_case(
-    example: Example, mode: str, client: TestClient, fhir_server: FhirServer
+    name: str, mode: str, client: TestClient, fhir_server: FhirServer
 ) -> None:
+    example = CASES[name]
     run_case(client, fhir_server, example, mode)

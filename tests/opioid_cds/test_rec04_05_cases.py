@@ -12,6 +12,7 @@ from tests.support.opioid_cases import (
     HYDROCODONE_10,
     OXYCODONE_IR_5,
     UNWEIGHABLE_OPIOID,
+    CaseTable,
     ago,
     case,
     condition,
@@ -41,32 +42,38 @@ def stored_oxycodone(supply_days: int) -> dict[str, object]:
     )  # fmt: skip
 
 
-CASES = [
-    case("mme-exactly-50", S, "order-sign", ADULT, drafts=[hydrocodone(5)], expected=["warning"]),
-    case("mme-49.9", S, "order-sign", ADULT, drafts=[hydrocodone(4.99)]),
-    case("stored-chronic-opioid-brings-the-total-over-50", S, "order-sign", ADULT,
-         drafts=[hydrocodone(3)], stored=[stored_oxycodone(30)], expected=["warning"]),
-    # an acute opioid on record is not counted here (it is for recommendation 8)
-    case("stored-acute-opioid-is-not-counted", S, "order-sign", ADULT,
-         drafts=[hydrocodone(3)], stored=[stored_oxycodone(7)]),
-    case("contained-medication", S, "order-sign", ADULT,
-         drafts=[hydrocodone(5, contained=True)], expected=["warning"]),
-    case("fentanyl-180-mme", S, "order-sign", ADULT,
-         drafts=[order("draft-fentanyl", P, FENTANYL_75, dose=1, dose_unit="{patch}",
-                       period=3)],
-         expected=["warning"]),
-    case("end-of-life", S, "order-sign", ADULT, drafts=[hydrocodone(6)],
-         stored=[condition("c-terminal", P, "300936002")]),
-    case("mme-cannot-be-computed", S, "order-sign", ADULT,
-         drafts=[order("draft-opioid", P, UNWEIGHABLE_OPIOID)], expected=["info"]),
-]  # fmt: skip
+def _cases() -> list[Example]:
+    return [
+        case("mme-exactly-50", S, "order-sign", ADULT, drafts=[hydrocodone(5)],
+             expected=["warning"]),
+        case("mme-49.9", S, "order-sign", ADULT, drafts=[hydrocodone(4.99)]),
+        case("stored-chronic-opioid-brings-the-total-over-50", S, "order-sign", ADULT,
+             drafts=[hydrocodone(3)], stored=[stored_oxycodone(30)], expected=["warning"]),
+        # an acute opioid on record is not counted here (it is for recommendation 8)
+        case("stored-acute-opioid-is-not-counted", S, "order-sign", ADULT,
+             drafts=[hydrocodone(3)], stored=[stored_oxycodone(7)]),
+        case("contained-medication", S, "order-sign", ADULT,
+             drafts=[hydrocodone(5, contained=True)], expected=["warning"]),
+        case("fentanyl-180-mme", S, "order-sign", ADULT,
+             drafts=[order("draft-fentanyl", P, FENTANYL_75, dose=1, dose_unit="{patch}",
+                           period=3)],
+             expected=["warning"]),
+        case("end-of-life", S, "order-sign", ADULT, drafts=[hydrocodone(6)],
+             stored=[condition("c-terminal", P, "300936002")]),
+        case("mme-cannot-be-computed", S, "order-sign", ADULT,
+             drafts=[order("draft-opioid", P, UNWEIGHABLE_OPIOID)], expected=["info"]),
+    ]  # fmt: skip
+
+
+CASES = CaseTable(_cases)
 
 
 @pytest.mark.parametrize("mode", ["prefetch", "fetch"])
-@pytest.mark.parametrize("example", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize("name", CASES.names)
 def test_recommendations_4_and_5_case(
-    example: Example, mode: str, client: TestClient, fhir_server: FhirServer
+    name: str, mode: str, client: TestClient, fhir_server: FhirServer
 ) -> None:
+    example = CASES[name]
     run_case(client, fhir_server, example, mode)
 
 
@@ -80,7 +87,7 @@ def test_recommendations_4_and_5_case(
 def test_the_card_says_which_side_of_90_the_total_is(
     client: TestClient, fhir_server: FhirServer, name: str, says: str
 ) -> None:
-    example = next(c for c in CASES if c.name == name)
+    example = CASES[name]
     (card,) = run_case(client, fhir_server, example, "fetch")
     assert says in card["summary"], card["summary"]
     assert "taper" in card["summary"].lower()

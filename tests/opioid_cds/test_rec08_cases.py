@@ -14,6 +14,7 @@ from tests.support.opioid_cases import (
     OXYCODONE_IR_5,
     TEMAZEPAM_20,
     UNWEIGHABLE_OPIOID,
+    CaseTable,
     ago,
     case,
     order,
@@ -36,41 +37,48 @@ def hydrocodone(tablets_a_day: float, **kw: object) -> dict[str, object]:
     return order("draft-hydrocodone", P, HYDROCODONE_10, dose=tablets_a_day, **kw)  # type: ignore[arg-type]
 
 
-CASES = [
-    case("mme-exactly-50", S, "order-sign", ADULT, drafts=[hydrocodone(5)], expected=["warning"]),
-    case("mme-49.9", S, "order-sign", ADULT, drafts=[hydrocodone(4.99)]),
-    # an active opioid on record counts whatever its supply: 30 + 22.5 MME
-    case("stored-opioid-brings-the-total-over-50", S, "order-sign", ADULT,
-         drafts=[hydrocodone(3)],
-         stored=[order("stored-oxycodone", P, OXYCODONE_IR_5, authored=ago(10), frequency=3,
-                       supply_days=7)],
-         expected=["warning"]),
-    case("benzodiazepine-ended-last-year", S, "order-sign", ADULT, drafts=[hydrocodone(3)],
-         stored=[order("stored-benzo", P, TEMAZEPAM_20, authored=ago(400), status="completed")]),
-    case("benzodiazepine-active", S, "order-sign", ADULT, drafts=[hydrocodone(3)],
-         stored=[order("stored-benzo", P, TEMAZEPAM_20, authored=ago(40))],
-         expected=["warning"]),
-    case("contained-medication", S, "order-sign", ADULT,
-         drafts=[hydrocodone(5, contained=True)], expected=["warning"]),
-    case("acute-order", S, "order-sign", ADULT, drafts=[hydrocodone(5, supply_days=14)]),
-    case("substance-misuse-counseling", S, "order-sign", ADULT, drafts=[hydrocodone(3)],
-         stored=[procedure("pr-counseling", P, "313071005", performed=ago(700))],
-         expected=["warning"]),
-    # no MME can be computed for the draft and nothing else is a risk: not decided, and said so
-    case("mme-cannot-be-computed", S, "order-sign", ADULT,
-         drafts=[order("draft-opioid", P, UNWEIGHABLE_OPIOID)], expected=["info"]),
-    case("mme-cannot-be-computed-but-benzodiazepine", S, "order-sign", ADULT,
-         drafts=[order("draft-opioid", P, UNWEIGHABLE_OPIOID)],
-         stored=[order("stored-benzo", P, TEMAZEPAM_20, authored=ago(40))],
-         expected=["warning"]),
-]  # fmt: skip
+def _cases() -> list[Example]:
+    return [
+        case("mme-exactly-50", S, "order-sign", ADULT, drafts=[hydrocodone(5)],
+             expected=["warning"]),
+        case("mme-49.9", S, "order-sign", ADULT, drafts=[hydrocodone(4.99)]),
+        # an active opioid on record counts whatever its supply: 30 + 22.5 MME
+        case("stored-opioid-brings-the-total-over-50", S, "order-sign", ADULT,
+             drafts=[hydrocodone(3)],
+             stored=[order("stored-oxycodone", P, OXYCODONE_IR_5, authored=ago(10), frequency=3,
+                           supply_days=7)],
+             expected=["warning"]),
+        case("benzodiazepine-ended-last-year", S, "order-sign", ADULT, drafts=[hydrocodone(3)],
+             stored=[order("stored-benzo", P, TEMAZEPAM_20, authored=ago(400),
+                           status="completed")]),
+        case("benzodiazepine-active", S, "order-sign", ADULT, drafts=[hydrocodone(3)],
+             stored=[order("stored-benzo", P, TEMAZEPAM_20, authored=ago(40))],
+             expected=["warning"]),
+        case("contained-medication", S, "order-sign", ADULT,
+             drafts=[hydrocodone(5, contained=True)], expected=["warning"]),
+        case("acute-order", S, "order-sign", ADULT, drafts=[hydrocodone(5, supply_days=14)]),
+        case("substance-misuse-counseling", S, "order-sign", ADULT, drafts=[hydrocodone(3)],
+             stored=[procedure("pr-counseling", P, "313071005", performed=ago(700))],
+             expected=["warning"]),
+        # no MME can be computed for the draft and nothing else is a risk: not decided, and said so
+        case("mme-cannot-be-computed", S, "order-sign", ADULT,
+             drafts=[order("draft-opioid", P, UNWEIGHABLE_OPIOID)], expected=["info"]),
+        case("mme-cannot-be-computed-but-benzodiazepine", S, "order-sign", ADULT,
+             drafts=[order("draft-opioid", P, UNWEIGHABLE_OPIOID)],
+             stored=[order("stored-benzo", P, TEMAZEPAM_20, authored=ago(40))],
+             expected=["warning"]),
+    ]  # fmt: skip
+
+
+CASES = CaseTable(_cases)
 
 
 @pytest.mark.parametrize("mode", ["prefetch", "fetch"])
-@pytest.mark.parametrize("example", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize("name", CASES.names)
 def test_recommendation_8_case(
-    example: Example, mode: str, client: TestClient, fhir_server: FhirServer
+    name: str, mode: str, client: TestClient, fhir_server: FhirServer
 ) -> None:
+    example = CASES[name]
     run_case(client, fhir_server, example, mode)
 
 

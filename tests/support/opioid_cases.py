@@ -11,7 +11,7 @@ calls the case's service and checks that its cards are the expected ones.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -273,6 +273,29 @@ def case(
         request=request,
         expected=[{"indicator": i, "summary": ""} for i in expected],
     )
+
+
+class CaseTable:
+    """A module's cases, built from today's date each time a test takes one, not once when pytest
+    collects them: the service reads its own clock at the call, so a run that crosses midnight
+    would otherwise call with yesterday's dates (an order "placed today" made a day old).
+
+    ``names`` are the cases' names, for ``parametrize``; ``table[name]`` (or ``table[i]``) builds
+    the table again and gives that case."""
+
+    def __init__(self, build: Callable[[], list[Example]]) -> None:
+        self._build = build
+        self.names = [c.name for c in build()]
+        assert len(set(self.names)) == len(self.names), "two cases share a name"
+
+    def __getitem__(self, key: str | int) -> Example:
+        cases = self._build()
+        if isinstance(key, int):
+            return cases[key]
+        return next(c for c in cases if c.name == key)
+
+    def __iter__(self) -> Iterator[Example]:
+        return iter(self._build())
 
 
 def run_case(
