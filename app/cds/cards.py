@@ -531,7 +531,10 @@ def declared_cards(
                 if len(detail) <= DETAIL_LIMIT
                 else detail[: DETAIL_LIMIT - 1] + "…",
                 "source": source(service),
-                "links": [{"label": RUN_LINK_LABEL, "url": run_url, "type": "absolute"}],
+                "links": [
+                    {"label": RUN_LINK_LABEL, "url": run_url, "type": "absolute"},
+                    *({"label": lb, "url": url, "type": "absolute"} for lb, url in decl.links),
+                ],
             }
             if suggestions:
                 card["suggestions"] = suggestions

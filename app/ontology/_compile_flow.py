@@ -15,7 +15,7 @@ from app.cds_vocabulary import (
     listed,
 )
 from app.ontology import card_text
-from app.ontology._compile_base import H
+from app.ontology._compile_base import H, absolute_http
 from app.ontology._compile_services import ServicePartsCompiler
 from app.ontology.classes import Individual
 from app.ontology.names import local_name
@@ -310,7 +310,23 @@ class FlowCompiler(ServicePartsCompiler):
             override_reasons=self.refs(node, H("overrideReason"), ("individual",))
             if r.peek(node, H("overrideReason"))
             else None,
+            links=self._links(node),
         )
+
+    def _links(self, node: Node) -> tuple[tuple[str, str], ...]:
+        """``horis:link [ horis:label "…" ; horis:url "https://…" ]``… on a card, in document
+        order; a link needs a label and an absolute http(s) URL (a load error otherwise)."""
+        out = []
+        for link in self.r.members(node, H("link")):
+            label = self.string(link, H("label"), required=True)
+            url = self.string(link, H("url"), required=True)
+            if url is not None and not absolute_http(url):
+                self.r.problem(
+                    "literal-type", link, f"horis:url {url!r} is not an absolute http(s) URL"
+                )
+            elif label and url:
+                out.append((label, url))
+        return tuple(out)
 
     def _query(self, node: Node) -> CandidateQuery:
         """``[ horis:path ( … ) | horis:class C ; horis:where ( … ) ]``."""

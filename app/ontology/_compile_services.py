@@ -4,7 +4,6 @@ documentation pages and topics, clock skew, and the alternatives a suggestion sw
 from __future__ import annotations
 
 import json
-from urllib.parse import urlsplit
 
 from fhir.resources.R4B.dosage import Dosage
 from pydantic import ValidationError
@@ -12,7 +11,7 @@ from rdflib import RDFS, Literal, URIRef
 from rdflib.term import Node
 
 from app.ontology import _values as V
-from app.ontology._compile_base import CompilerBase, H
+from app.ontology._compile_base import CompilerBase, H, absolute_http
 from app.ontology._rdf import literal_kind
 from app.ontology.services import DEFAULT_CLOCK_SKEW, AlternativeDecl, CombinedServiceDef
 
@@ -61,8 +60,7 @@ class ServicePartsCompiler(CompilerBase):
         if raw is None:
             return None
         url = str(raw)
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
+        if not absolute_http(url):
             self.r.problem(
                 "literal-type",
                 node,

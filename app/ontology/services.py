@@ -116,6 +116,9 @@ class CardDecl:
     #: horis:overrideReason on the card: individuals, in place of the service's; None: its
     #: service's
     override_reasons: tuple[str, ...] | None = None
+    #: horis:link [ horis:label ; horis:url ]…: (label, absolute http(s) URL) the card links to
+    #: after its decision record, in the order declared
+    links: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,7 +18,7 @@ The mapping, from a ``horis:CdsService``:
   describing when the card is shown (the terminal step and the conditions, in the deployment's
   labels; language ``text/x-horismos-rule``: Horismos rules, not CQL or FHIRPath, decide it), the
   suggestions as child actions (``create``, ``update``, ``remove``), ``selectionBehavior`` as
-  declared.
+  declared, the pages the card links to (``horis:link``) as ``documentation`` related artifacts.
 
 A ``horis:CombinedService`` is a PlanDefinition whose actions are the services it combines
 (``definitionCanonical`` naming each one's PlanDefinition), in order of importance.
@@ -133,6 +133,10 @@ def _card_action(o: Ontology, card: CardDecl) -> dict[str, Any]:
                 "expression": {"language": TEMPLATE_LANGUAGE, "expression": card.detail},
             }
         )
+    if card.links:
+        action["documentation"] = [
+            {"type": "documentation", "display": label, "url": url} for label, url in card.links
+        ]
     if card.suggestions:
         action["selectionBehavior"] = card.selection_behavior or "at-most-one"
         action["action"] = [_suggestion(s) for s in card.suggestions]

@@ -112,6 +112,10 @@ def served_as(plan: Mapping[str, Any], hook: str, definitions: DefinitionSource)
             parts.append(f"horis:detail {turtle_literal(inert(action['description']))}")
         if action.get("condition"):
             parts.append(f"horis:when [ horis:property :applies_{i} ; horis:is true ]")
+        parts.extend(
+            f"horis:link [ horis:label {turtle_literal(label)} ; horis:url {turtle_literal(url)} ]"
+            for label, url in _documentation_links(action)
+        )
         parts.extend(f"horis:suggest {node}" for node in suggestions.nodes)
         if suggestions.selection is not None:
             parts.append(f"horis:selectionBehavior {turtle_literal(suggestions.selection)}")
@@ -126,19 +130,10 @@ def served_as(plan: Mapping[str, Any], hook: str, definitions: DefinitionSource)
         "                 horis:detail \"The record lacks what the plan's conditions read: the "
         'decision record behind this card names it." ]'
     )
-    documentation = next(
-        (
-            str(a["url"])
-            for a in plan.get("relatedArtifact") or ()
-            if a.get("type") == "documentation"
-            and isinstance(a.get("url"), str)
-            and re.fullmatch(r"https?://[^\s<>\"{}|\\^`]+", a["url"])
-        ),
-        None,
-    )
+    pages = _documentation_links(plan, "relatedArtifact")
     return Served(
         iri=served_iri(plan),
-        documentation=documentation,
+        documentation=pages[0][1] if pages else None,
         extra=_extra(),
         service_id=str(plan["id"]),
         hook=hook,
@@ -147,6 +142,28 @@ def served_as(plan: Mapping[str, Any], hook: str, definitions: DefinitionSource)
         cards=tuple(cards),
         prefetch=plan_prefetch(plan, hook, reads),
     )
+
+
+def _documentation_links(
+    element: Mapping[str, Any], key: str = "documentation"
+) -> list[tuple[str, str]]:
+    """``element``'s related artifacts of type documentation that name a web page, as (label,
+    url): labelled by their ``label``, ``display`` or ``citation``, else the page's address. An
+    artifact naming no http(s) page (a document attached, a canonical) is not a card link."""
+    out = []
+    for artifact in element.get(key) or ():
+        if not isinstance(artifact, Mapping) or artifact.get("type") != "documentation":
+            continue
+        url = artifact.get("url")
+        if not isinstance(url, str):
+            continue
+        if not re.fullmatch(r"https?://[^\s<>\"{}|\\^`]+", url):
+            continue
+        label = next(
+            (str(artifact[k]) for k in ("label", "display", "citation") if artifact.get(k)), url
+        )
+        out.append((inert(label, SUMMARY_MAX_LENGTH), url))
+    return out
 
 
 def refused(ident: str, version: str, message: str) -> Deployment:

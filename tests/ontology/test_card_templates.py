@@ -7,8 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fhir.resources.R4B.plandefinition import PlanDefinitionAction
 
 from app.ontology import OntologyError, card_text, load_ontology
+from app.plandefinition.export import _card_action
 
 ROOT = Path(__file__).resolve().parents[2]
 IMMEDIATE = 'horis:detail "**Immediate**: {{because.acuity}}. See the patient now." ]'
@@ -80,3 +82,33 @@ def test_sections_keep_what_holds_and_drop_what_does_not() -> None:
     )
     assert filled == "A, with Temazepam, none."
     assert card_text.static_length(text) == len("A.")
+
+
+def test_a_card_links_the_pages_it_declares_in_order(tmp_path: Path) -> None:
+    links = (
+        'horis:link [ horis:label "ESI handbook" ; horis:url "https://example.org/esi" ] , '
+        '[ horis:label "Local pathway" ; horis:url "https://example.org/pathway" ] ;\n'
+    )
+    path = _triage_with(tmp_path, IMMEDIATE, links + IMMEDIATE)
+    ontology = load_ontology([path])
+    immediate = ontology.service("horismos-triage").cards[0]
+    assert immediate.links == (
+        ("ESI handbook", "https://example.org/esi"),
+        ("Local pathway", "https://example.org/pathway"),
+    )
+    # read as a PlanDefinition, the card's action documents the same pages
+    action = _card_action(ontology, immediate)
+    PlanDefinitionAction.model_validate(action)
+    assert [(d["display"], d["url"]) for d in action["documentation"]] == list(immediate.links)
+
+
+@pytest.mark.parametrize(
+    ("link", "said"),
+    [
+        ('[ horis:label "ESI" ; horis:url "esi.html" ]', "is not an absolute http(s) URL"),
+        ('[ horis:url "https://example.org/esi" ]', "label"),
+    ],
+)
+def test_a_card_link_needs_a_label_and_a_web_page(tmp_path: Path, link: str, said: str) -> None:
+    path = _triage_with(tmp_path, IMMEDIATE, f"horis:link {link} ;\n{IMMEDIATE}")
+    assert said in _load_error(path)

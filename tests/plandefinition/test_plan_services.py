@@ -24,6 +24,9 @@ from tests.plandefinition.conftest import patient_view as _call
 OpenClient = Callable[..., AbstractContextManager[TestClient]]
 
 
+KDIGO = "https://kdigo.org/guidelines/ckd-evaluation-and-management/"
+
+
 def _trigger(plan: dict[str, Any], hook: str = "patient-view") -> dict[str, Any]:
     plan["action"][0]["trigger"] = [{"type": "named-event", "name": hook}]
     return plan
@@ -34,6 +37,12 @@ def _definitions(folder: Path) -> None:
     plan = _trigger(copy.deepcopy(education))
     plan.update(id="ckd-education", url="http://example.org/PlanDefinition/ckd-education")
     plan["action"][0]["priority"] = "urgent"
+    plan["action"][0]["documentation"] = [
+        {"type": "documentation", "display": "KDIGO patient education", "url": KDIGO},
+        {"type": "citation", "url": "https://example.org/a-citation"},  # not documentation
+        {"type": "documentation", "url": "Library/not-a-web-page"},
+        {"type": "documentation", "url": "https://example.org/untitled"},
+    ]
     plan["relatedArtifact"] = [
         {"type": "documentation", "url": "https://example.org/guides/ckd-education"}
     ]
@@ -183,6 +192,17 @@ def test_a_served_plans_cards_offer_override_reasons_and_link_its_documentation(
     )
     [card] = body["cards"]
     assert card["source"]["url"] == "https://example.org/guides/ckd-education"
+    # the action's documentation pages follow the decision record's link, in order
+    record, *pages = card["links"]
+    assert record["label"].startswith("Decision record")
+    assert pages == [
+        {"label": "KDIGO patient education", "url": KDIGO, "type": "absolute"},
+        {
+            "label": "https://example.org/untitled",
+            "url": "https://example.org/untitled",
+            "type": "absolute",
+        },
+    ]
     reasons = [r["code"] for r in card["overrideReasons"]]
     assert reasons == [
         "cds-not-applicable",
