@@ -92,6 +92,12 @@ def metadata(request: Request) -> JSONResponse:
                         "type": "Questionnaire",
                         "interaction": [{"code": "read"}, {"code": "update"}],
                     },
+                    {
+                        "type": "Library",
+                        "interaction": [{"code": "read"}, {"code": "update"}],
+                        "documentation": "Held as an artifact, never evaluated: a plan naming "
+                        "a logic library is refused",
+                    },
                 ],
             }
         ],
@@ -157,6 +163,14 @@ def read_activity_definition(definition_id: str, request: Request) -> JSONRespon
 )
 def read_questionnaire(questionnaire_id: str, request: Request) -> JSONResponse:
     return _read_held(request, "Questionnaire", questionnaire_id)
+
+
+@router.get(
+    "/Library/{library_id}",
+    summary="A Library the service holds, as written (an artifact: never evaluated)",
+)
+def read_library(library_id: str, request: Request) -> JSONResponse:
+    return _read_held(request, "Library", library_id)
 
 
 async def _operation(
@@ -259,8 +273,9 @@ async def apply_activity_by_id(definition_id: str, request: Request) -> JSONResp
 
 @router.put(
     "/{resource_type}/{ident}",
-    summary="Write an ActivityDefinition, PlanDefinition or Questionnaire: checked as it would "
-    "be applied, stored as the next version of its id",
+    summary="Write an ActivityDefinition, PlanDefinition, Questionnaire or Library: checked as "
+    "it would be applied (a Library is held, never evaluated), stored as the next version of "
+    "its id",
     responses={
         200: {"description": "A new version of a definition already stored"},
         201: {"description": "The first version of the definition"},

@@ -1,6 +1,6 @@
-"""The FHIR definitions the service holds: ActivityDefinitions, PlanDefinitions and
-Questionnaires read from JSON files at start (``HORISMOS_DEFINITION_PATHS``), by canonical url
-(with and without its version) and by ``Type/id``.
+"""The FHIR definitions the service holds: ActivityDefinitions, PlanDefinitions,
+Questionnaires and Libraries read from JSON files at start (``HORISMOS_DEFINITION_PATHS``), by
+canonical url (with and without its version) and by ``Type/id``.
 
 A plan's ``definitionCanonical`` and ``$apply`` by url or id find them here. Every file is one
 resource or a Bundle of them; each resource is checked as R4 when it is read, and a file that
@@ -30,8 +30,11 @@ from app.store.definitions import (
     stored_with_url,
 )
 
-#: The definition types a folder may hold.
-TYPES = ("ActivityDefinition", "PlanDefinition", "Questionnaire")
+#: The definition types a folder may hold: a Library is held as an artifact (read back,
+#: versioned), never evaluated.
+TYPES = ("ActivityDefinition", "PlanDefinition", "Questionnaire", "Library")
+#: What an action's ``definitionCanonical`` may name.
+ACTION_DEFINITIONS = ("ActivityDefinition", "PlanDefinition", "Questionnaire")
 
 
 class DefinitionError(ValueError):
@@ -132,6 +135,14 @@ def resolve(definitions: DefinitionSource, canonical: str, where: str) -> Mappin
             422,
             "not-found",
             f"{where}.definitionCanonical {canonical} {why}",
+            f"{where}.definitionCanonical",
+        )
+    if held.get("resourceType") not in ACTION_DEFINITIONS:
+        raise ApplyRefused(
+            422,
+            "not-supported",
+            f"{where}.definitionCanonical {canonical} names a {held.get('resourceType')}, which "
+            f"an action does not apply (it names a {', '.join(ACTION_DEFINITIONS)})",
             f"{where}.definitionCanonical",
         )
     return held

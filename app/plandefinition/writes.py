@@ -1,15 +1,18 @@
 """``PUT /fhir/{type}/{id}``: a definition written over FHIR, checked as it would be applied,
 stored as the next version of its id (``app.store.definitions``), never over another.
 
+A Library is stored as an artifact, read back and versioned like the others, and never
+evaluated: it holds logic in CQL, which this host does not run, so a plan naming it in
+``library`` is still refused when written or applied.
+
 Refused, with an OperationOutcome naming the element, and nothing stored: a type other than
-ActivityDefinition, PlanDefinition or Questionnaire (a Library holds CQL, which this host does
-not evaluate); a body whose ``resourceType`` or ``id`` disagrees with the path; a resource that
-is not valid R4; an id or url the service's files already define (they are its release; a
-write may not shadow one) or the id of a served CDS service; an ActivityDefinition this host
-could not apply (its logic, its kind, an element it would drop); a PlanDefinition whose logic
-it could not apply or whose conditions do not compile into rules that verify; a url or version
-longer than it stores (400). A write that keeps losing the race for its next version to others
-writing the same id is a 409 to retry.
+ActivityDefinition, PlanDefinition, Questionnaire or Library; a body whose ``resourceType`` or
+``id`` disagrees with the path; a resource that is not valid R4; an id or url the service's
+files already define (they are its release; a write may not shadow one) or the id of a served
+CDS service; an ActivityDefinition this host could not apply (its logic, its kind, an element
+it would drop); a PlanDefinition whose logic it could not apply or whose conditions do not
+compile into rules that verify; a url or version longer than it stores (400). A write that
+keeps losing the race for its next version to others writing the same id is a 409 to retry.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from app.tools.packaged import PackagedTools
 #: The client JWT scope that lets a caller write definitions, when issuers are configured.
 WRITE_SCOPE = "horismos/definitions.write"
 #: The definition types a client may write.
-WRITABLE = ("ActivityDefinition", "PlanDefinition", "Questionnaire")
+WRITABLE = ("ActivityDefinition", "PlanDefinition", "Questionnaire", "Library")
 _ID = re.compile(r"[A-Za-z0-9\-.]{1,64}")
 
 
@@ -61,11 +64,7 @@ def write_definition(
 ) -> tuple[dict[str, Any], bool]:
     """The definition as stored and whether it is its id's first version."""
     if resource_type not in WRITABLE:
-        why = (
-            "a Library holds CQL, which this host does not evaluate"
-            if resource_type == "Library"
-            else f"only {', '.join(WRITABLE)} are written here"
-        )
+        why = f"only {', '.join(WRITABLE)} are written here"
         raise ApplyRefused(422, "not-supported", f"{resource_type} is not stored: {why}", "type")
     if not _ID.fullmatch(ident):
         raise ApplyRefused(400, "value", f"{ident!r} is not a FHIR id", "id")

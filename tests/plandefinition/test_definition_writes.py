@@ -96,8 +96,12 @@ def test_what_could_not_be_applied_is_refused_and_nothing_stored(app_client: Tes
     assert wrong_id.json()["issue"][0]["expression"] == ["id"]
     invalid = _put(app_client, "PlanDefinition/written-plan", {**_plan(), "status": 5})
     assert invalid.status_code == 400
+    # a Library without its type is not valid R4; a type that is no definition is not stored
     library = _put(app_client, "Library/logic", {"resourceType": "Library", "status": "draft"})
-    assert library.status_code == 422
+    assert library.status_code == 400
+    measure = _put(app_client, "Measure/m", {"resourceType": "Measure", "status": "draft"})
+    assert measure.status_code == 422
+    assert measure.json()["issue"][0]["expression"] == ["type"]
     activity = {
         "resourceType": "ActivityDefinition",
         "id": "no",
@@ -182,3 +186,48 @@ def test_a_bare_url_answers_with_the_latest_write_of_an_id(app_client: TestClien
         "/fhir/PlanDefinition/$apply", json=_call(url="http://example.org/PlanDefinition/Moved")
     )
     assert new.status_code == 200, new.text
+
+
+LIBRARY_TYPES = "http://terminology.hl7.org/CodeSystem/library-type"
+LOGIC = {
+    "resourceType": "Library",
+    "url": "http://example.org/Library/FollowUpLogic",
+    "version": "1.0.0",
+    "status": "draft",
+    "type": {"coding": [{"system": LIBRARY_TYPES, "code": "logic-library"}]},
+    "content": [{"contentType": "text/cql", "data": "bGlicmFyeSBGb2xsb3dVcExvZ2lj"}],
+}
+
+
+def test_a_library_is_held_as_an_artifact_and_never_evaluated(app_client: TestClient) -> None:
+    """An author's package of definitions holds its Library: stored and read back in every
+    version, so the package is whole here, and still never run: a plan naming it is refused,
+    and an action naming it as its definition is refused rather than read as a request."""
+    first = _put(app_client, "Library/follow-up-logic", LOGIC)
+    assert first.status_code == 201, first.text
+    second = _put(app_client, "Library/follow-up-logic", {**LOGIC, "version": "1.1.0"})
+    assert second.status_code == 200, second.text
+    read = app_client.get("/fhir/Library/follow-up-logic").json()
+    assert (read["version"], read["meta"]["versionId"]) == ("1.1.0", "2")
+    assert read["content"] == LOGIC["content"]
+    listed = app_client.get("/fhir/metadata").json()["rest"][0]["resource"]
+    assert {"code": "update"} in next(r for r in listed if r["type"] == "Library")["interaction"]
+
+    naming = {**_plan(), "library": [f"{LOGIC['url']}|1.1.0"]}
+    refused = _put(app_client, "PlanDefinition/written-plan", naming)
+    assert refused.status_code == 422
+    assert refused.json()["issue"][0]["expression"] == ["PlanDefinition.library"]
+
+    # the complete twin: the same plan without the library is stored and applies
+    assert _put(app_client, "PlanDefinition/written-plan", _plan()).status_code == 201
+    applied = app_client.post("/fhir/PlanDefinition/written-plan/$apply", json=_call())
+    assert applied.status_code == 200, applied.text
+
+    as_definition = _plan()
+    as_definition["action"][0]["definitionCanonical"] = f"{LOGIC['url']}|1.0.0"
+    assert _put(app_client, "PlanDefinition/written-plan", as_definition).status_code == 200
+    wrong = app_client.post("/fhir/PlanDefinition/written-plan/$apply", json=_call())
+    assert wrong.status_code == 422
+    issue = wrong.json()["issue"][0]
+    assert issue["expression"] == ["PlanDefinition.action[0].definitionCanonical"]
+    assert "names a Library, which an action does not apply" in issue["diagnostics"]

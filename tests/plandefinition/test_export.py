@@ -100,6 +100,7 @@ def test_an_unknown_plan_definition_is_a_404_operation_outcome_and_metadata_list
         "PlanDefinition",
         "ActivityDefinition",
         "Questionnaire",
+        "Library",
     ]
 
 

@@ -67,3 +67,25 @@ def test_the_same_id_twice_is_refused(tmp_path: Path) -> None:
     (tmp_path / "b.json").write_text(json.dumps({**_plan("same", "2"), "url": "http://x/Q"}))
     with pytest.raises(DefinitionError, match="PlanDefinition/same is defined twice"):
         load_definitions([tmp_path])
+
+
+def test_a_library_in_the_files_is_held_beside_the_plan_naming_it(tmp_path: Path) -> None:
+    library = {
+        "resourceType": "Library",
+        "id": "logic",
+        "url": "http://example.org/Library/Logic",
+        "status": "draft",
+        "type": {"coding": [{"code": "logic-library"}]},
+    }
+    (tmp_path / "package.json").write_text(
+        json.dumps(
+            {
+                "resourceType": "Bundle",
+                "type": "collection",
+                "entry": [{"resource": library}, {"resource": _plan("p", "1")}],
+            }
+        )
+    )
+    held = load_definitions([tmp_path])
+    assert held.by_id("Library", "logic") == library
+    assert held.canonical("http://example.org/Library/Logic") == library
