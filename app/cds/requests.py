@@ -306,14 +306,24 @@ def fhir_server_allowed(url: httpx.URL, prefixes: Sequence[str]) -> bool:
     return False
 
 
-def _check_fhir_server(value: str, allowed: Sequence[str]) -> list[Issue]:
+def fhir_base_issues(
+    value: str,
+    allowed: Sequence[str],
+    *,
+    name: str = "fhirServer",
+    token_in: str = "fhirAuthorization",
+) -> list[Issue]:
+    """What is wrong with ``value`` as the base URL of a FHIR server the service is to read
+    from with a caller's token (``name``: the element that gave it; ``token_in``: where the
+    token belongs): not an http(s) base URL, credentials in it, a path a server resolves
+    elsewhere, or a server not among ``allowed`` (empty: any)."""
     url = _valid_base_url(value)
     if url is None:
         return [
             Issue(
                 code="invalid",
-                diagnostics=f"fhirServer must be an http(s) base URL, got {value!r}",
-                expression="fhirServer",
+                diagnostics=f"{name} must be an http(s) base URL, got {value!r}",
+                expression=name,
             )
         ]
     if url.userinfo:
@@ -321,27 +331,27 @@ def _check_fhir_server(value: str, allowed: Sequence[str]) -> list[Issue]:
         return [
             Issue(
                 code="security",
-                diagnostics="fhirServer must not carry credentials (user:password@); the "
-                "access token goes in fhirAuthorization",
-                expression="fhirServer",
+                diagnostics=f"{name} must not carry credentials (user:password@); the "
+                f"access token goes in {token_in}",
+                expression=name,
             )
         ]
     if path_escapes(url.raw_path.decode("ascii", "replace").split("?", 1)[0]):
         return [
             Issue(
                 code="security",
-                diagnostics="fhirServer must not contain '.' or '..' path segments (encoded or "
+                diagnostics=f"{name} must not contain '.' or '..' path segments (encoded or "
                 "not) or encoded slashes",
-                expression="fhirServer",
+                expression=name,
             )
         ]
     if not fhir_server_allowed(url, allowed):
         return [
             Issue(
                 code="security",
-                diagnostics=f"fhirServer {value!r} is not one of the FHIR servers this service "
+                diagnostics=f"{name} {value!r} is not one of the FHIR servers this service "
                 "is allowed to read from",
-                expression="fhirServer",
+                expression=name,
             )
         ]
     return []
@@ -390,7 +400,7 @@ def parse_hook_request(body: Any, *, allowed_fhir_servers: Sequence[str] = ()) -
             )
         )
     if model.fhirServer is not None:
-        issues.extend(_check_fhir_server(model.fhirServer, allowed_fhir_servers))
+        issues.extend(fhir_base_issues(model.fhirServer, allowed_fhir_servers))
     if model.fhirAuthorization is not None:
         auth = model.fhirAuthorization
         if auth.token_type.lower() != "bearer":

@@ -265,12 +265,20 @@ class Call:
     when: datetime
 
     @classmethod
-    def of(cls, given: Mapping[str, Any], *, at: datetime | None = None) -> Call:
-        if given.get("dataEndpoint") is not None:
+    def of(
+        cls,
+        given: Mapping[str, Any],
+        *,
+        at: datetime | None = None,
+        read: Mapping[str, dict[str, Any]] | None = None,
+    ) -> Call:
+        """The call ``given`` makes; ``read``: its resources read from its ``dataEndpoint``
+        (None when nothing read it: then a ``dataEndpoint`` is refused, not ignored)."""
+        if given.get("dataEndpoint") is not None and read is None:
             raise ApplyRefused(
                 422,
                 "not-supported",
-                "dataEndpoint is not read: send the subject's records in the data parameter",
+                "dataEndpoint is not read here: send the subject's records in the data parameter",
                 "dataEndpoint",
             )
         refs = {name: _reference(given.get(name), name) for name in CALL_RESOURCES}
@@ -304,7 +312,8 @@ class Call:
                 f"{clash[0]}: give it another name",
                 "parameters",
             )
-        found = _found(given.get("data"))
+        # what the caller sent stands over what its endpoint holds
+        found = {**(read or {}), **_found(given.get("data"))}
         return cls(refs=refs, found=found, user=user, when=at or datetime.now(UTC))
 
     def reference(self, name: str) -> dict[str, str] | None:
@@ -401,11 +410,16 @@ def instantiate(definition: Mapping[str, Any], call: Call) -> dict[str, Any]:
 
 
 def apply_activity(
-    body: Any, *, at: datetime | None = None, stored: Mapping[str, Any] | None = None
+    body: Any,
+    *,
+    at: datetime | None = None,
+    stored: Mapping[str, Any] | None = None,
+    read: Mapping[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The request resource an ActivityDefinition defines for the call's subject: the one sent
     inline (the ``activityDefinition`` parameter), or ``stored`` (one of the service's
-    definitions, chosen by the route)."""
+    definitions, chosen by the route); ``read``: the call's resources read from its
+    ``dataEndpoint`` (``app.plandefinition.endpoint``)."""
     given = parameters(body)
     if stored is not None:
         if given.get("activityDefinition") is not None:
@@ -420,7 +434,7 @@ def apply_activity(
         definition = checked(
             given.get("activityDefinition"), "ActivityDefinition", "activityDefinition"
         )
-    return instantiate(definition, Call.of(given, at=at))
+    return instantiate(definition, Call.of(given, at=at, read=read))
 
 
 __all__ = [

@@ -138,6 +138,14 @@ def apply(
             f"{', '.join(APPLY_HOOKS)} calls only",
             "id",
         )
+    if given.get("dataEndpoint") is not None:
+        raise ApplyRefused(
+            422,
+            "not-supported",
+            f"{plan_id} is a served CDS service: its prefetch searches are answered from the "
+            "data parameter, not read from dataEndpoint; send the subject's records in data",
+            "dataEndpoint",
+        )
     patient = _reference(given.get("subject"), "Patient", "subject")
     if patient is None:
         raise ApplyRefused(400, "required", "$apply needs the subject parameter", "subject")

@@ -61,8 +61,9 @@ def _expand(
     given: Mapping[str, Any],
     runner: Runner,
     packaged: PackagedTools,
+    read: Mapping[str, dict[str, Any]] | None,
 ) -> dict[str, Any]:
-    call = Call.of(given)
+    call = Call.of(given, read=read)
     return expand(plan, definitions, call, _decider(call, runner, packaged))
 
 
@@ -76,9 +77,11 @@ def apply_plan(
     runner: Runner,
     packaged: PackagedTools,
     r5: bool = False,
+    read: Mapping[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The ``$apply`` answer: the Bundle, or with ``returnCarePlan`` the CarePlan holding it
-    (``r5``: ``$r5.apply``, whose answer is the Bundle, always)."""
+    (``r5``: ``$r5.apply``, whose answer is the Bundle, always); ``read``: the call's
+    resources read from its ``dataEndpoint``."""
     given = parameters(body)
     wrapped = wants_care_plan(given)
     if wrapped and r5:
@@ -88,7 +91,9 @@ def apply_plan(
             "$r5.apply answers a Bundle: ask $apply for the CarePlan",
             "returnCarePlan",
         )
-    bundle = _apply_plan(deployments, definitions, plan_id, given, body, base, runner, packaged)
+    bundle = _apply_plan(
+        deployments, definitions, plan_id, given, body, base, runner, packaged, read
+    )
     return care_plan(bundle) if wrapped else bundle
 
 
@@ -101,6 +106,7 @@ def _apply_plan(
     base: str,
     runner: Runner,
     packaged: PackagedTools,
+    read: Mapping[str, dict[str, Any]] | None,
 ) -> dict[str, Any]:
     inline = given.get("planDefinition")
     if inline is not None:
@@ -112,7 +118,7 @@ def _apply_plan(
                 "planDefinition",
             )
         plan = checked(inline, "PlanDefinition", "planDefinition")
-        return _expand(plan, definitions, given, runner, packaged)
+        return _expand(plan, definitions, given, runner, packaged, read)
     url = given.get("url")
     served_prefix = f"{base}/fhir/PlanDefinition/"
     if plan_id is None and isinstance(url, str) and url.startswith(served_prefix):
@@ -135,15 +141,18 @@ def _apply_plan(
             "service's definitions",
             "id" if plan_id is not None else "url",
         )
-    return _expand(held, definitions, given, runner, packaged)
+    return _expand(held, definitions, given, runner, packaged, read)
 
 
 def apply_activity_definition(
-    definitions: DefinitionSource, definition_id: str | None, body: Any
+    definitions: DefinitionSource,
+    definition_id: str | None,
+    body: Any,
+    read: Mapping[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     given = parameters(body)
     if definition_id is None and given.get("activityDefinition") is not None:
-        return apply_activity(body)
+        return apply_activity(body, read=read)
     held = _held(definitions, "ActivityDefinition", definition_id, given.get("url"))
     if held is None:
         if definition_id is None and given.get("url") is None:
@@ -155,7 +164,7 @@ def apply_activity_definition(
             f"no ActivityDefinition with {named} among the service's definitions",
             "id" if definition_id is not None else "url",
         )
-    return apply_activity(body, stored=held)
+    return apply_activity(body, stored=held, read=read)
 
 
 __all__ = ["apply_activity_definition", "apply_plan"]
