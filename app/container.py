@@ -183,8 +183,9 @@ async def _hook_parts(
     auth.warn_if_open()
     if not settings.allowed_fhir_servers:
         log.warning(
-            "fhirServer restriction is OFF (open mode): hook calls may make the service read "
-            "from any FHIR server they name; set HORISMOS_ALLOWED_FHIR_SERVERS to restrict it"
+            "fhirServer restriction is OFF (open mode): hook calls (fhirServer) and $apply calls "
+            "(dataEndpoint) may make the service read from any FHIR server they name; set "
+            "HORISMOS_ALLOWED_FHIR_SERVERS to restrict it"
         )
     if not settings.public_base_url:
         log.warning(

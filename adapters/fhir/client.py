@@ -173,6 +173,13 @@ class FhirClient:
         except httpx.InvalidURL as exc:
             log.info("invalid FHIR URL %s: %s", url, exc)
             raise FhirRefused(message="the FHIR URL is not valid", url=url) from None
+        except UnicodeEncodeError:
+            # a header value (the access token) an HTTP header cannot carry: nothing was sent
+            raise FhirRefused(
+                message="the access token holds characters an HTTP header cannot carry; it "
+                "was not sent",
+                url=url,
+            ) from None
         except httpx.HTTPError as exc:
             # refused, reset, timed out, not HTTP at all: one text, so the answer does not tell
             # an open port from a closed one (the detail is logged)

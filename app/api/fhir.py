@@ -8,8 +8,10 @@ for."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
+from anyio import from_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
@@ -18,14 +20,11 @@ from app.cds.auth import called_url
 from app.cds.routes import read_json_body
 from app.container import Running, running
 from app.deps import DeploymentsDep
-from app.plandefinition.endpoint import read_endpoint
+from app.plandefinition.endpoint import Fetch, read_endpoint
 from app.plandefinition.export import plans
 from app.plandefinition.operations import apply_activity_definition, apply_plan
-from app.plandefinition.refusals import ApplyRefused, outcome, parameters
+from app.plandefinition.refusals import ApplyRefused, outcome
 from app.plandefinition.writes import WRITE_SCOPE, author_of, write_definition
-
-#: the call's resources read from its dataEndpoint, by Type/id (None: it names none)
-Read = Mapping[str, dict[str, Any]] | None
 
 router = APIRouter(prefix="/fhir", tags=["FHIR"])
 
@@ -178,30 +177,32 @@ def read_library(library_id: str, request: Request) -> JSONResponse:
 
 
 async def _operation(
-    request: Request, answer: Callable[[Running, Any, str, Read], dict[str, Any]]
+    request: Request, answer: Callable[[Running, Any, str, Fetch], dict[str, Any]]
 ) -> JSONResponse:
-    """An ``$apply`` call: the client JWT a hook call asks for, the JSON body, the call's
-    resources its ``dataEndpoint`` holds (``app.plandefinition.endpoint``), then ``answer`` (in
-    a worker thread: a served plan runs a hook's decision) as FHIR JSON, or the
-    OperationOutcome of its refusal."""
+    """An ``$apply`` call: the client JWT a hook call asks for, the JSON body, then ``answer``
+    (in a worker thread: a served plan runs a hook's decision) as FHIR JSON, or the
+    OperationOutcome of its refusal. ``answer`` reads the call's ``dataEndpoint`` through the
+    fetch it is given, on this event loop, once it knows the call applies a definition that
+    reads it (``app.plandefinition.endpoint``)."""
     parts = running(request.app)
     audience, _base_url = called_url(request)
     await parts.authenticator.verify(request.headers.get("authorization"), audience)
     body = await read_json_body(request)
     base = _base(request)
-    try:
-        given = parameters(body)
-        read = (
-            await read_endpoint(
+
+    def fetch(given: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        return from_thread.run(
+            partial(
+                read_endpoint,
                 given,
                 allowed=parts.hooks.deps.allowed_fhir_servers,
                 http=parts.http,
                 readers=parts.hooks.deps.fhir_readers,
             )
-            if given.get("dataEndpoint") is not None
-            else None
         )
-        result = await run_in_threadpool(answer, parts, body, base, read)
+
+    try:
+        result = await run_in_threadpool(answer, parts, body, base, fetch)
     except ApplyRefused as exc:
         return _refused(exc)
     return JSONResponse(result, media_type=FHIR_JSON)
@@ -212,7 +213,7 @@ async def _apply(
 ) -> JSONResponse:
     return await _operation(
         request,
-        lambda parts, body, base, read: apply_plan(
+        lambda parts, body, base, fetch: apply_plan(
             deployments,
             parts.definitions,
             plan_id,
@@ -221,7 +222,7 @@ async def _apply(
             runner=parts.hooks.deps.runner,
             packaged=parts.tool_host.packaged,
             r5=r5,
-            read=read,
+            fetch=fetch,
         ),
     )
 
@@ -265,8 +266,8 @@ async def r5_apply_by_url(request: Request, deployments: DeploymentsDep) -> JSON
 async def _apply_activity(definition_id: str | None, request: Request) -> JSONResponse:
     return await _operation(
         request,
-        lambda parts, body, _base, read: apply_activity_definition(
-            parts.definitions, definition_id, body, read
+        lambda parts, body, _base, fetch: apply_activity_definition(
+            parts.definitions, definition_id, body, fetch
         ),
     )
 

@@ -14,7 +14,9 @@ from app.ontology import card_text
 from app.ontology.model import CdsServiceDef, Ontology
 
 SUMMARY_LIMIT = card_text.SUMMARY_MAX_LENGTH
-RUN_LINK_LABEL = "Decision record: proof and trace"
+#: how every link to a run's decision record is labelled (a combined card names the service)
+RUN_LINK_PREFIX = "Decision record"
+RUN_LINK_LABEL = f"{RUN_LINK_PREFIX}: proof and trace"
 #: The card extension naming the draft orders a card is about and the card as one short line.
 CARD_EXTENSION = "dev.horismos.card"
 
@@ -96,6 +98,7 @@ def override_reasons(ontology: Ontology, reasons: Sequence[str]) -> list[dict[st
 __all__ = [
     "CARD_EXTENSION",
     "RUN_LINK_LABEL",
+    "RUN_LINK_PREFIX",
     "SUMMARY_LIMIT",
     "about",
     "override_reasons",

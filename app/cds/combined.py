@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.cds.ahead import EXTENSION_KEY
-from app.cds.card_parts import CARD_EXTENSION
+from app.cds.card_parts import CARD_EXTENSION, RUN_LINK_PREFIX
 from app.cds.errors import DeploymentRefused, Issue
 from app.deployments import Deployments
 from app.ontology import card_text
@@ -154,7 +154,8 @@ def _groups(parts: list[_Part]) -> list[list[_Part]]:
 def _link(part: _Part) -> dict[str, Any] | None:
     for link in part.card.get("links", ()):
         if isinstance(link, dict) and link.get("type") == "absolute":
-            return {**link, "label": f"Decision record: {part.service.title or part.service.id}"}
+            label = f"{RUN_LINK_PREFIX}: {part.service.title or part.service.id}"
+            return {**link, "label": label}
     return None
 
 

@@ -419,6 +419,15 @@ def parse_hook_request(body: Any, *, allowed_fhir_servers: Sequence[str] = ()) -
                     expression="fhirAuthorization.access_token",
                 )
             )
+        elif not re.fullmatch(r"[\x21-\x7e]+", auth.access_token):
+            issues.append(
+                Issue(
+                    code="invalid",
+                    diagnostics="fhirAuthorization.access_token holds a space, a control or a "
+                    "non-ASCII character, which an HTTP header cannot carry",
+                    expression="fhirAuthorization.access_token",
+                )
+            )
     context, notes = lenient_context(model.context)
     issues.extend(_check_context(model.hook, context))
     prefetch, shared, versions = shared_ids(dict(model.prefetch or {}))

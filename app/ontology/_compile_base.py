@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
-from urllib.parse import urlsplit
 
 from rdflib import BNode, Literal, URIRef
 from rdflib.namespace import RDFS
@@ -18,12 +17,6 @@ from app.ontology.durations import parse_window
 from app.ontology.names import HORIS
 from app.ontology.rules import OPERATORS, Condition, Operator, Value
 from app.ontology.workflows import StepKind
-
-
-def absolute_http(url: str) -> bool:
-    """Whether ``url`` is an absolute http(s) URL (what a card's source or link may name)."""
-    parts = urlsplit(url)
-    return parts.scheme in ("http", "https") and bool(parts.netloc)
 
 
 def H(term: str) -> URIRef:

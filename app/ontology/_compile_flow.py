@@ -15,8 +15,9 @@ from app.cds_vocabulary import (
     listed,
 )
 from app.ontology import card_text
-from app.ontology._compile_base import H, absolute_http
+from app.ontology._compile_base import H
 from app.ontology._compile_services import ServicePartsCompiler
+from app.ontology.card_text import absolute_http
 from app.ontology.classes import Individual
 from app.ontology.names import local_name
 from app.ontology.services import (
@@ -320,7 +321,9 @@ class FlowCompiler(ServicePartsCompiler):
         for link in self.r.members(node, H("link")):
             label = self.string(link, H("label"), required=True)
             url = self.string(link, H("url"), required=True)
-            if url is not None and not absolute_http(url):
+            if label is not None and not label.strip():
+                self.r.problem("literal-type", link, "a card link's horis:label is empty")
+            elif url is not None and not absolute_http(url):
                 self.r.problem(
                     "literal-type", link, f"horis:url {url!r} is not an absolute http(s) URL"
                 )

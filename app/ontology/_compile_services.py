@@ -11,8 +11,9 @@ from rdflib import RDFS, Literal, URIRef
 from rdflib.term import Node
 
 from app.ontology import _values as V
-from app.ontology._compile_base import CompilerBase, H, absolute_http
+from app.ontology._compile_base import CompilerBase, H
 from app.ontology._rdf import literal_kind
+from app.ontology.card_text import absolute_http
 from app.ontology.services import DEFAULT_CLOCK_SKEW, AlternativeDecl, CombinedServiceDef
 
 

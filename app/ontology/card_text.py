@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 from typing import Any, Literal, cast
+from urllib.parse import urlsplit
 
 from app.ontology.rules import Value
 
@@ -220,6 +221,19 @@ def shorten(text: str, limit: int) -> str:
     return cut.rstrip(" ,;:") + "…"
 
 
+def absolute_http(url: str) -> bool:
+    """Whether ``url`` is an absolute http(s) URL (what a card's source or link may name)."""
+    if any(c.isspace() for c in url):
+        return False
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        _port = parts.port
+    except ValueError:  # an unclosed IPv6 bracket, a port that is not a number
+        return False
+    return parts.scheme in ("http", "https") and bool(host)
+
+
 __all__ = [
     "DETAIL_MAX_CHARS",
     "DETAIL_MAX_LINES",
@@ -228,6 +242,7 @@ __all__ = [
     "TOKEN",
     "UNKNOWN",
     "Name",
+    "absolute_http",
     "fill",
     "inert",
     "markdown_escape",

@@ -47,6 +47,7 @@ from app.ontology.request_kinds import (
     check_activity,
     refuse_other_languages,
 )
+from app.plandefinition.endpoint import Fetch
 from app.plandefinition.refusals import ApplyRefused, parameters
 
 DO_NOT_PERFORM = "http://hl7.org/fhir/StructureDefinition/request-doNotPerform"
@@ -67,9 +68,12 @@ VARIABLE = re.compile(r"%`?([A-Za-z_][A-Za-z0-9_-]*)`?")
 _STEP = re.compile(r"^([A-Za-z][A-Za-z0-9]*)(?:\[(\d+)\])?$")
 
 
-def variables(expression: str) -> set[str]:
-    """The ``%name`` variables an expression reads (string literals left out)."""
-    return {m.group(1) for m in VARIABLE.finditer(STRING_LITERAL.sub("''", expression))}
+def variables(expression: str) -> dict[str, None]:
+    """The ``%name`` variables an expression reads (string literals left out), each once, in
+    the order they first appear (so a refusal names the same one on every run)."""
+    return dict.fromkeys(
+        m.group(1) for m in VARIABLE.finditer(STRING_LITERAL.sub("''", expression))
+    )
 
 
 def _steps(kind: str, path: str, at: str) -> list[tuple[str, int | None, bool]]:
@@ -270,11 +274,12 @@ class Call:
         given: Mapping[str, Any],
         *,
         at: datetime | None = None,
-        read: Mapping[str, dict[str, Any]] | None = None,
+        fetch: Fetch | None = None,
     ) -> Call:
-        """The call ``given`` makes; ``read``: its resources read from its ``dataEndpoint``
-        (None when nothing read it: then a ``dataEndpoint`` is refused, not ignored)."""
-        if given.get("dataEndpoint") is not None and read is None:
+        """The call ``given`` makes; ``fetch`` reads its resources from its ``dataEndpoint``
+        once everything else in it is checked (None: a ``dataEndpoint`` is refused, not
+        ignored)."""
+        if given.get("dataEndpoint") is not None and fetch is None:
             raise ApplyRefused(
                 422,
                 "not-supported",
@@ -312,8 +317,9 @@ class Call:
                 f"{clash[0]}: give it another name",
                 "parameters",
             )
-        # what the caller sent stands over what its endpoint holds
-        found = {**(read or {}), **_found(given.get("data"))}
+        sent = _found(given.get("data"))
+        read = fetch(given) if given.get("dataEndpoint") is not None and fetch else {}
+        found = {**read, **sent}  # what the caller sent stands over what its endpoint holds
         return cls(refs=refs, found=found, user=user, when=at or datetime.now(UTC))
 
     def reference(self, name: str) -> dict[str, str] | None:
@@ -351,7 +357,7 @@ def set_dynamic_values(
         steps = _steps(made["resourceType"], str(dv.get("path", "")), at_i)
         expression = str(dv["expression"].get("expression", ""))
         env: dict[str, Any] = {"context": context, "resource": context}
-        for name in variables(expression) - _BUILT_IN:
+        for name in (n for n in variables(expression) if n not in _BUILT_IN):
             if name == "action" and action is not None:
                 env[name] = dict(action)
             elif name in call.user:
@@ -414,11 +420,11 @@ def apply_activity(
     *,
     at: datetime | None = None,
     stored: Mapping[str, Any] | None = None,
-    read: Mapping[str, dict[str, Any]] | None = None,
+    fetch: Fetch | None = None,
 ) -> dict[str, Any]:
     """The request resource an ActivityDefinition defines for the call's subject: the one sent
     inline (the ``activityDefinition`` parameter), or ``stored`` (one of the service's
-    definitions, chosen by the route); ``read``: the call's resources read from its
+    definitions, chosen by the route); ``fetch`` reads the call's resources from its
     ``dataEndpoint`` (``app.plandefinition.endpoint``)."""
     given = parameters(body)
     if stored is not None:
@@ -434,7 +440,7 @@ def apply_activity(
         definition = checked(
             given.get("activityDefinition"), "ActivityDefinition", "activityDefinition"
         )
-    return instantiate(definition, Call.of(given, at=at, read=read))
+    return instantiate(definition, Call.of(given, at=at, fetch=fetch))
 
 
 __all__ = [

@@ -19,7 +19,7 @@ asking for any other is refused (422) rather than read without it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +33,11 @@ from app.plandefinition.refusals import ApplyRefused
 CALL_REFERENCES = ("subject", "encounter", "practitioner", "organization")
 #: the one connection type a FHIR read goes over
 REST = "hl7-fhir-rest"
-_BEARER = re.compile(r"\s*authorization\s*:\s*bearer\s+(\S+)\s*", re.IGNORECASE)
+#: ``Authorization: Bearer <token>``, the token as RFC 6750 has it (what an HTTP header carries)
+_BEARER = re.compile(r"\s*authorization\s*:\s*bearer\s+([A-Za-z0-9\-._~+/]+=*)\s*", re.IGNORECASE)
+#: Reads a call's resources from its ``dataEndpoint`` (given its parameters), from the worker
+#: thread that applies a definition, once the call is known to apply one.
+Fetch = Callable[[Mapping[str, Any]], dict[str, dict[str, Any]]]
 _REFERENCE = re.compile(r"[A-Z][A-Za-z]+/[A-Za-z0-9\-.]{1,64}")
 
 
@@ -83,8 +87,9 @@ def data_endpoint(given: Mapping[str, Any], allowed: Sequence[str]) -> DataEndpo
             raise ApplyRefused(
                 422,
                 "not-supported",
-                "only an 'Authorization: Bearer …' header is sent to dataEndpoint; reading "
-                "without the others could read what the caller did not mean",
+                "only an 'Authorization: Bearer <token>' header (an RFC 6750 token) is sent to "
+                "dataEndpoint; reading without the others could read what the caller did not "
+                "mean",
                 f"dataEndpoint.header[{i}]",
             )
         token = bearer.group(1)
@@ -164,4 +169,4 @@ async def read_endpoint(
     return found
 
 
-__all__ = ["CALL_REFERENCES", "DataEndpoint", "data_endpoint", "read_endpoint"]
+__all__ = ["CALL_REFERENCES", "DataEndpoint", "Fetch", "data_endpoint", "read_endpoint"]

@@ -18,6 +18,7 @@ from app.plandefinition.apply import apply
 from app.plandefinition.authored import Decider, expand
 from app.plandefinition.careplan import care_plan, wants_care_plan
 from app.plandefinition.conditions import decide
+from app.plandefinition.endpoint import Fetch
 from app.plandefinition.library import DefinitionSource
 from app.plandefinition.refusals import ApplyRefused, parameters
 from app.runtime.runner import Runner
@@ -61,9 +62,9 @@ def _expand(
     given: Mapping[str, Any],
     runner: Runner,
     packaged: PackagedTools,
-    read: Mapping[str, dict[str, Any]] | None,
+    fetch: Fetch | None,
 ) -> dict[str, Any]:
-    call = Call.of(given, read=read)
+    call = Call.of(given, fetch=fetch)
     return expand(plan, definitions, call, _decider(call, runner, packaged))
 
 
@@ -77,11 +78,11 @@ def apply_plan(
     runner: Runner,
     packaged: PackagedTools,
     r5: bool = False,
-    read: Mapping[str, dict[str, Any]] | None = None,
+    fetch: Fetch | None = None,
 ) -> dict[str, Any]:
     """The ``$apply`` answer: the Bundle, or with ``returnCarePlan`` the CarePlan holding it
-    (``r5``: ``$r5.apply``, whose answer is the Bundle, always); ``read``: the call's
-    resources read from its ``dataEndpoint``."""
+    (``r5``: ``$r5.apply``, whose answer is the Bundle, always); ``fetch`` reads the call's
+    resources from its ``dataEndpoint`` once the plan applied is an authored one."""
     given = parameters(body)
     wrapped = wants_care_plan(given)
     if wrapped and r5:
@@ -92,7 +93,7 @@ def apply_plan(
             "returnCarePlan",
         )
     bundle = _apply_plan(
-        deployments, definitions, plan_id, given, body, base, runner, packaged, read
+        deployments, definitions, plan_id, given, body, base, runner, packaged, fetch
     )
     return care_plan(bundle) if wrapped else bundle
 
@@ -106,7 +107,7 @@ def _apply_plan(
     base: str,
     runner: Runner,
     packaged: PackagedTools,
-    read: Mapping[str, dict[str, Any]] | None,
+    fetch: Fetch | None,
 ) -> dict[str, Any]:
     inline = given.get("planDefinition")
     if inline is not None:
@@ -118,7 +119,7 @@ def _apply_plan(
                 "planDefinition",
             )
         plan = checked(inline, "PlanDefinition", "planDefinition")
-        return _expand(plan, definitions, given, runner, packaged, read)
+        return _expand(plan, definitions, given, runner, packaged, fetch)
     url = given.get("url")
     served_prefix = f"{base}/fhir/PlanDefinition/"
     if plan_id is None and isinstance(url, str) and url.startswith(served_prefix):
@@ -141,18 +142,18 @@ def _apply_plan(
             "service's definitions",
             "id" if plan_id is not None else "url",
         )
-    return _expand(held, definitions, given, runner, packaged, read)
+    return _expand(held, definitions, given, runner, packaged, fetch)
 
 
 def apply_activity_definition(
     definitions: DefinitionSource,
     definition_id: str | None,
     body: Any,
-    read: Mapping[str, dict[str, Any]] | None = None,
+    fetch: Fetch | None = None,
 ) -> dict[str, Any]:
     given = parameters(body)
     if definition_id is None and given.get("activityDefinition") is not None:
-        return apply_activity(body, read=read)
+        return apply_activity(body, fetch=fetch)
     held = _held(definitions, "ActivityDefinition", definition_id, given.get("url"))
     if held is None:
         if definition_id is None and given.get("url") is None:
@@ -164,7 +165,7 @@ def apply_activity_definition(
             f"no ActivityDefinition with {named} among the service's definitions",
             "id" if definition_id is not None else "url",
         )
-    return apply_activity(body, stored=held, read=read)
+    return apply_activity(body, stored=held, fetch=fetch)
 
 
 __all__ = ["apply_activity_definition", "apply_plan"]

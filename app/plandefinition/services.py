@@ -34,7 +34,7 @@ from functools import cache
 from typing import Any
 
 from app.deployments import Deployment, Deployments, load_deployments
-from app.ontology.card_text import SUMMARY_MAX_LENGTH, inert
+from app.ontology.card_text import SUMMARY_MAX_LENGTH, absolute_http, inert
 from app.ontology.errors import Problem
 from app.ontology.hooks import HOOKS
 from app.plandefinition.authored import check_plan
@@ -157,10 +157,15 @@ def _documentation_links(
         url = artifact.get("url")
         if not isinstance(url, str):
             continue
-        if not re.fullmatch(r"https?://[^\s<>\"{}|\\^`]+", url):
+        if not re.fullmatch(r"https?://[^\s<>\"{}|\\^`]+", url) or not absolute_http(url):
             continue
         label = next(
-            (str(artifact[k]) for k in ("label", "display", "citation") if artifact.get(k)), url
+            (
+                str(artifact[k])
+                for k in ("label", "display", "citation")
+                if str(artifact.get(k) or "").strip()
+            ),
+            url,
         )
         out.append((inert(label, SUMMARY_MAX_LENGTH), url))
     return out

@@ -109,7 +109,7 @@ class _Builder:
         own = list(action.get("dynamicValue") or ())
         for value in [*(held.get("dynamicValue") or ()), *own]:
             expression = str((value.get("expression") or {}).get("expression", ""))
-            self.reads.update(variables(expression) & set(CALL_RESOURCES))
+            self.reads.update(n for n in variables(expression) if n in CALL_RESOURCES)
         literal: dict[str, Any] = {"activityDefinition": dict(held)}
         if own:
             # as $apply evaluates them: the whole plan their context, the action their %action

@@ -24,6 +24,7 @@ from typing import Any, cast
 
 from app.cds.accept import HookCall, accept
 from app.cds.assemble import CallInput, assemble_input
+from app.cds.card_parts import RUN_LINK_PREFIX
 from app.cds.errors import CdsError
 from app.cds.prefetch import gather
 from app.cds.render import render
@@ -61,10 +62,19 @@ class ServiceRefused(ValueError):
 
 def comparable(cards: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Cards as two runs' answers are compared: without what is per run (the card and
-    suggestion ``uuid``\\ s, the decision-record links)."""
+    suggestion ``uuid``\\ s, the decision-record links; the pages a card links to are
+    compared)."""
     out = []
     for card in cards:
-        kept = {k: v for k, v in card.items() if k not in ("uuid", "links")}
+        kept = {k: v for k, v in card.items() if k != "uuid"}
+        pages = [
+            link
+            for link in card.get("links") or ()
+            if not str(link.get("label", "")).startswith(RUN_LINK_PREFIX)
+        ]
+        kept.pop("links", None)
+        if pages:
+            kept["links"] = pages
         if "suggestions" in kept:
             kept["suggestions"] = [
                 {k: v for k, v in s.items() if k != "uuid"} for s in kept["suggestions"]

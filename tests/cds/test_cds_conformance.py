@@ -137,6 +137,17 @@ def test_fhir_authorization_requires_its_five_fields(field: str) -> None:
     assert info.value.outcome()["issue"][0]["expression"] == [f"fhirAuthorization.{field}"]
 
 
+@pytest.mark.parametrize("token", ["tök", "a b", "a\nb"])
+def test_an_access_token_a_header_cannot_carry_is_refused_naming_it(token: str) -> None:
+    body = _load("encounter-start-request-crd-testkit.json")
+    body["fhirAuthorization"]["access_token"] = token
+    with pytest.raises(RequestInvalid) as info:
+        parse_hook_request(body)
+    assert info.value.outcome()["issue"][0]["expression"] == ["fhirAuthorization.access_token"]
+    # the fixture's own token (the complete twin) is accepted
+    assert parse_hook_request(_load("encounter-start-request-crd-testkit.json")).authorization
+
+
 def test_fhir_authorization_without_fhir_server_is_refused() -> None:
     body = _load("encounter-start-request-crd-testkit.json")
     del body["fhirServer"]

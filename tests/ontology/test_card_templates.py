@@ -107,6 +107,9 @@ def test_a_card_links_the_pages_it_declares_in_order(tmp_path: Path) -> None:
     [
         ('[ horis:label "ESI" ; horis:url "esi.html" ]', "is not an absolute http(s) URL"),
         ('[ horis:url "https://example.org/esi" ]', "label"),
+        ('[ horis:label " " ; horis:url "https://example.org/esi" ]', "label is empty"),
+        ('[ horis:label "ESI" ; horis:url "https://[::1" ]', "is not an absolute http(s) URL"),
+        ('[ horis:label "ESI" ; horis:url "https://ex.org/a b" ]', "is not an absolute"),
     ],
 )
 def test_a_card_link_needs_a_label_and_a_web_page(tmp_path: Path, link: str, said: str) -> None:

@@ -202,9 +202,11 @@ def test_an_authored_plans_condition_is_decided_on_the_subject_read_there(
          422, "dataEndpoint.connectionType"),
         ({"resourceType": "Endpoint", "address": "{fhir}", "header": ["X-Tenant: a"]}, 422,
          "dataEndpoint.header[0]"),
+        ({"resourceType": "Endpoint", "address": "{fhir}", "header": ["Authorization: Bearer tök"]},
+         422, "dataEndpoint.header[0]"),
     ],
     ids=["no-address", "not-an-endpoint", "a-string", "not-allowed", "not-http", "not-rest",
-         "another-header"],
+         "another-header", "a-token-no-header-carries"],
 )  # fmt: skip
 def test_an_endpoint_it_cannot_read_is_refused_naming_it(
     client: TestClient,
@@ -248,6 +250,11 @@ def test_a_served_service_answers_from_data_only_and_says_so(
             {"name": "dataEndpoint", "resource": _endpoint(fhir_server.base_url)},
         ],
     }
+    mark = fhir_server.mark()
     answer = _post(client, body, "/fhir/PlanDefinition/opioidcds-10-patient-view/$apply")
     assert answer.status_code == 422, answer.text
     assert answer.json()["issue"][0]["expression"] == ["dataEndpoint"]
+    assert fhir_server.requests(mark) == []  # refused before anything was read
+    unknown = _post(client, body, "/fhir/PlanDefinition/no-such-plan/$apply")
+    assert unknown.status_code == 404
+    assert fhir_server.requests(mark) == []

@@ -41,6 +41,8 @@ def _definitions(folder: Path) -> None:
         {"type": "documentation", "display": "KDIGO patient education", "url": KDIGO},
         {"type": "citation", "url": "https://example.org/a-citation"},  # not documentation
         {"type": "documentation", "url": "Library/not-a-web-page"},
+        {"type": "documentation", "url": "https://[::1"},  # not a page: left out, not fatal
+        {"type": "documentation", "url": "https:///no-host", "display": " "},
         {"type": "documentation", "url": "https://example.org/untitled"},
     ]
     plan["relatedArtifact"] = [

@@ -369,3 +369,14 @@ def shot(html: str, tmp_path: Path) -> None:
                 )
         finally:
             browser.close()
+
+
+def test_two_answers_differ_by_the_pages_their_cards_link_not_by_their_records() -> None:
+    def card(run: str, *pages: str) -> dict[str, Any]:
+        links = [{"label": "Decision record: proof and trace", "url": f"https://h/runs/{run}"}]
+        links += [{"label": "Guide", "url": page, "type": "absolute"} for page in pages]
+        return {"uuid": run, "summary": "s", "indicator": "info", "links": links}
+
+    assert comparable([card("a")]) == comparable([card("b")])
+    assert comparable([card("a", "https://g/1")]) == comparable([card("b", "https://g/1")])
+    assert comparable([card("a", "https://g/1")]) != comparable([card("b", "https://g/2")])
