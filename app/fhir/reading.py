@@ -7,6 +7,7 @@ Pure functions shared by hydration (``app.fhir.hydrate``) and the instances it b
 from __future__ import annotations
 
 import json
+import operator
 import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -36,7 +37,8 @@ def _path(expression: str) -> Any:
 # A ``horis:where`` filter such as ``clinicalStatus.coding.where(code = 'active').exists() and
 # verificationStatus.coding.where(code = 'refuted').empty()`` took fhirpathpy ~0.25 ms per
 # resource (half of a triage hook's hydration). Boolean expressions made only of member paths,
-# ``where(…)``, ``exists()``, ``empty()``, ``= 'string'``, ``and``, ``or`` and parentheses are
+# ``where(…)``, ``exists()``, ``empty()``, ``= 'string'``, a path compared with a number
+# (``>``, ``<``, ``>=``, ``<=``), ``and``, ``or`` and parentheses are
 # compiled (once per expression, from fhirpathpy's own parse tree) into plain functions that
 # give fhirpathpy's results, empty included (~0.01 ms). Any other expression, and any resource
 # the direct walk is not sure to read alike (a ``_element`` extension sibling, a null in an
@@ -142,7 +144,7 @@ def _function(node: Mapping[str, Any]) -> tuple[str, list[Mapping[str, Any]]] | 
 
 def _is_boolean(node: Mapping[str, Any]) -> bool:
     kind = node.get("type")
-    if kind in ("AndExpression", "OrExpression", "EqualityExpression"):
+    if kind in ("AndExpression", "OrExpression", "EqualityExpression", "InequalityExpression"):
         return True
     if kind == "TermExpression" and _only(node).get("type") == "ParenthesizedTerm":
         return _is_boolean(_only(_only(node)))
@@ -173,6 +175,8 @@ def _predicate(node: Mapping[str, Any]) -> _Predicate:
             return len(found) == 1 and found[0] == literal
 
         return equal
+    if kind == "InequalityExpression" and _ops(node) in ([">"], ["<"], [">="], ["<="]):
+        return _inequality(node)
     if kind == "TermExpression" and _only(node).get("type") == "ParenthesizedTerm":
         return _predicate(_only(_only(node)))
     called = _function(node)
@@ -184,14 +188,68 @@ def _predicate(node: Mapping[str, Any]) -> _Predicate:
     raise _Unsupported
 
 
+_ORDER: dict[str, Callable[[Decimal, Decimal], bool]] = {
+    ">": operator.gt,
+    "<": operator.lt,
+    ">=": operator.ge,
+    "<=": operator.le,
+}
+#: the operator read from the other side (``0 < x`` is ``x > 0``)
+_MIRROR = {">": "<", "<": ">", ">=": "<=", "<=": ">="}
+
+
+def _inequality(node: Mapping[str, Any]) -> _Predicate:
+    """``path > number`` (``<``, ``>=``, ``<=``, the number on either side): empty when the path
+    is; one number compared as fhirpathpy compares it (a JSON number by its decimal text, so
+    0.1 is not greater than 0.1); anything else (several values, a string, a boolean, where
+    fhirpathpy raises) goes to fhirpathpy."""
+    a, b = node["children"]
+    op = _ops(node)[0]
+    left, right = _number(a), _number(b)
+    if right is not None and left is None:
+        literal, path = right, a
+    elif left is not None and right is None:
+        literal, path, op = left, b, _MIRROR[op]
+    else:
+        raise _Unsupported
+    values = _collection(path)
+    compare = _ORDER[op]
+
+    def ordered(item: Any) -> bool | None:
+        found = values(item)
+        if not found:
+            return None
+        if len(found) != 1:
+            raise _Unsupported
+        value = found[0]
+        if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+            raise _Unsupported
+        return compare(Decimal(str(value)) if isinstance(value, float) else Decimal(value), literal)
+
+    return ordered
+
+
+def _number(node: Mapping[str, Any]) -> Decimal | None:
+    """The value of a plain number literal term (``21``, ``0.5``), else None."""
+    if node.get("type") != "TermExpression":
+        return None
+    term = _only(node)
+    if term.get("type") != "LiteralTerm" or _only(term).get("type") != "NumberLiteral":
+        return None
+    text = str(_only(term).get("text"))
+    if not re.fullmatch(r"[0-9]+(\.[0-9]+)?", text):
+        raise _Unsupported
+    return Decimal(text)
+
+
 def _junction(decisive: bool, left: _Predicate, right: _Predicate, item: Any) -> bool | None:
     """FHIRPath's three-valued ``and`` (``decisive`` False) and ``or`` (True): either side
-    equal to ``decisive`` decides; else empty (None) if either side is empty."""
+    equal to ``decisive`` decides; else empty (None) if either side is empty. Both sides are
+    evaluated, as fhirpathpy does: a side it would fail on (a number compared with a boolean)
+    fails the whole expression there, so it must here too."""
     a = left(item)
-    if a is decisive:
-        return decisive
     b = right(item)
-    if b is decisive:
+    if a is decisive or b is decisive:
         return decisive
     return None if a is None or b is None else not decisive
 
