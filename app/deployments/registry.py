@@ -97,6 +97,8 @@ class Deployments:
         for d in self._items.values():
             for service in d.services:
                 self._by_service.setdefault(service, d.id)
+        #: :meth:`combined`, once asked (the deployments never change after this)
+        self._combined: list[tuple[CombinedServiceDef, Deployment]] | None = None
 
     def __iter__(self) -> Any:
         return iter(self._items.values())
@@ -131,14 +133,17 @@ class Deployments:
         return sorted(out, key=lambda pair: pair[0].id)
 
     def combined(self) -> list[tuple[CombinedServiceDef, Deployment]]:
-        """The combined services of every serving deployment, by service id."""
-        out = [
-            (service, d)
-            for d in self.serving
-            for service in (d.ontology.combined.values() if d.ontology else ())
-            if service.id in d.services
-        ]
-        return sorted(out, key=lambda pair: pair[0].id)
+        """The combined services of every serving deployment, by service id (found once: every
+        hook call asks whether its service is one)."""
+        if self._combined is None:
+            out = [
+                (service, d)
+                for d in self.serving
+                for service in (d.ontology.combined.values() if d.ontology else ())
+                if service.id in d.services
+            ]
+            self._combined = sorted(out, key=lambda pair: pair[0].id)
+        return list(self._combined)
 
     def combined_members(self, combined: CombinedServiceDef) -> list[CdsServiceDef] | str:
         """The services ``combined`` combines, in its order, or why it cannot serve: a member
