@@ -17,9 +17,11 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from app.cds.auth import called_url
+from app.cds.errors import CdsError
 from app.cds.routes import read_json_body
 from app.container import Running, running
 from app.deps import DeploymentsDep
+from app.plandefinition.apply import RunHook
 from app.plandefinition.endpoint import Fetch, read_endpoint
 from app.plandefinition.export import plans
 from app.plandefinition.operations import apply_activity_definition, apply_plan
@@ -177,7 +179,7 @@ def read_library(library_id: str, request: Request) -> JSONResponse:
 
 
 async def _operation(
-    request: Request, answer: Callable[[Running, Any, str, Fetch], dict[str, Any]]
+    request: Request, answer: Callable[[Running, Any, str, Fetch, RunHook], dict[str, Any]]
 ) -> JSONResponse:
     """An ``$apply`` call: the client JWT a hook call asks for, the JSON body, then ``answer``
     (in a worker thread: a served plan runs a hook's decision) as FHIR JSON, or the
@@ -185,7 +187,7 @@ async def _operation(
     fetch it is given, on this event loop, once it knows the call applies a definition that
     reads it (``app.plandefinition.endpoint``)."""
     parts = running(request.app)
-    audience, _base_url = called_url(request)
+    audience, run_base = called_url(request)
     await parts.authenticator.verify(request.headers.get("authorization"), audience)
     body = await read_json_body(request)
     base = _base(request)
@@ -201,10 +203,19 @@ async def _operation(
             )
         )
 
+    def hook(service_id: str, request_body: dict[str, Any]) -> dict[str, Any]:
+        return from_thread.run(
+            partial(parts.hooks.applied, service_id, request_body, base_url=run_base)
+        )
+
     try:
-        result = await run_in_threadpool(answer, parts, body, base, fetch)
+        result = await run_in_threadpool(answer, parts, body, base, fetch, hook)
     except ApplyRefused as exc:
         return _refused(exc)
+    except CdsError as exc:  # the hook run a served service's $apply made: said as FHIR says it
+        return JSONResponse(
+            exc.outcome(), status_code=exc.status, headers=exc.headers(), media_type=FHIR_JSON
+        )
     return JSONResponse(result, media_type=FHIR_JSON)
 
 
@@ -213,7 +224,7 @@ async def _apply(
 ) -> JSONResponse:
     return await _operation(
         request,
-        lambda parts, body, base, fetch: apply_plan(
+        lambda parts, body, base, fetch, hook: apply_plan(
             deployments,
             parts.definitions,
             plan_id,
@@ -223,6 +234,7 @@ async def _apply(
             packaged=parts.tool_host.packaged,
             r5=r5,
             fetch=fetch,
+            hook=hook,
         ),
     )
 
@@ -266,7 +278,7 @@ async def r5_apply_by_url(request: Request, deployments: DeploymentsDep) -> JSON
 async def _apply_activity(definition_id: str | None, request: Request) -> JSONResponse:
     return await _operation(
         request,
-        lambda parts, body, _base, fetch: apply_activity_definition(
+        lambda parts, body, _base, fetch, _hook: apply_activity_definition(
             parts.definitions, definition_id, body, fetch
         ),
     )

@@ -31,6 +31,7 @@ from app.runtime.replay import RecordedRun
 from app.runtime.runner import Runner, RunRecord
 from app.store import changes as change_store
 from app.store.db import describe_error
+from app.store.models import new_id
 from app.store.run_rows import CardIssue, NewRun, RunColumns
 
 log = logging.getLogger("horismos.cds")
@@ -171,4 +172,26 @@ def record_failed(claim: RunClaim) -> None:
         log.error("run %s could not even be marked failed: %s", claim.run_id, describe_error(exc))
 
 
-__all__ = ["HookRunRecord", "record_failed", "run_record", "store_run"]
+def run_row(call: HookCall, origin: str | None = None) -> dict[str, Any]:
+    """The run's row as it is claimed or first stored: what it is for and under which version
+    (``origin``: where it came from when no CDS client made it)."""
+    req, dep, workflow = call.req, call.deployment, call.workflow
+    patient = req.context.get("patientId")
+    return {
+        "id": new_id(),
+        "service_id": call.service.id,
+        "hook": req.hook,
+        "hook_instance": req.hook_instance,
+        "patient": patient if isinstance(patient, str) else None,
+        "workflow_iri": workflow.iri,
+        "workflow_version": workflow.version,
+        "ontology_digest": dep.digest,
+        "deployment": dep.iri,
+        "deployment_version": dep.version,
+        "deployment_imports": dep.imports_json(),
+        "request_digest": call.digest,
+        "origin": origin,
+    }
+
+
+__all__ = ["HookRunRecord", "record_failed", "run_record", "run_row", "store_run"]

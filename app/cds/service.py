@@ -62,7 +62,7 @@ from app.cds.errors import (
 from app.cds.inline import InlineRuns
 from app.cds.leases import LeaseKeeper
 from app.cds.prefetch import Gathered, gather
-from app.cds.record import record_failed, run_record, store_run
+from app.cds.record import record_failed, run_record, run_row, store_run
 from app.cds.render import render
 from app.cds.twins import stored_answer
 from app.deployments import Deployment, Deployments
@@ -75,7 +75,6 @@ from app.runtime import run_workflow
 from app.runtime.outcome import Outcome
 from app.runtime.runner import Runner
 from app.store.db import describe_error
-from app.store.models import new_id
 from app.terminology import Terminology
 from app.terminology.choice import TerminologyChoice
 
@@ -162,6 +161,13 @@ class HookService:
             "carries on and is recorded: send the same hookInstance again to get its answer",
         )
 
+    async def applied(self, service_id: str, body: Any, *, base_url: str) -> dict[str, Any]:
+        """The answer of a served service to a hook request an ``$apply`` call built (its
+        caller verified by the operation): recorded like a hook call, ``origin`` ``apply``."""
+        return await self._on_active(
+            service_id, body, None, "", base_url, verified=True, origin="apply"
+        )
+
     async def _answer(
         self,
         service_id: str,
@@ -212,15 +218,22 @@ class HookService:
         base_url: str,
         *,
         verified: bool = False,
+        origin: str | None = None,
     ) -> dict[str, Any]:
         """The call on the active version of its deployment: when an activation or rollback
         committed while it ran, nothing of the run was stored or sent, and it runs again on the
         version now active. ``verified``: the caller's JWT was checked already (a combined
-        service's call)."""
+        service's call); ``origin``: the run's, when no CDS client made it (``runs.origin``)."""
         for _attempt in range(_VERSION_ATTEMPTS):
             try:
                 return await self._call(
-                    service_id, body, authorization, audience, base_url, verified=verified
+                    service_id,
+                    body,
+                    authorization,
+                    audience,
+                    base_url,
+                    verified=verified,
+                    origin=origin,
                 )
             except VersionMoved as exc:
                 log.info("%s; the call to %s runs again on the new version", exc, service_id)
@@ -239,6 +252,7 @@ class HookService:
         *,
         ahead: bool = False,
         verified: bool = False,
+        origin: str | None = None,
     ) -> dict[str, Any]:
         """The call's answer; with ``ahead``, the service's run computed ahead of an order-sign
         call (``app.cds.ahead``: sent by this service, not a client), its answer stored only;
@@ -281,7 +295,7 @@ class HookService:
             max_pages=d.max_fhir_pages,
         )
         now = d.runner.clock()
-        row = _run_row(call)
+        row = run_row(call, origin)
         # a run that cannot act outside runs on the event loop (app.cds.inline), and so does
         # its answered-ahead lookup (one prepared SELECT)
         inline = self._inline.stays_inside(call)
@@ -574,26 +588,6 @@ class HookService:
         if claim.lost:  # a twin claimed the run while this one ran: it answers, not this one
             raise ClaimLost(f"run {claim.run_id} lost its claim")
         return outcome
-
-
-def _run_row(call: HookCall) -> dict[str, Any]:
-    """The run's row as it is claimed or first stored: what it is for and under which version."""
-    req, dep, workflow = call.req, call.deployment, call.workflow
-    patient = req.context.get("patientId")
-    return {
-        "id": new_id(),
-        "service_id": call.service.id,
-        "hook": req.hook,
-        "hook_instance": req.hook_instance,
-        "patient": patient if isinstance(patient, str) else None,
-        "workflow_iri": workflow.iri,
-        "workflow_version": workflow.version,
-        "ontology_digest": dep.digest,
-        "deployment": dep.iri,
-        "deployment_version": dep.version,
-        "deployment_imports": dep.imports_json(),
-        "request_digest": call.digest,
-    }
 
 
 __all__ = ["HookDeps", "HookService"]

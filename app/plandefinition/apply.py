@@ -3,10 +3,12 @@ service applied to one subject with the data given, answered as the CPG-on-FHIR 
 ``$apply`` answer — a Bundle whose first entry is the RequestGroup, the requests it proposes
 after it.
 
-The run is the hook call's own (``app.population.decide.answer_in_process``): the subject and
-the ``data`` Bundle become the hook request a live call would carry (every prefetch template
-answered from the data as a FHIR server answers it), then the same parsing, hydration,
-interpreter and cards. The cards become the RequestGroup's actions:
+The subject and the ``data`` Bundle become the hook request a live call would carry (every
+prefetch template answered from the data as a FHIR server answers it); the operation runs it
+through the hook service itself (``RunHook``: parsing, hydration, interpreter, cards and the
+run store, the run's ``origin`` ``apply``), or, without one, in process
+(``app.population.decide.answer_in_process``: the same stages, stored nowhere). The cards
+become the RequestGroup's actions:
 
 - ``title`` the summary, ``description`` the detail, ``priority`` from the indicator (info →
   routine, warning → urgent, critical → stat), ``documentation`` the card's source page and
@@ -27,10 +29,11 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from app.cds.ahead import EXTENSION_KEY
 from app.deployments import Deployments
 from app.plandefinition.export import ACTION_TYPE, ACTION_TYPES, PRIORITY
 from app.plandefinition.refusals import ApplyRefused, parameters
@@ -39,6 +42,8 @@ from app.population.decide import answer_in_process
 from app.runtime.runner import Runner
 
 APPLY_HOOKS = ("patient-view", "encounter-start", "encounter-discharge")
+#: Runs a hook request (its service id, its body) through the hook service and gives its answer.
+RunHook = Callable[[str, dict[str, Any]], dict[str, Any]]
 DECISION_EXTENSION = "https://horismos.dev/fhir/StructureDefinition/decision"
 APPLY_USER = "Practitioner/horismos-apply"
 
@@ -116,9 +121,13 @@ def apply(
     base: str,
     runner: Runner,
     at: datetime | None = None,
+    hook: RunHook | None = None,
 ) -> dict[str, Any]:
     """The ``$apply`` answer for the served PlanDefinition ``plan_id`` (its CDS service id), or,
-    when None, the one the ``url`` parameter names (one of this service's, under ``base``)."""
+    when None, the one the ``url`` parameter names (one of this service's, under ``base``).
+    ``hook`` runs the built hook request through the hook service (recorded in the run store,
+    its decision record linked from each action); without it, the run is made in process and
+    kept nowhere."""
     given = parameters(body)
     if plan_id is None:
         url = given.get("url")
@@ -194,19 +203,25 @@ def apply(
         "context": context,
         "prefetch": prefetch,
     }
-    loop = asyncio.new_event_loop()
-    try:
-        answered = answer_in_process(
-            deployments, plan_id, request, at=when, runner=runner, loop=loop
-        )
-    finally:
-        loop.close()
+    if hook is not None:
+        response = hook(plan_id, request)
+        run = dict((response.get("extension") or {}).get(EXTENSION_KEY) or {})
+        decision = {k: run[k] for k in ("runId", "decision", "undecided") if k in run}
+        terminal = run.get("terminal")
+    else:
+        loop = asyncio.new_event_loop()
+        try:
+            answered = answer_in_process(
+                deployments, plan_id, request, at=when, runner=runner, loop=loop
+            )
+        finally:
+            loop.close()
+        response, terminal, decision = answered.response, answered.outcome.terminal, {}
+        if answered.outcome.decision is not None:
+            decision["decision"] = answered.outcome.decision.to_json()
+        if answered.outcome.undecided is not None:
+            decision["undecided"] = answered.outcome.undecided.to_json()
     generated: list[dict[str, Any]] = []
-    decision: dict[str, Any] = {}
-    if answered.outcome.decision is not None:
-        decision["decision"] = answered.outcome.decision.to_json()
-    if answered.outcome.undecided is not None:
-        decision["undecided"] = answered.outcome.undecided.to_json()
     group: dict[str, Any] = {
         "resourceType": "RequestGroup",
         "id": str(uuid.uuid4()),
@@ -219,14 +234,14 @@ def apply(
             {
                 "url": DECISION_EXTENSION,
                 "valueString": json.dumps(
-                    {"terminal": answered.outcome.terminal, **decision}, default=str, sort_keys=True
+                    {"terminal": terminal, **decision}, default=str, sort_keys=True
                 ),
             }
         ],
     }
     if encounter:
         group["encounter"] = {"reference": f"Encounter/{encounter}"}
-    actions = [_action(card, generated) for card in answered.response["cards"]]
+    actions = [_action(card, generated) for card in response["cards"]]
     if actions:
         group["action"] = actions
     return {
@@ -237,4 +252,4 @@ def apply(
     }
 
 
-__all__ = ["APPLY_HOOKS", "apply"]
+__all__ = ["APPLY_HOOKS", "RunHook", "apply"]

@@ -14,7 +14,7 @@ from typing import Any
 
 from app.deployments import Deployments
 from app.plandefinition.activity import Call, apply_activity, checked
-from app.plandefinition.apply import apply
+from app.plandefinition.apply import RunHook, apply
 from app.plandefinition.authored import Decider, expand
 from app.plandefinition.careplan import care_plan, wants_care_plan
 from app.plandefinition.conditions import decide
@@ -79,6 +79,7 @@ def apply_plan(
     packaged: PackagedTools,
     r5: bool = False,
     fetch: Fetch | None = None,
+    hook: RunHook | None = None,
 ) -> dict[str, Any]:
     """The ``$apply`` answer: the Bundle, or with ``returnCarePlan`` the CarePlan holding it
     (``r5``: ``$r5.apply``, whose answer is the Bundle, always); ``fetch`` reads the call's
@@ -93,7 +94,7 @@ def apply_plan(
             "returnCarePlan",
         )
     bundle = _apply_plan(
-        deployments, definitions, plan_id, given, body, base, runner, packaged, fetch
+        deployments, definitions, plan_id, given, body, base, runner, packaged, fetch, hook
     )
     return care_plan(bundle) if wrapped else bundle
 
@@ -108,6 +109,7 @@ def _apply_plan(
     runner: Runner,
     packaged: PackagedTools,
     fetch: Fetch | None,
+    hook: RunHook | None = None,
 ) -> dict[str, Any]:
     inline = given.get("planDefinition")
     if inline is not None:
@@ -127,12 +129,12 @@ def _apply_plan(
         plan_id = url.removeprefix(served_prefix).split("|", 1)[0]
         held = definitions.by_id("PlanDefinition", plan_id)
         if held is None:
-            return apply(deployments, None, body, base=base, runner=runner)
+            return apply(deployments, None, body, base=base, runner=runner, hook=hook)
     else:
         held = _held(definitions, "PlanDefinition", plan_id, url)
     if held is None and plan_id is not None and _served(deployments, plan_id):
         # a Turtle service; a plan the service holds (and may serve) applies as authored
-        return apply(deployments, plan_id, body, base=base, runner=runner)
+        return apply(deployments, plan_id, body, base=base, runner=runner, hook=hook)
     if held is None:
         named = f"id {plan_id!r}" if plan_id is not None else f"url {url!r}"
         raise ApplyRefused(

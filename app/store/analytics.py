@@ -54,7 +54,7 @@ def issued_since(
 ) -> Iterator[IssuedRow]:
     """Every card issued by a run created at or after ``since`` (one service's, if given); a run
     computed ahead of an order-sign call showed its cards to nobody (the run that reused it
-    issued its own), so it is not counted."""
+    issued its own), nor did one an ``$apply`` call made (``origin``), so neither is counted."""
     query = (
         select(
             IssuedCard.service_id,
@@ -64,7 +64,7 @@ def issued_since(
             Run.deployment_version,
         )
         .join(Run, Run.id == IssuedCard.run_id)
-        .where(Run.created_at >= since, Run.ahead_key.is_(None))
+        .where(Run.created_at >= since, Run.ahead_key.is_(None), Run.origin.is_(None))
         .order_by(Run.created_at)
     )
     if service_id is not None:

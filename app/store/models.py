@@ -153,6 +153,9 @@ class Run(Base):
     ahead_key: Mapped[str | None] = mapped_column(String(100))
     #: The run answered ahead that this hook call's answer was taken from.
     reused_run_id: Mapped[str | None] = mapped_column(String(36))
+    #: Where the run came from: None for a hook call a CDS client made; ``apply`` for one a
+    #: ``$apply`` call made on a served service (no clinician was shown its cards).
+    origin: Mapped[str | None] = mapped_column(String(20))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
 

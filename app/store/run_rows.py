@@ -38,6 +38,7 @@ class RunColumns(TypedDict, total=False):
     lease_expires_at: datetime | None
     ahead_key: str | None
     reused_run_id: str | None
+    origin: str | None
     created_at: datetime
     updated_at: datetime
 

@@ -207,3 +207,36 @@ def test_apply_refuses_what_it_cannot_answer_with_an_operation_outcome(
     body = answer.json()
     assert body["resourceType"] == "OperationOutcome"
     assert words in body["issue"][0]["diagnostics"]
+
+
+def test_apply_on_a_served_service_is_recorded_audited_and_replayed(client: TestClient) -> None:
+    """The run an $apply call makes goes through the hook's own record path: stored with its
+    proof and source versions, linked from the RequestGroup, replayed equal; no clinician saw
+    its cards, so the card analytics leave it out."""
+    patient, resources = _rec12_data()
+    entries = [{"resource": r} for r in resources]
+    data = {"resourceType": "Bundle", "type": "collection", "entry": entries}
+    answer = client.post(
+        "/fhir/PlanDefinition/opioidcds-12-patient-view/$apply",
+        json=_parameters(subject=f"Patient/{patient}", data=data),
+    )
+    assert answer.status_code == 200, answer.text
+    group = answer.json()["entry"][0]["resource"]
+    decision = json.loads(group["extension"][0]["valueString"])
+    run_id = decision["runId"]
+    [action] = group["action"]
+    record = f"{BASE}/runs/{run_id}"
+    assert any(str(d["url"]).startswith(record) for d in action["documentation"])
+
+    stored = client.get(f"/runs/{run_id}")
+    assert stored.status_code == 200, stored.text
+    run = stored.json()
+    assert run["decision"] == decision["decision"]
+    assert run["proof"]
+    replayed = client.post(f"/runs/{run_id}/replay")
+    assert replayed.status_code == 200, replayed.text
+    assert replayed.json()["same"] is True
+
+    report = client.get("/analytics", headers={"Accept": "application/json"}).json()
+    assert run_id not in json.dumps(report)
+    assert "opioidcds-12-patient-view" not in json.dumps(report.get("services", report))
