@@ -16,17 +16,20 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from app.cds.ahead import EXTENSION_KEY
 from app.cds.auth import called_url
 from app.cds.errors import CdsError
 from app.cds.routes import read_json_body
 from app.container import Running, running
 from app.deps import DeploymentsDep
-from app.plandefinition.apply import RunHook
+from app.plandefinition.apply import ServedApply
 from app.plandefinition.endpoint import Fetch, read_endpoint
 from app.plandefinition.export import plans
 from app.plandefinition.operations import apply_activity_definition, apply_plan
 from app.plandefinition.refusals import ApplyRefused, outcome
 from app.plandefinition.writes import WRITE_SCOPE, author_of, write_definition
+from app.store.db import session_scope
+from app.store.repo import get_run
 
 router = APIRouter(prefix="/fhir", tags=["FHIR"])
 
@@ -178,8 +181,25 @@ def read_library(library_id: str, request: Request) -> JSONResponse:
     return _read_held(request, "Library", library_id)
 
 
+async def _undecided(parts: Running, response: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The stored run's full account of what kept it from deciding (the hook's answer carries
+    its summary), or None when it decided."""
+    run = (response.get("extension") or {}).get(EXTENSION_KEY) or {}
+    if "undecided" not in run or not isinstance(run.get("runId"), str):
+        return None
+
+    def read() -> dict[str, Any] | None:
+        with session_scope(parts.engine) as session:
+            stored = get_run(session, run["runId"])
+            found = (stored.outcome or {}).get("undecided") if stored is not None else None
+        return dict(found) if isinstance(found, dict) else None
+
+    return await run_in_threadpool(read)
+
+
 async def _operation(
-    request: Request, answer: Callable[[Running, Any, str, Fetch, RunHook], dict[str, Any]]
+    request: Request,
+    answer: Callable[[Running, Any, str, Fetch], dict[str, Any] | ServedApply],
 ) -> JSONResponse:
     """An ``$apply`` call: the client JWT a hook call asks for, the JSON body, then ``answer``
     (in a worker thread: a served plan runs a hook's decision) as FHIR JSON, or the
@@ -203,13 +223,14 @@ async def _operation(
             )
         )
 
-    def hook(service_id: str, request_body: dict[str, Any]) -> dict[str, Any]:
-        return from_thread.run(
-            partial(parts.hooks.applied, service_id, request_body, base_url=run_base)
-        )
-
     try:
-        result = await run_in_threadpool(answer, parts, body, base, fetch, hook)
+        result = await run_in_threadpool(answer, parts, body, base, fetch)
+        if isinstance(result, ServedApply):
+            # on this event loop, as a hook call runs: its own thread hops never wait on ours
+            response = await parts.hooks.applied(
+                result.service_id, result.request, base_url=run_base
+            )
+            result = result.answer(response, await _undecided(parts, response))
     except ApplyRefused as exc:
         return _refused(exc)
     except CdsError as exc:  # the hook run a served service's $apply made: said as FHIR says it
@@ -224,7 +245,7 @@ async def _apply(
 ) -> JSONResponse:
     return await _operation(
         request,
-        lambda parts, body, base, fetch, hook: apply_plan(
+        lambda parts, body, base, fetch: apply_plan(
             deployments,
             parts.definitions,
             plan_id,
@@ -234,7 +255,6 @@ async def _apply(
             packaged=parts.tool_host.packaged,
             r5=r5,
             fetch=fetch,
-            hook=hook,
         ),
     )
 
@@ -278,7 +298,7 @@ async def r5_apply_by_url(request: Request, deployments: DeploymentsDep) -> JSON
 async def _apply_activity(definition_id: str | None, request: Request) -> JSONResponse:
     return await _operation(
         request,
-        lambda parts, body, _base, fetch, _hook: apply_activity_definition(
+        lambda parts, body, _base, fetch: apply_activity_definition(
             parts.definitions, definition_id, body, fetch
         ),
     )

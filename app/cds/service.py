@@ -35,20 +35,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime, tzinfo
+from datetime import datetime
 from typing import Any
 
 import anyio
-import httpx
 from anyio import to_thread
-from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.cds.accept import HookCall, accept
 from app.cds.ahead import input_key, order_sign_services, reuse, sign_request
 from app.cds.assemble import Assembled, CallInput, assemble_input
-from app.cds.auth import ClientAuthenticator
 from app.cds.claim import ClaimFirstTools, ClaimLost, RunClaim, claim_first_bridge
 from app.cds.combined import combine, combined_prefetch, combined_service, member_body
 from app.cds.errors import (
@@ -59,70 +55,22 @@ from app.cds.errors import (
     ServiceNotFound,
     StoreUnavailable,
 )
+from app.cds.hook_deps import HookDeps
 from app.cds.inline import InlineRuns
-from app.cds.leases import LeaseKeeper
 from app.cds.prefetch import Gathered, gather
 from app.cds.record import record_failed, run_record, run_row, store_run
 from app.cds.render import render
 from app.cds.twins import stored_answer
 from app.deployments import Deployment, Deployments
-from app.deployments.catalog import Catalog, VersionMoved
+from app.deployments.catalog import VersionMoved
 from app.fhir_json import resources_of
-from app.fhir_reads import FhirReaders
 from app.ontology.model import CdsServiceDef
-from app.ports import CommitHandler, CommitHandlers
+from app.ports import CommitHandler
 from app.runtime import run_workflow
 from app.runtime.outcome import Outcome
-from app.runtime.runner import Runner
 from app.store.db import describe_error
-from app.terminology import Terminology
-from app.terminology.choice import TerminologyChoice
 
 log = logging.getLogger("horismos.cds")
-
-
-@dataclass(kw_only=True)
-class HookDeps:
-    """What a hook call needs from the running service."""
-
-    #: the deployments at their active versions, each serving its own services (or refused)
-    catalog: Catalog
-    engine: Engine
-    http: httpx.AsyncClient
-    #: builds the reader of one call's FHIR server (``app.fhir_reads.FhirReaders``)
-    fhir_readers: FhirReaders
-    authenticator: ClientAuthenticator
-    #: builds the run's context (clock, timer, Bridges, tools) and its record
-    runner: Runner
-    fhir_timeout: float
-    #: URL prefixes ``fhirServer`` must lie under (empty: any server, open mode)
-    allowed_fhir_servers: tuple[str, ...] = ()
-    #: the most one prefetch key's FHIR answer (all its pages) may take in, in bytes, and the
-    #: most pages it follows; a search reaching either is truncated
-    max_fhir_response_bytes: int = 20_000_000
-    max_fhir_pages: int = 10
-    #: builds the ``fhir`` scheme handler of one call's writes (``app.ports.CommitHandlers``):
-    #: it claims the run through ``ensure_run`` before a request leaves, says in ``notices()``
-    #: what became of each write and stores the writes that sent nothing in the run's own
-    #: transaction (``write_pending``); None: writes are not sent, and the cards say so
-    commit_handlers: CommitHandlers | None = None
-    #: runs an approved change beside the active version after the answer is stored, called
-    #: with ``change_id``, ``deployment``, ``recorded`` and ``stored`` (never on the answer's
-    #: path: it queues the work); None: no shadow mode
-    shadow: Callable[..., None] | None = None
-    #: keeps the leases of claimed runs; None: claims carry no lease and are never taken over
-    leases: LeaseKeeper | None = None
-    #: the longest one hook call may take, in seconds; None: no end-to-end deadline
-    deadline: float | None = None
-    #: the time zone cards show dates in
-    zone: tzinfo = UTC
-    #: resolves code-system aliases in what the EHR sends (None: the installed terminology)
-    terminology: Terminology | None = None
-    #: the terminology port a deployment's runs ask (None: codes are read from the lists alone)
-    terminologies: TerminologyChoice | None = None
-    #: how long an order-sign answer computed ahead at order-select may answer the order-sign
-    #: call (``app.cds.ahead``), in seconds; 0: nothing is computed ahead
-    answer_ahead_seconds: float = 0.0
 
 
 #: How many times a call runs again when the deployment's active version moves under it.
@@ -148,24 +96,35 @@ class HookService:
     ) -> dict[str, Any]:
         """The hook call's answer, within ``deps.deadline`` (else :class:`HookDeadlinePassed`:
         the run carries on in its thread and stores its answer for a retry)."""
+        return await self._within_deadline(
+            service_id, lambda: self._answer(service_id, body, authorization, audience, base_url)
+        )
+
+    async def applied(self, service_id: str, body: Any, *, base_url: str) -> dict[str, Any]:
+        """The answer of a served service to a hook request an ``$apply`` call built (its
+        caller verified by the operation), within the same deadline: recorded like a hook
+        call, ``origin`` ``apply``."""
+        return await self._within_deadline(
+            service_id,
+            lambda: self._on_active(
+                service_id, body, None, "", base_url, verified=True, origin="apply"
+            ),
+        )
+
+    async def _within_deadline(
+        self, service_id: str, answer: Callable[[], Awaitable[dict[str, Any]]]
+    ) -> dict[str, Any]:
         deadline = self.deps.deadline
         if deadline is None:
-            return await self._answer(service_id, body, authorization, audience, base_url)
+            return await answer()
         with anyio.move_on_after(deadline) as scope:
-            return await self._answer(service_id, body, authorization, audience, base_url)
+            return await answer()
         assert scope.cancelled_caught
         log.warning("a call to %s passed its %g s deadline", service_id, deadline)
         raise HookDeadlinePassed.one(
             "timeout",
             f"no decision within the service's {deadline:g} s deadline; if the run started it "
             "carries on and is recorded: send the same hookInstance again to get its answer",
-        )
-
-    async def applied(self, service_id: str, body: Any, *, base_url: str) -> dict[str, Any]:
-        """The answer of a served service to a hook request an ``$apply`` call built (its
-        caller verified by the operation): recorded like a hook call, ``origin`` ``apply``."""
-        return await self._on_active(
-            service_id, body, None, "", base_url, verified=True, origin="apply"
         )
 
     async def _answer(
@@ -521,8 +480,10 @@ class HookService:
             handler=handler,
             cards=rendered.issued,
         )
-        # beside the answer, never in it; a run computed ahead answers nobody
-        if shadow is not None and d.shadow is not None and not ahead:
+        # beside the answer, never in it; a run computed ahead answers nobody, and an $apply
+        # run's data need not be a live chart: shadow agreement is read from live calls only
+        live = not ahead and not claim.row.get("origin")
+        if shadow is not None and d.shadow is not None and live:
             d.shadow(
                 change_id=shadow,
                 deployment=call.deployment,

@@ -4,10 +4,9 @@ service applied to one subject with the data given, answered as the CPG-on-FHIR 
 after it.
 
 The subject and the ``data`` Bundle become the hook request a live call would carry (every
-prefetch template answered from the data as a FHIR server answers it); the operation runs it
-through the hook service itself (``RunHook``: parsing, hydration, interpreter, cards and the
-run store, the run's ``origin`` ``apply``), or, without one, in process
-(``app.population.decide.answer_in_process``: the same stages, stored nowhere). The cards
+prefetch template answered from the data as a FHIR server answers it), and the operation runs
+it through the hook service itself, on its event loop (:class:`ServedApply`: parsing,
+hydration, interpreter, cards and the run store, the run's ``origin`` ``apply``). The cards
 become the RequestGroup's actions:
 
 - ``title`` the summary, ``description`` the detail, ``priority`` from the indicator (info →
@@ -26,24 +25,21 @@ PlanDefinition (sent inline or held among the service's definitions) is expanded
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from app.cds.ahead import EXTENSION_KEY
 from app.deployments import Deployments
+from app.plandefinition.careplan import care_plan
 from app.plandefinition.export import ACTION_TYPE, ACTION_TYPES, PRIORITY
 from app.plandefinition.refusals import ApplyRefused, parameters
 from app.population.bulk import SHARED_TYPES, TemplateUnsupported, answer_template
-from app.population.decide import answer_in_process
-from app.runtime.runner import Runner
 
 APPLY_HOOKS = ("patient-view", "encounter-start", "encounter-discharge")
-#: Runs a hook request (its service id, its body) through the hook service and gives its answer.
-RunHook = Callable[[str, dict[str, Any]], dict[str, Any]]
 DECISION_EXTENSION = "https://horismos.dev/fhir/StructureDefinition/decision"
 APPLY_USER = "Practitioner/horismos-apply"
 
@@ -113,21 +109,73 @@ def _action(card: Mapping[str, Any], generated: list[dict[str, Any]]) -> dict[st
     return action
 
 
+@dataclass(frozen=True, kw_only=True)
+class ServedApply:
+    """A served service's ``$apply`` with its hook request built: the operation runs
+    ``request`` through the hook service on its event loop (recorded in the run store, the
+    run's ``origin`` ``apply``), then :meth:`answer` makes the Bundle from its answer."""
+
+    service_id: str
+    request: dict[str, Any]
+    patient: str
+    encounter: str | None
+    base: str
+    when: datetime
+    #: ``returnCarePlan``: the Bundle wrapped in a CarePlan
+    care_plan: bool = False
+
+    def answer(
+        self, response: Mapping[str, Any], undecided: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The Bundle (or CarePlan) for the hook's ``response``; ``undecided``: the stored
+        run's full account of what kept it from deciding (the response carries a summary)."""
+        run = dict((response.get("extension") or {}).get(EXTENSION_KEY) or {})
+        decision = {k: run[k] for k in ("runId", "decision", "undecided") if k in run}
+        if undecided is not None and "undecided" in decision:
+            decision["undecided"] = dict(undecided)
+        generated: list[dict[str, Any]] = []
+        group: dict[str, Any] = {
+            "resourceType": "RequestGroup",
+            "id": str(uuid.uuid4()),
+            "instantiatesCanonical": [f"{self.base}/fhir/PlanDefinition/{self.service_id}"],
+            "status": "draft",
+            "intent": "proposal",
+            "subject": {"reference": f"Patient/{self.patient}"},
+            "authoredOn": self.when.isoformat(),
+            "extension": [
+                {
+                    "url": DECISION_EXTENSION,
+                    "valueString": json.dumps(
+                        {"terminal": run.get("terminal"), **decision}, default=str, sort_keys=True
+                    ),
+                }
+            ],
+        }
+        if self.encounter:
+            group["encounter"] = {"reference": f"Encounter/{self.encounter}"}
+        actions = [_action(card, generated) for card in response.get("cards") or ()]
+        if actions:
+            group["action"] = actions
+        bundle = {
+            "resourceType": "Bundle",
+            "id": str(uuid.uuid4()),
+            "type": "collection",
+            "entry": [{"resource": group}, *({"resource": r} for r in generated)],
+        }
+        return care_plan(bundle) if self.care_plan else bundle
+
+
 def apply(
     deployments: Deployments,
     plan_id: str | None,
     body: Any,
     *,
     base: str,
-    runner: Runner,
     at: datetime | None = None,
-    hook: RunHook | None = None,
-) -> dict[str, Any]:
-    """The ``$apply`` answer for the served PlanDefinition ``plan_id`` (its CDS service id), or,
-    when None, the one the ``url`` parameter names (one of this service's, under ``base``).
-    ``hook`` runs the built hook request through the hook service (recorded in the run store,
-    its decision record linked from each action); without it, the run is made in process and
-    kept nowhere."""
+) -> ServedApply:
+    """The ``$apply`` call on the served PlanDefinition ``plan_id`` (its CDS service id), or,
+    when None, the one the ``url`` parameter names (one of this service's, under ``base``),
+    its hook request built (refusals raised here, before anything runs)."""
     given = parameters(body)
     if plan_id is None:
         url = given.get("url")
@@ -203,53 +251,14 @@ def apply(
         "context": context,
         "prefetch": prefetch,
     }
-    if hook is not None:
-        response = hook(plan_id, request)
-        run = dict((response.get("extension") or {}).get(EXTENSION_KEY) or {})
-        decision = {k: run[k] for k in ("runId", "decision", "undecided") if k in run}
-        terminal = run.get("terminal")
-    else:
-        loop = asyncio.new_event_loop()
-        try:
-            answered = answer_in_process(
-                deployments, plan_id, request, at=when, runner=runner, loop=loop
-            )
-        finally:
-            loop.close()
-        response, terminal, decision = answered.response, answered.outcome.terminal, {}
-        if answered.outcome.decision is not None:
-            decision["decision"] = answered.outcome.decision.to_json()
-        if answered.outcome.undecided is not None:
-            decision["undecided"] = answered.outcome.undecided.to_json()
-    generated: list[dict[str, Any]] = []
-    group: dict[str, Any] = {
-        "resourceType": "RequestGroup",
-        "id": str(uuid.uuid4()),
-        "instantiatesCanonical": [f"{base}/fhir/PlanDefinition/{plan_id}"],
-        "status": "draft",
-        "intent": "proposal",
-        "subject": {"reference": f"Patient/{patient}"},
-        "authoredOn": when.isoformat(),
-        "extension": [
-            {
-                "url": DECISION_EXTENSION,
-                "valueString": json.dumps(
-                    {"terminal": terminal, **decision}, default=str, sort_keys=True
-                ),
-            }
-        ],
-    }
-    if encounter:
-        group["encounter"] = {"reference": f"Encounter/{encounter}"}
-    actions = [_action(card, generated) for card in response["cards"]]
-    if actions:
-        group["action"] = actions
-    return {
-        "resourceType": "Bundle",
-        "id": str(uuid.uuid4()),
-        "type": "collection",
-        "entry": [{"resource": group}, *({"resource": r} for r in generated)],
-    }
+    return ServedApply(
+        service_id=plan_id,
+        request=request,
+        patient=patient,
+        encounter=encounter,
+        base=base,
+        when=when,
+    )
 
 
-__all__ = ["APPLY_HOOKS", "RunHook", "apply"]
+__all__ = ["APPLY_HOOKS", "ServedApply", "apply"]

@@ -10,11 +10,12 @@ inline, or held by id or url (``app.plandefinition.activity``).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from app.deployments import Deployments
 from app.plandefinition.activity import Call, apply_activity, checked
-from app.plandefinition.apply import RunHook, apply
+from app.plandefinition.apply import ServedApply, apply
 from app.plandefinition.authored import Decider, expand
 from app.plandefinition.careplan import care_plan, wants_care_plan
 from app.plandefinition.conditions import decide
@@ -79,11 +80,11 @@ def apply_plan(
     packaged: PackagedTools,
     r5: bool = False,
     fetch: Fetch | None = None,
-    hook: RunHook | None = None,
-) -> dict[str, Any]:
+) -> dict[str, Any] | ServedApply:
     """The ``$apply`` answer: the Bundle, or with ``returnCarePlan`` the CarePlan holding it
     (``r5``: ``$r5.apply``, whose answer is the Bundle, always); ``fetch`` reads the call's
-    resources from its ``dataEndpoint`` once the plan applied is an authored one."""
+    resources from its ``dataEndpoint`` once the plan applied is an authored one. A served
+    service's is a :class:`ServedApply`, for the operation to run through the hook service."""
     given = parameters(body)
     wrapped = wants_care_plan(given)
     if wrapped and r5:
@@ -94,8 +95,10 @@ def apply_plan(
             "returnCarePlan",
         )
     bundle = _apply_plan(
-        deployments, definitions, plan_id, given, body, base, runner, packaged, fetch, hook
+        deployments, definitions, plan_id, given, body, base, runner, packaged, fetch
     )
+    if isinstance(bundle, ServedApply):
+        return replace(bundle, care_plan=wrapped)
     return care_plan(bundle) if wrapped else bundle
 
 
@@ -109,8 +112,7 @@ def _apply_plan(
     runner: Runner,
     packaged: PackagedTools,
     fetch: Fetch | None,
-    hook: RunHook | None = None,
-) -> dict[str, Any]:
+) -> dict[str, Any] | ServedApply:
     inline = given.get("planDefinition")
     if inline is not None:
         if plan_id is not None:
@@ -129,12 +131,12 @@ def _apply_plan(
         plan_id = url.removeprefix(served_prefix).split("|", 1)[0]
         held = definitions.by_id("PlanDefinition", plan_id)
         if held is None:
-            return apply(deployments, None, body, base=base, runner=runner, hook=hook)
+            return apply(deployments, None, body, base=base)
     else:
         held = _held(definitions, "PlanDefinition", plan_id, url)
     if held is None and plan_id is not None and _served(deployments, plan_id):
         # a Turtle service; a plan the service holds (and may serve) applies as authored
-        return apply(deployments, plan_id, body, base=base, runner=runner, hook=hook)
+        return apply(deployments, plan_id, body, base=base)
     if held is None:
         named = f"id {plan_id!r}" if plan_id is not None else f"url {url!r}"
         raise ApplyRefused(

@@ -17,7 +17,13 @@ from sqlalchemy import Engine, update
 
 from app.store import Run, session_scope
 from app.store.models import utcnow
-from tests.changes.triage_calls import AUTHOR, REVIEWER, approve_threshold_change, triage_call
+from tests.changes.triage_calls import (
+    AUTHOR,
+    REVIEWER,
+    approve_threshold_change,
+    triage_call,
+    triage_request,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 OpenClient = Callable[..., AbstractContextManager[TestClient]]
@@ -78,3 +84,46 @@ def test_a_service_without_a_change_in_shadow_mode_lists_none(client: TestClient
     triage_call(client, 80)
     report = client.get("/analytics", headers={"Accept": "application/json"}).json()
     assert _triage(report)["shadow"] == []
+
+
+def _apply_body(request: dict[str, Any]) -> dict[str, Any]:
+    """The same chart as an ``$apply`` call on the triage service would send it."""
+    prefetch = request["prefetch"]
+    records = [prefetch["patient"], prefetch["encounter"]]
+    for key in ("vitals", "conditions"):
+        records += [e["resource"] for e in prefetch[key].get("entry", [])]
+    context = request["context"]
+    return {
+        "resourceType": "Parameters",
+        "parameter": [
+            {"name": "subject", "valueString": f"Patient/{context['patientId']}"},
+            {"name": "encounter", "valueString": f"Encounter/{context['encounterId']}"},
+            {
+                "name": "data",
+                "resource": {
+                    "resourceType": "Bundle",
+                    "type": "collection",
+                    "entry": [{"resource": r} for r in records],
+                },
+            },
+        ],
+    }
+
+
+def test_an_apply_run_is_recorded_but_not_compared_in_shadow_mode(
+    client: TestClient, triage_file: Path
+) -> None:
+    """Shadow agreement is read from live calls: an $apply call's chart need not be one."""
+    approve_threshold_change(client, triage_file.read_text(), author=AUTHOR, reviewer=REVIEWER)
+    applied = client.post(
+        "/fhir/PlanDefinition/horismos-triage/$apply", json=_apply_body(triage_request(145))
+    )
+    assert applied.status_code == 200, applied.text
+    group = applied.json()["entry"][0]["resource"]
+    assert "runId" in group["extension"][0]["valueString"]  # recorded
+    live = triage_call(client, 145)  # the complete twin: a live call is compared
+    assert live["decision"]["value"] == "Urgent"
+    assert client.app.state.container.running.shadow.join(timeout=60)  # type: ignore[attr-defined]
+    report = client.get("/analytics", headers={"Accept": "application/json"}).json()
+    (shadow,) = _triage(report)["shadow"]
+    assert (shadow["runs"], shadow["disagreed"]) == (1, 1)

@@ -240,3 +240,21 @@ def test_apply_on_a_served_service_is_recorded_audited_and_replayed(client: Test
     report = client.get("/analytics", headers={"Accept": "application/json"}).json()
     assert run_id not in json.dumps(report)
     assert "opioidcds-12-patient-view" not in json.dumps(report.get("services", report))
+
+
+def test_an_undecided_apply_run_says_all_its_record_says(client: TestClient) -> None:
+    from tests.changes.test_shadow_analytics import _apply_body
+    from tests.changes.triage_calls import triage_request
+
+    request = triage_request(145)
+    vitals = request["prefetch"]["vitals"]
+    vitals["entry"] = vitals["entry"][:1]  # the heart rate alone: not enough to decide
+    vitals["total"] = 1
+    answer = client.post("/fhir/PlanDefinition/horismos-triage/$apply", json=_apply_body(request))
+    assert answer.status_code == 200, answer.text
+    decision = json.loads(answer.json()["entry"][0]["resource"]["extension"][0]["valueString"])
+    assert "decision" not in decision
+    run = client.get(f"/runs/{decision['runId']}").json()
+    # the stored run's whole account, not the hook answer's summary of it
+    assert decision["undecided"] == run["undecided"]
+    assert set(decision["undecided"]) > {"property", "inputs"}
