@@ -249,4 +249,5 @@ def clinician_view(page: RunPage, trace: Sequence[Mapping[str, Any]]) -> dict[st
         ],
         "writes": writes,
         "ahead": {"reused": doc.get("reusedRun"), "computed": doc.get("answeredAhead")},
+        "applied": doc.get("origin") == "apply",
     }

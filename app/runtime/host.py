@@ -81,6 +81,8 @@ def stored_outcome(session: Session, run_id: str) -> dict[str, Any]:
         document["answeredAhead"] = True
     if row.reused_run_id is not None:  # answered from the run computed ahead
         document["reusedRun"] = row.reused_run_id
+    if row.origin is not None:  # not a CDS client's hook call (an $apply call's: "apply")
+        document["origin"] = row.origin
     sources = repo.list_sources(session, run_id)
     if sources:
         document["sources"] = [

@@ -233,6 +233,9 @@ def test_apply_on_a_served_service_is_recorded_audited_and_replayed(client: Test
     run = stored.json()
     assert run["decision"] == decision["decision"]
     assert run["proof"]
+    assert run["origin"] == "apply"  # not an EHR's hook call, and the record says so
+    page = client.get(f"/runs/{run_id}", headers={"Accept": "text/html"})
+    assert "Made by a <code>$apply</code> call" in page.text
     replayed = client.post(f"/runs/{run_id}/replay")
     assert replayed.status_code == 200, replayed.text
     assert replayed.json()["same"] is True
