@@ -426,7 +426,8 @@ class HookService:
                 raise
             raise RunFailed.one(
                 "exception",
-                f"run {claim.run_id} failed and is recorded as failed; send a new hookInstance",
+                f"run {claim.run_id} failed and is recorded as failed; "
+                + ("call $apply again" if claim.row.get("origin") else "send a new hookInstance"),
             ) from None
         finally:
             claim.release()
