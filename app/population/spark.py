@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
@@ -109,10 +110,13 @@ def population_run(
     at: datetime | None = None,
     master: str | None = None,
     partitions: int | None = None,
+    timings: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """Decide ``service_id`` for every patient of the export in ``ndjson``; write the rows and
     the summary under ``out`` and return the summary. Refuses (``ServiceRefused``) a service
-    whose hook a population cannot build before Spark starts."""
+    whose hook a population cannot build before Spark starts. ``timings``, when given, gets
+    ``sessionStart``: the seconds this run's Spark session took to start (what a benchmark
+    reports apart)."""
     from pyspark.sql.types import StringType, StructField, StructType
 
     from app.runtime.runner import Runner
@@ -123,7 +127,10 @@ def population_run(
     PatientDecider(  # refuse now, not once per executor
         deployments=deployments, service_id=service_id, at=at, runner=Runner()
     ).close()
+    starting = time.perf_counter()
     spark = _session(master, f"horismos population {service_id}")
+    if timings is not None:
+        timings["sessionStart"] = time.perf_counter() - starting
     try:
         files = sorted(str(p) for p in Path(ndjson).glob("*.ndjson"))
         lines = spark.sparkContext.textFile(",".join(files), minPartitions=partitions or 2)
