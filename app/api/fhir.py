@@ -255,6 +255,7 @@ async def _apply(
             packaged=parts.tool_host.packaged,
             r5=r5,
             fetch=fetch,
+            allowed_fhir_servers=parts.hooks.deps.allowed_fhir_servers,
         ),
     )
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -35,6 +35,7 @@ from typing import Any
 from app.cds.ahead import EXTENSION_KEY
 from app.deployments import Deployments
 from app.plandefinition.careplan import care_plan
+from app.plandefinition.endpoint import data_endpoint
 from app.plandefinition.export import ACTION_TYPE, ACTION_TYPES, PRIORITY
 from app.plandefinition.refusals import ApplyRefused, parameters
 from app.population.bulk import SHARED_TYPES, TemplateUnsupported, answer_template
@@ -172,6 +173,7 @@ def apply(
     *,
     base: str,
     at: datetime | None = None,
+    allowed_fhir_servers: Sequence[str] = (),
 ) -> ServedApply:
     """The ``$apply`` call on the served PlanDefinition ``plan_id`` (its CDS service id), or,
     when None, the one the ``url`` parameter names (one of this service's, under ``base``),
@@ -195,13 +197,15 @@ def apply(
             f"{', '.join(APPLY_HOOKS)} calls only",
             "id",
         )
-    if given.get("dataEndpoint") is not None:
+    endpoint = data_endpoint(given, allowed_fhir_servers)
+    if endpoint is not None and given.get("data") is not None:
         raise ApplyRefused(
             422,
             "not-supported",
-            f"{plan_id} is a served CDS service: its prefetch searches are answered from the "
-            "data parameter, not read from dataEndpoint; send the subject's records in data",
-            "dataEndpoint",
+            f"{plan_id} is a served CDS service, which reads each of its prefetch searches "
+            "whole from one place: send the subject's records in data, or name dataEndpoint, "
+            "not both",
+            "data",
         )
     patient = _reference(given.get("subject"), "Patient", "subject")
     if patient is None:
@@ -233,6 +237,31 @@ def apply(
         encounter,
         f"Practitioner/{practitioner}" if practitioner else APPLY_USER,
     )
+    if endpoint is not None:
+        # the hook reads every prefetch search from the endpoint itself, as it reads a hook
+        # call's fhirServer: paging, truncation, the allow-list, a 412 naming what failed
+        request: dict[str, Any] = {
+            "hook": service.hook,
+            "hookInstance": str(uuid.uuid4()),
+            "context": context,
+            "fhirServer": endpoint.address,
+        }
+        if endpoint.token is not None:
+            request["fhirAuthorization"] = {
+                "access_token": endpoint.token,
+                "token_type": "Bearer",
+                "expires_in": 300,
+                "scope": "patient/*.read",
+                "subject": "horismos-apply",
+            }
+        return ServedApply(
+            service_id=plan_id,
+            request=request,
+            patient=patient,
+            encounter=encounter,
+            base=base,
+            when=when,
+        )
     try:
         prefetch = {
             t.key: answer_template(

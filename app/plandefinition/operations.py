@@ -9,7 +9,7 @@ inline, or held by id or url (``app.plandefinition.activity``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -80,6 +80,7 @@ def apply_plan(
     packaged: PackagedTools,
     r5: bool = False,
     fetch: Fetch | None = None,
+    allowed_fhir_servers: Sequence[str] = (),
 ) -> dict[str, Any] | ServedApply:
     """The ``$apply`` answer: the Bundle, or with ``returnCarePlan`` the CarePlan holding it
     (``r5``: ``$r5.apply``, whose answer is the Bundle, always); ``fetch`` reads the call's
@@ -95,7 +96,16 @@ def apply_plan(
             "returnCarePlan",
         )
     bundle = _apply_plan(
-        deployments, definitions, plan_id, given, body, base, runner, packaged, fetch
+        deployments,
+        definitions,
+        plan_id,
+        given,
+        body,
+        base,
+        runner,
+        packaged,
+        fetch,
+        allowed_fhir_servers,
     )
     if isinstance(bundle, ServedApply):
         return replace(bundle, care_plan=wrapped)
@@ -112,6 +122,7 @@ def _apply_plan(
     runner: Runner,
     packaged: PackagedTools,
     fetch: Fetch | None,
+    allowed: Sequence[str],
 ) -> dict[str, Any] | ServedApply:
     inline = given.get("planDefinition")
     if inline is not None:
@@ -131,12 +142,12 @@ def _apply_plan(
         plan_id = url.removeprefix(served_prefix).split("|", 1)[0]
         held = definitions.by_id("PlanDefinition", plan_id)
         if held is None:
-            return apply(deployments, None, body, base=base)
+            return apply(deployments, None, body, base=base, allowed_fhir_servers=allowed)
     else:
         held = _held(definitions, "PlanDefinition", plan_id, url)
     if held is None and plan_id is not None and _served(deployments, plan_id):
         # a Turtle service; a plan the service holds (and may serve) applies as authored
-        return apply(deployments, plan_id, body, base=base)
+        return apply(deployments, plan_id, body, base=base, allowed_fhir_servers=allowed)
     if held is None:
         named = f"id {plan_id!r}" if plan_id is not None else f"url {url!r}"
         raise ApplyRefused(

@@ -6,6 +6,7 @@ failure is said, never guessed around."""
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
@@ -240,7 +241,7 @@ def test_an_endpoint_that_does_not_answer_is_a_412_to_retry(
     assert (issue["code"], issue["expression"]) == ("transient", ["dataEndpoint"])
 
 
-def test_a_served_service_answers_from_data_only_and_says_so(
+def test_nothing_is_read_for_a_call_that_applies_nothing(
     client: TestClient, fhir_server: FhirServer
 ) -> None:
     body = {
@@ -251,10 +252,52 @@ def test_a_served_service_answers_from_data_only_and_says_so(
         ],
     }
     mark = fhir_server.mark()
-    answer = _post(client, body, "/fhir/PlanDefinition/opioidcds-10-patient-view/$apply")
-    assert answer.status_code == 422, answer.text
-    assert answer.json()["issue"][0]["expression"] == ["dataEndpoint"]
-    assert fhir_server.requests(mark) == []  # refused before anything was read
     unknown = _post(client, body, "/fhir/PlanDefinition/no-such-plan/$apply")
     assert unknown.status_code == 404
     assert fhir_server.requests(mark) == []
+
+
+def _served_body(patient: str, **given: Any) -> dict[str, Any]:
+    parameters = [{"name": "subject", "valueString": f"Patient/{patient}"}]
+    parameters += [{"name": k, "resource": v} for k, v in given.items()]
+    return {"resourceType": "Parameters", "parameter": parameters}
+
+
+def test_a_served_service_reads_its_whole_chart_from_the_endpoint(
+    client: TestClient, fhir_server: FhirServer
+) -> None:
+    """The same decision as with the chart sent in data, each prefetch search made at the
+    endpoint by the hook's own reads, with its token; data and dataEndpoint together are
+    refused (a search is read whole from one place)."""
+    from uuid import uuid4
+
+    from tests.plandefinition.test_export import _rec12_data
+
+    patient, resources = _rec12_data()
+    tag = uuid4().hex[:8]  # ids of this test's own on the shared FHIR server
+    patient_id = f"{patient}-{tag}"
+    text = json.dumps(resources).replace(patient, patient_id)
+    resources = json.loads(text)
+    for resource in resources:
+        fhir_server.update(resource)
+    url = "/fhir/PlanDefinition/opioidcds-12-patient-view/$apply"
+    entries = [{"resource": r} for r in resources]
+    data = {"resourceType": "Bundle", "type": "collection", "entry": entries}
+
+    def decision(answer: Any) -> Any:
+        assert answer.status_code == 200, answer.text
+        group = answer.json()["entry"][0]["resource"]
+        return json.loads(group["extension"][0]["valueString"]).get("decision")
+
+    sent = decision(_post(client, _served_body(patient_id, data=data), url))
+    assert sent is not None and sent["value"] == "OfferTreatment"
+    mark = fhir_server.mark()
+    endpoint = _endpoint(fhir_server.base_url, "Authorization: Bearer endpoint-token")
+    read = decision(_post(client, _served_body(patient_id, dataEndpoint=endpoint), url))
+    assert read == sent
+    reads = fhir_server.requests(mark)
+    assert reads and {r["authorization"] for r in reads} == {"present"}
+
+    both = _post(client, _served_body(patient_id, data=data, dataEndpoint=endpoint), url)
+    assert both.status_code == 422
+    assert both.json()["issue"][0]["expression"] == ["data"]
