@@ -237,15 +237,15 @@ def apply(
         encounter,
         f"Practitioner/{practitioner}" if practitioner else APPLY_USER,
     )
+    request: dict[str, Any] = {
+        "hook": service.hook,
+        "hookInstance": str(uuid.uuid4()),
+        "context": context,
+    }
     if endpoint is not None:
         # the hook reads every prefetch search from the endpoint itself, as it reads a hook
         # call's fhirServer: paging, truncation, the allow-list, a 412 naming what failed
-        request: dict[str, Any] = {
-            "hook": service.hook,
-            "hookInstance": str(uuid.uuid4()),
-            "context": context,
-            "fhirServer": endpoint.address,
-        }
+        request["fhirServer"] = endpoint.address
         if endpoint.token is not None:
             request["fhirAuthorization"] = {
                 "access_token": endpoint.token,
@@ -254,32 +254,21 @@ def apply(
                 "scope": "patient/*.read",
                 "subject": "horismos-apply",
             }
-        return ServedApply(
-            service_id=plan_id,
-            request=request,
-            patient=patient,
-            encounter=encounter,
-            base=base,
-            when=when,
-        )
-    try:
-        prefetch = {
-            t.key: answer_template(
-                t.query.replace("{{context.encounterId}}", encounter or "{{context.encounterId}}"),
-                patient,
-                resources,
-                shared,
-            )
-            for t in service.prefetch
-        }
-    except TemplateUnsupported as exc:
-        raise ApplyRefused(422, "not-supported", str(exc), "data") from None
-    request = {
-        "hook": service.hook,
-        "hookInstance": str(uuid.uuid4()),
-        "context": context,
-        "prefetch": prefetch,
-    }
+    else:
+        try:
+            request["prefetch"] = {
+                t.key: answer_template(
+                    t.query.replace(
+                        "{{context.encounterId}}", encounter or "{{context.encounterId}}"
+                    ),
+                    patient,
+                    resources,
+                    shared,
+                )
+                for t in service.prefetch
+            }
+        except TemplateUnsupported as exc:
+            raise ApplyRefused(422, "not-supported", str(exc), "data") from None
     return ServedApply(
         service_id=plan_id,
         request=request,
