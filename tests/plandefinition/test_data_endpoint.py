@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 
 from tests.plandefinition.conftest import CPG, case
 from tests.support.fhir_server import FhirServer
+from tests.support.rogue_http import Answer, rogue_server
 
 pytestmark = pytest.mark.fhirserver
 
@@ -301,3 +302,31 @@ def test_a_served_service_reads_its_whole_chart_from_the_endpoint(
     both = _post(client, _served_body(patient_id, data=data, dataEndpoint=endpoint), url)
     assert both.status_code == 422
     assert both.json()["issue"][0]["expression"] == ["data"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "code", "said"),
+    [
+        (Answer.json({"resourceType": "OperationOutcome"}, status=403), "forbidden", "403"),
+        (Answer(status=302, headers={"location": "https://elsewhere.example/fhir/Patient/x"}),
+         "processing", "redirect"),
+        (Answer.json({"resourceType": "Patient", "id": "someone-else"}), "processing",
+         "something else"),
+        (Answer(status=503), "transient", "try again"),
+    ],
+    ids=["forbidden", "redirect-not-followed", "another-resource", "unavailable"],
+)  # fmt: skip
+def test_an_endpoint_that_answers_wrongly_is_a_412_saying_how(
+    make_app_client: OpenClient, fhir_server: FhirServer, answer: Answer, code: str, said: str
+) -> None:
+    subject, practitioner = _stored(fhir_server, "Beatrice")
+    with rogue_server() as ehr, make_app_client() as client:
+        ehr.on(f"/fhir/{subject}", answer)
+        body = _send_message(subject, practitioner, _endpoint(ehr.base + "/fhir"))
+        refused = _post(client, body)
+        seen = list(ehr.seen)
+    assert refused.status_code == 412, refused.text
+    [issue] = refused.json()["issue"]
+    assert (issue["code"], issue["expression"]) == (code, ["dataEndpoint"])
+    assert said in issue["diagnostics"] and subject in issue["diagnostics"]
+    assert len(seen) == 1  # read once; a redirect is not followed
