@@ -7,7 +7,7 @@ for."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -16,20 +16,17 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from app.cds.ahead import EXTENSION_KEY
 from app.cds.auth import called_url
 from app.cds.errors import CdsError
 from app.cds.routes import read_json_body
 from app.container import Running, running
 from app.deps import DeploymentsDep
-from app.plandefinition.apply import ServedApply
+from app.plandefinition.apply import ServedApply, stored_undecided
 from app.plandefinition.endpoint import Fetch, read_endpoint
 from app.plandefinition.export import plans
 from app.plandefinition.operations import apply_activity_definition, apply_plan
 from app.plandefinition.refusals import ApplyRefused, outcome
 from app.plandefinition.writes import WRITE_SCOPE, author_of, write_definition
-from app.store.db import session_scope
-from app.store.repo import get_run
 
 router = APIRouter(prefix="/fhir", tags=["FHIR"])
 
@@ -181,22 +178,6 @@ def read_library(library_id: str, request: Request) -> JSONResponse:
     return _read_held(request, "Library", library_id)
 
 
-async def _undecided(parts: Running, response: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The stored run's full account of what kept it from deciding (the hook's answer carries
-    its summary), or None when it decided."""
-    run = (response.get("extension") or {}).get(EXTENSION_KEY) or {}
-    if "undecided" not in run or not isinstance(run.get("runId"), str):
-        return None
-
-    def read() -> dict[str, Any] | None:
-        with session_scope(parts.engine) as session:
-            stored = get_run(session, run["runId"])
-            found = (stored.outcome or {}).get("undecided") if stored is not None else None
-        return dict(found) if isinstance(found, dict) else None
-
-    return await run_in_threadpool(read)
-
-
 async def _operation(
     request: Request,
     answer: Callable[[Running, Any, str, Fetch], dict[str, Any] | ServedApply],
@@ -212,11 +193,12 @@ async def _operation(
     body = await read_json_body(request)
     base = _base(request)
 
-    def fetch(given: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    def fetch(given: Mapping[str, Any], refs: Sequence[str]) -> dict[str, dict[str, Any]]:
         return from_thread.run(
             partial(
                 read_endpoint,
                 given,
+                refs,
                 allowed=parts.hooks.deps.allowed_fhir_servers,
                 http=parts.http,
                 readers=parts.hooks.deps.fhir_readers,
@@ -230,7 +212,8 @@ async def _operation(
             response = await parts.hooks.applied(
                 result.service_id, result.request, base_url=run_base
             )
-            result = result.answer(response, await _undecided(parts, response))
+            undecided = await run_in_threadpool(stored_undecided, parts.engine, response)
+            result = result.answer(response, undecided)
     except ApplyRefused as exc:
         return _refused(exc)
     except CdsError as exc:  # the hook run a served service's $apply made: said as FHIR says it

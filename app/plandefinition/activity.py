@@ -317,9 +317,11 @@ class Call:
                 f"{clash[0]}: give it another name",
                 "parameters",
             )
-        sent = _found(given.get("data"))
-        read = fetch(given) if given.get("dataEndpoint") is not None and fetch else {}
-        found = {**read, **sent}  # what the caller sent stands over what its endpoint holds
+        found = _found(given.get("data"))
+        if given.get("dataEndpoint") is not None and fetch is not None:
+            # what the caller sent stands: only the references it did not send are read
+            wanted = [ref for ref in refs.values() if ref is not None and ref not in found]
+            found = {**fetch(given, wanted), **found}
         return cls(refs=refs, found=found, user=user, when=at or datetime.now(UTC))
 
     def reference(self, name: str) -> dict[str, str] | None:

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from sqlalchemy import Engine
+
 from app.cds.ahead import EXTENSION_KEY
 from app.deployments import Deployments
 from app.plandefinition.careplan import care_plan
@@ -39,6 +41,8 @@ from app.plandefinition.endpoint import data_endpoint
 from app.plandefinition.export import ACTION_TYPE, ACTION_TYPES, PRIORITY
 from app.plandefinition.refusals import ApplyRefused, parameters
 from app.population.bulk import SHARED_TYPES, TemplateUnsupported, answer_template
+from app.store.db import session_scope
+from app.store.repo import get_run
 
 APPLY_HOOKS = ("patient-view", "encounter-start", "encounter-discharge")
 DECISION_EXTENSION = "https://horismos.dev/fhir/StructureDefinition/decision"
@@ -166,6 +170,18 @@ class ServedApply:
         return care_plan(bundle) if self.care_plan else bundle
 
 
+def stored_undecided(engine: Engine, response: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The stored run's full account of what kept it from deciding (a hook answer carries its
+    summary), or None when the run decided."""
+    run = (response.get("extension") or {}).get(EXTENSION_KEY) or {}
+    if "undecided" not in run or not isinstance(run.get("runId"), str):
+        return None
+    with session_scope(engine) as session:
+        stored = get_run(session, run["runId"])
+        found = (stored.outcome or {}).get("undecided") if stored is not None else None
+    return dict(found) if isinstance(found, dict) else None
+
+
 def apply(
     deployments: Deployments,
     plan_id: str | None,
@@ -279,4 +295,4 @@ def apply(
     )
 
 
-__all__ = ["APPLY_HOOKS", "ServedApply", "apply"]
+__all__ = ["APPLY_HOOKS", "ServedApply", "apply", "stored_undecided"]

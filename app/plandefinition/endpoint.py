@@ -14,6 +14,10 @@ have (404, 410) is simply not there — an expression that needs it is refused l
 any other failure stops the call with a 412 naming ``dataEndpoint`` and the resource, as a hook
 call whose data cannot be obtained does. Only the ``Authorization`` header is sent: an endpoint
 asking for any other is refused (422) rather than read without it.
+
+A served service's ``$apply`` reads its whole chart there instead, the endpoint named as its
+hook request's ``fhirServer`` (``app.plandefinition.apply``); :func:`data_endpoint` checks the
+endpoint for both.
 """
 
 from __future__ import annotations
@@ -29,16 +33,13 @@ from app.cds.requests import fhir_base_issues
 from app.fhir_reads import MAX_RESPONSE_BYTES, FhirError, FhirReaders, FhirRefused
 from app.plandefinition.refusals import ApplyRefused
 
-#: The call's resources a definition reads, and the parameter each comes from.
-CALL_REFERENCES = ("subject", "encounter", "practitioner", "organization")
 #: the one connection type a FHIR read goes over
 REST = "hl7-fhir-rest"
 #: ``Authorization: Bearer <token>``, the token as RFC 6750 has it (what an HTTP header carries)
 _BEARER = re.compile(r"\s*authorization\s*:\s*bearer\s+([A-Za-z0-9\-._~+/]+=*)\s*", re.IGNORECASE)
-#: Reads a call's resources from its ``dataEndpoint`` (given its parameters), from the worker
-#: thread that applies a definition, once the call is known to apply one.
-Fetch = Callable[[Mapping[str, Any]], dict[str, dict[str, Any]]]
-_REFERENCE = re.compile(r"[A-Z][A-Za-z]+/[A-Za-z0-9\-.]{1,64}")
+#: Reads ``refs`` (``Type/id``) from a call's ``dataEndpoint`` (given its parameters), from the
+#: worker thread that applies a definition, once the call is known to apply one.
+Fetch = Callable[[Mapping[str, Any], Sequence[str]], dict[str, dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -96,34 +97,16 @@ def data_endpoint(given: Mapping[str, Any], allowed: Sequence[str]) -> DataEndpo
     return DataEndpoint(address=address, token=token)
 
 
-def _wanted(given: Mapping[str, Any]) -> list[str]:
-    """The call's references (well-formed ones: the others are refused when the call is read)
-    that its ``data`` Bundle does not hold."""
-    data = given.get("data")
-    entries = data.get("entry") if isinstance(data, dict) else None
-    held = {
-        f"{r.get('resourceType')}/{r.get('id')}"
-        for e in (entries if isinstance(entries, list) else ())
-        if isinstance(e, dict) and isinstance(r := e.get("resource"), dict)
-    }
-    out = []
-    for name in CALL_REFERENCES:
-        value = given.get(name)
-        ref = value.get("reference") if isinstance(value, dict) else value
-        if isinstance(ref, str) and _REFERENCE.fullmatch(ref) and ref not in held:
-            out.append(ref)
-    return out
-
-
 async def read_endpoint(
     given: Mapping[str, Any],
+    refs: Sequence[str],
     *,
     allowed: Sequence[str],
     http: httpx.AsyncClient,
     readers: FhirReaders,
 ) -> dict[str, dict[str, Any]]:
-    """The call's resources read from its ``dataEndpoint``, by ``Type/id`` (empty when it names
-    none)."""
+    """The resources ``refs`` (the call's own, which its ``data`` does not hold) read from its
+    ``dataEndpoint``, by ``Type/id`` (empty when it names none)."""
     endpoint = data_endpoint(given, allowed)
     if endpoint is None:
         return {}
@@ -131,7 +114,7 @@ async def read_endpoint(
         http, endpoint.address, endpoint.token, max_bytes=MAX_RESPONSE_BYTES, max_pages=1
     )
     found: dict[str, dict[str, Any]] = {}
-    for ref in dict.fromkeys(_wanted(given)):
+    for ref in dict.fromkeys(refs):
         try:
             read = await client.read(ref)
         except FhirRefused as exc:
@@ -169,4 +152,4 @@ async def read_endpoint(
     return found
 
 
-__all__ = ["CALL_REFERENCES", "DataEndpoint", "Fetch", "data_endpoint", "read_endpoint"]
+__all__ = ["DataEndpoint", "Fetch", "data_endpoint", "read_endpoint"]

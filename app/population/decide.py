@@ -66,13 +66,12 @@ def comparable(cards: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     compared)."""
     out = []
     for card in cards:
-        kept = {k: v for k, v in card.items() if k != "uuid"}
+        kept = {k: v for k, v in card.items() if k not in ("uuid", "links")}
         pages = [
             link
             for link in card.get("links") or ()
             if not str(link.get("label", "")).startswith(RUN_LINK_PREFIX)
         ]
-        kept.pop("links", None)
         if pages:
             kept["links"] = pages
         if "suggestions" in kept:
