@@ -7,8 +7,10 @@ applicability conditions this host's rules decide to hold (``app.plandefinition.
   (the plan's ``url|version``), a ``resource-pertainsToGoal`` extension per goal and, for a
   plan with conditions, the decision (with its proof, or the inputs that kept it from
   deciding) and each action that could not be decided;
-- each action kept with what R4's RequestGroup action carries (:data:`CARRIED`), its children
-  the same way, and its ``definitionCanonical`` resolved among the service's definitions
+- each action kept with what R4's RequestGroup action carries (:data:`CARRIED`) and its
+  ``start`` and ``stop`` conditions as written (when the system carrying the plan out starts
+  or stops it: not decided by ``$apply``), its children the same way, and its
+  ``definitionCanonical`` resolved among the service's definitions
   (``app.plandefinition.library``): an ActivityDefinition is applied
   (``app.plandefinition.activity``) and then the action's own ``dynamicValue``s set on the
   request it made, evaluated with the plan as their context; a PlanDefinition is applied in
@@ -41,7 +43,14 @@ from app.plandefinition.activity import (
     valid_result,
 )
 from app.plandefinition.apply import DECISION_EXTENSION
-from app.plandefinition.conditions import Decided, has_conditions
+from app.plandefinition.conditions import (
+    TIMING_KINDS,
+    Decided,
+    applicability,
+    fhirpath_of,
+    has_conditions,
+    timing,
+)
 from app.plandefinition.export import ACTION_TYPES
 from app.plandefinition.library import DefinitionSource, resolve
 from app.plandefinition.refusals import ApplyRefused
@@ -75,7 +84,8 @@ CARRIED = (
 #: Elements of an action read here rather than carried.
 READ = (
     "action",
-    "condition",  # decided by rules (app.plandefinition.conditions), not carried
+    # applicability decided by rules (app.plandefinition.conditions); start and stop carried
+    "condition",
     "definitionCanonical",
     "dynamicValue",
     "goalId",
@@ -202,7 +212,7 @@ class _Expansion:
     ) -> dict[str, Any] | None:
         """The RequestGroup action for ``action``, or None when its conditions rule it out
         (or could not be decided: then the plan's ``undecided`` names it)."""
-        if action.get("condition"):
+        if applicability(action):
             applies = applying.decided.applies.get(path)
             if applies is None:
                 title = action.get("title") or action.get("description")
@@ -211,6 +221,9 @@ class _Expansion:
             if applies is False:
                 return None
         out: dict[str, Any] = {k: copy.deepcopy(action[k]) for k in CARRIED if k in action}
+        carried = timing(action)
+        if carried:  # when the action starts or stops is the executing system's to decide
+            out["condition"] = copy.deepcopy(carried)
         canonical = action.get("definitionCanonical")
         if isinstance(canonical, str):
             out["resource"], defined = self._definition(applying, action, canonical, where)
@@ -292,6 +305,9 @@ def check_plan(plan: Mapping[str, Any], where: str = "PlanDefinition") -> None:
                     f"{here}.{lost[0]}",
                 )
             refuse_other_languages(action.get("dynamicValue"), here)
+            for j, condition in enumerate(action.get("condition") or ()):
+                if condition.get("kind") in TIMING_KINDS:
+                    fhirpath_of(condition, f"{here}.condition[{j}]")
             walk(action.get("action"), here)
 
     walk(plan.get("action"), where)

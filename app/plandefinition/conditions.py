@@ -13,11 +13,16 @@ as any deployment is, and run through the hook call's own stages for the subject
 - the workflow decides ``plan`` once every ``applies`` is assigned; a run that cannot (an
   unknown condition) ends undecided and names the inputs that kept it from deciding.
 
-What is refused, with the condition named: a condition of another kind than applicability
-(start and stop are not built), an expression that reads anything but the subject (another
-``%variable``, ``%subject`` inside a function's argument), one that reads the clock (``now()``,
-``today()``, ``timeOfDay()``: its answer would change on replay), and a compiled deployment
-that does not verify (an element R4 does not define, for instance).
+A ``start`` or ``stop`` condition says when the system carrying the plan out starts or stops an
+action, after ``$apply``: it is not decided here but carried onto the RequestGroup's action as
+written (``app.plandefinition.authored``), and refused on a plan served as a CDS service (a card
+has no place for it).
+
+What is refused, with the condition named: an expression not in FHIRPath, one that reads
+anything but the subject (another ``%variable``, ``%subject`` inside a function's argument), one
+that reads the clock (``now()``, ``today()``, ``timeOfDay()``: its answer would change on
+replay), and a compiled deployment that does not verify (an element R4 does not define, for
+instance).
 """
 
 from __future__ import annotations
@@ -66,16 +71,70 @@ class Decided:
     extension: dict[str, Any] | None = None
 
 
+#: Condition kinds that say when an action starts or stops once the plan is carried out:
+#: carried onto the RequestGroup, not decided by ``$apply``
+TIMING_KINDS = ("start", "stop")
+
+
+def applicability(action: Mapping[str, Any]) -> list[tuple[int, Mapping[str, Any]]]:
+    """(index, condition) of ``action``'s conditions that ``$apply`` decides: every one but a
+    start or stop condition (a kind R4 does not define is refused when compiled)."""
+    return [
+        (j, c)
+        for j, c in enumerate(action.get("condition") or ())
+        if c.get("kind") not in TIMING_KINDS
+    ]
+
+
+def timing(action: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """``action``'s start and stop conditions, as written."""
+    return [c for c in action.get("condition") or () if c.get("kind") in TIMING_KINDS]
+
+
 def _conditioned(actions: Any, prefix: str = "") -> list[tuple[str, str, Mapping[str, Any]]]:
-    """(path, element, action) of every action at any depth with conditions."""
+    """(path, element, action) of every action at any depth with applicability conditions."""
     out = []
     for i, action in enumerate(actions or ()):
         path = f"{prefix}{i}"
         where = f"action[{path.replace('.', '].action[')}]"
-        if action.get("condition"):
+        if applicability(action):
             out.append((path, where, action))
         out.extend(_conditioned(action.get("action"), f"{path}."))
     return out
+
+
+def fhirpath_of(condition: Mapping[str, Any], at: str) -> str:
+    """The condition's expression (``at``: the condition's element), or the refusal naming it
+    when it is not FHIRPath: this host evaluates FHIRPath and its own rules, not CQL."""
+    expression = condition.get("expression") or {}
+    if expression.get("language") != FHIRPATH or not expression.get("expression"):
+        raise ApplyRefused(
+            422,
+            "not-supported",
+            f"{at} is not a FHIRPath expression ({expression.get('language')}: "
+            f"{expression.get('expression')!r}): this host evaluates FHIRPath and its "
+            "own rules, not CQL",
+            f"{at}.expression",
+        )
+    return str(expression["expression"])
+
+
+def _refuse_timing(actions: Any, where: str) -> None:
+    """Refuse a start or stop condition on a plan served as a CDS service, naming it."""
+    for i, action in enumerate(actions or ()):
+        here = f"{where}.action[{i}]"
+        for j, condition in enumerate(action.get("condition") or ()):
+            if condition.get("kind") in TIMING_KINDS:
+                at = f"{here}.condition[{j}]"
+                raise ApplyRefused(
+                    422,
+                    "not-supported",
+                    f"{at} is a {condition['kind']} condition: a CDS card shows its action now "
+                    "and has no place for when it starts or stops; apply the plan with $apply, "
+                    "which carries it onto the RequestGroup",
+                    f"{at}.kind",
+                )
+        _refuse_timing(action.get("action"), here)
 
 
 def has_conditions(plan: Mapping[str, Any]) -> bool:
@@ -159,37 +218,30 @@ def compile_plan(
 ) -> tuple[str, str]:
     """The Turtle deployment deciding ``plan``'s applicability conditions, and its service id
     (``served``: the service it is, else a ``patient-view`` service of its own to run on)."""
+    if served is not None:
+        _refuse_timing(plan.get("action"), where)
     conditioned = _conditioned(plan.get("action"))
     properties: list[str] = []
     for path, element, action in conditioned:
         name = path.replace(".", "_")
         title = str(action.get("title") or action.get("description") or f"action {path}")
         conditions = []
-        for j, condition in enumerate(action["condition"]):
+        for j, condition in applicability(action):
             at = f"{where}.{element}.condition[{j}]"
             if condition.get("kind") != "applicability":
                 raise ApplyRefused(
                     422,
-                    "not-supported",
-                    f"{at} is a {condition.get('kind')} condition: only applicability "
-                    "conditions are decided here",
+                    "invalid",
+                    f"{at} is of kind {condition.get('kind')!r}: R4 defines applicability, "
+                    "start and stop",
                     f"{at}.kind",
                 )
-            expression = condition.get("expression") or {}
-            if expression.get("language") != FHIRPATH or not expression.get("expression"):
-                raise ApplyRefused(
-                    422,
-                    "not-supported",
-                    f"{at} is not a FHIRPath expression ({expression.get('language')}: "
-                    f"{expression.get('expression')!r}): this host evaluates FHIRPath and its "
-                    "own rules, not CQL",
-                    f"{at}.expression",
-                )
-            path_text = _on_subject(str(expression["expression"]), f"{at}.expression")
+            written = fhirpath_of(condition, at)
+            path_text = _on_subject(written, f"{at}.expression")
             conditions.append(f":condition_{name}_{j}")
             properties.append(
                 f""":condition_{name}_{j} a horis:Property ;
-    rdfs:label {turtle_literal(f"{title}: {expression['expression']}")} ;
+    rdfs:label {turtle_literal(f"{title}: {written}")} ;
     horis:domain :Patient ; horis:range xsd:boolean ; horis:cardinality "0..1" ;
     horis:absentMeans horis:Unknown ;
     horis:fromFhir [ horis:resourceType "Patient" ;
@@ -395,11 +447,15 @@ def decide(
 
 
 __all__ = [
+    "TIMING_KINDS",
     "Decided",
     "Served",
+    "applicability",
     "compile_plan",
     "decide",
+    "fhirpath_of",
     "has_conditions",
     "plan_file",
+    "timing",
     "verify_conditions",
 ]

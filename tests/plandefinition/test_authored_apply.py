@@ -149,7 +149,7 @@ def test_a_condition_the_data_cannot_answer_is_undecided_and_named(server: LiveS
         ("%subject.birthDate < today() - 18 years", "applicability", "reads the clock"),
         ("%practitioner.active", "applicability", "%practitioner"),
         ("name.where(given = %subject.name.given.first()).exists()", "applicability", "%subject"),
-        ("%subject.active", "start", "only applicability"),
+        ("%subject.active", "when-ever", "R4 defines applicability, start and stop"),
         ("%subject.nickname.exists()", "applicability", "does not compile into rules"),
         ("%subject.active /* ) */ and %subject.gender = 'male'", "applicability", "comment"),
         ("%subject.name.given.single() = 'Alice'", "applicability", "single()"),
@@ -158,7 +158,7 @@ def test_a_condition_the_data_cannot_answer_is_undecided_and_named(server: LiveS
         "clock",
         "other-variable",
         "subject-inside-a-function",
-        "start",
+        "unknown-kind",
         "not-an-element",
         "comment",
         "single",
@@ -172,6 +172,51 @@ def test_a_condition_this_host_cannot_decide_is_refused_naming_it(
     [issue] = answer.json()["issue"]
     assert words in issue["diagnostics"]
     assert issue["expression"][0].startswith("PlanDefinition.action")
+
+
+def test_start_and_stop_conditions_are_carried_onto_the_request_group_not_decided(
+    server: LiveServer,
+) -> None:
+    """When an action starts or stops is for the system carrying the plan out: $apply keeps
+    the action and hands both conditions on as written, beside an applicability condition it
+    does decide."""
+    body = _with_condition("%subject.name.given.first() = 'Alice'")
+    follow_up = _plan(body)["action"][0]["action"][1]
+    start = {
+        "kind": "start",
+        "expression": {"language": "text/fhirpath", "expression": "%context.status = 'finished'"},
+    }
+    stop = {"kind": "stop", "expression": {"language": "text/fhirpath", "expression": "false"}}
+    follow_up["condition"] += [start, stop]
+    answer = post(server, URL, body)
+    assert _titles(answer) == ["Case management or referral", "Schedule follow-up visit"]
+    [monitor] = answer.json()["entry"][0]["resource"]["action"]
+    assert monitor["action"][1]["condition"] == [start, stop]
+    assert "condition" not in monitor["action"][0]
+    assert json.loads(_extensions(answer)["decision"][0])["decision"]["value"] == "Applied"
+
+    # the applicability condition still decides: false drops the action, its start with it
+    body = _with_condition("%subject.name.given.first() = 'Bob'")
+    _plan(body)["action"][0]["action"][1]["condition"] += [start]
+    assert _titles(post(server, URL, body)) == ["Case management or referral"]
+
+    # a start condition alone: nothing to decide, the action kept with it
+    body = _with_condition("%context.status = 'finished'", kind="start")
+    answer = post(server, URL, body)
+    assert _titles(answer) == ["Case management or referral", "Schedule follow-up visit"]
+    assert "decision" not in _extensions(answer)
+
+
+def test_a_start_condition_in_cql_is_refused_naming_it(server: LiveServer) -> None:
+    body = _discharge()
+    _plan(body)["action"][0]["action"][1]["condition"] = [
+        {"kind": "start", "expression": {"language": "text/cql", "expression": "Ready"}}
+    ]
+    answer = post(server, URL, body)
+    assert answer.status_code == 422
+    [issue] = answer.json()["issue"]
+    assert issue["expression"] == ["PlanDefinition.action[0].action[1].condition[0].expression"]
+    assert "CQL" in issue["diagnostics"]
 
 
 def test_a_cql_condition_is_refused_naming_it(server: LiveServer) -> None:

@@ -73,6 +73,12 @@ def _definitions(folder: Path) -> None:
     cql.update(id="needs-cql", url="http://example.org/PlanDefinition/needs-cql")
     cql["library"] = ["http://example.org/Library/Logic"]
     (folder / "needs-cql.json").write_text(json.dumps(cql))
+    later = _trigger(copy.deepcopy(education))
+    later.update(id="starts-later", url="http://example.org/PlanDefinition/starts-later")
+    later["action"][0]["condition"] = [
+        {"kind": "start", "expression": {"language": "text/fhirpath", "expression": "true"}}
+    ]
+    (folder / "starts-later.json").write_text(json.dumps(later))
     clash = _trigger(copy.deepcopy(education))
     clash.update(id="horismos-triage", url="http://example.org/PlanDefinition/clash")
     (folder / "clash.json").write_text(json.dumps(clash))
@@ -161,6 +167,11 @@ def test_a_plan_that_cannot_be_served_is_refused_and_named(client: TestClient) -
     [refused] = [d for d in deployments if d["id"] == "plandefinition-needs-cql"]
     assert refused["status"] == "refused"
     assert "CQL" in json.dumps(refused["problems"])
+    # a card shows its action now: when it starts or stops has no place on it
+    assert "starts-later" not in listed
+    [later] = [d for d in deployments if d["id"] == "plandefinition-starts-later"]
+    assert later["status"] == "refused"
+    assert "action[0].condition[0] is a start condition" in json.dumps(later["problems"])
 
 
 def test_a_plan_never_displaces_a_turtle_service(client: TestClient) -> None:
