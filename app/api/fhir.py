@@ -7,7 +7,7 @@ for."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -20,11 +20,13 @@ from app.cds.auth import called_url
 from app.cds.errors import CdsError
 from app.cds.routes import read_json_body
 from app.container import Running, running
+from app.deployments import Deployments
 from app.deps import DeploymentsDep
 from app.plandefinition.apply import ServedApply, stored_undecided
 from app.plandefinition.endpoint import Fetch, read_endpoint
 from app.plandefinition.export import plans
 from app.plandefinition.operations import apply_activity_definition, apply_plan
+from app.plandefinition.recorded import StoredPlanRuns
 from app.plandefinition.refusals import ApplyRefused, outcome
 from app.plandefinition.writes import WRITE_SCOPE, author_of, write_definition
 
@@ -226,6 +228,14 @@ async def _operation(
 async def _apply(
     plan_id: str | None, request: Request, deployments: DeploymentsDep, *, r5: bool = False
 ) -> JSONResponse:
+    _audience, run_base = called_url(request)
+    hooks = running(request.app).hooks
+
+    def answer(
+        service_id: str, body: dict[str, Any], on: Deployments
+    ) -> Coroutine[Any, Any, dict[str, Any]]:
+        return hooks.applied(service_id, body, base_url=run_base, deployments=on)
+
     return await _operation(
         request,
         lambda parts, body, base, fetch: apply_plan(
@@ -234,7 +244,7 @@ async def _apply(
             plan_id,
             body,
             base=base,
-            runner=parts.hooks.deps.runner,
+            runs=StoredPlanRuns(parts.engine, answer),
             packaged=parts.tool_host.packaged,
             r5=r5,
             fetch=fetch,

@@ -36,7 +36,6 @@ from app.container import container_of, running
 from app.deployments import (
     Deployments,
     for_workflow,
-    of_run,
     run_columns,
     run_deployment_json,
     served,
@@ -44,10 +43,13 @@ from app.deployments import (
 from app.deps import DeploymentsDep, EngineDep, JsonBodyChecked, SessionDep, app_runner
 from app.errors import Conflict, NotFound
 from app.ontology.model import Ontology
+from app.plandefinition.recorded import run_deployment
 from app.runtime.host import stored_input, stored_outcome, stored_recording
 from app.runtime.replay import RecordedRun, replay_run
 from app.store import repo
+from app.store.models import Run
 from app.tools import ToolInvoker
+from app.tools.packaged import PackagedTools
 
 #: with trusted issuers configured, every run route needs the same client JWT as the CDS routes
 router = APIRouter(
@@ -144,8 +146,11 @@ def read_run(
         return JSONResponse(stored_outcome(session, run_id), headers={"Vary": "Accept"})
     try:
         row = repo.get_run(session, run_id)
-        deployments = running(request.app).catalog.current()  # labels only: no fresh read needed
-        names = _names(deployments, row.deployment, row.workflow_iri) if row is not None else {}
+        parts = running(request.app)
+        deployments = parts.catalog.current()  # labels only: no fresh read needed
+        names = (
+            _names(session, deployments, row, parts.tool_host.packaged) if row is not None else {}
+        )
         zone = container_of(request.app).settings.zone
         page = load_run_page(session, run_id, names=names, zone=zone)
     except NotFound:
@@ -153,11 +158,14 @@ def read_run(
     return HTMLResponse(render_run_page(page), headers=PAGE_HEADERS)
 
 
-def _names(deployments: Deployments, deployment: str | None, workflow: str) -> dict[str, str]:
-    """The labels of the run's deployment, when it is loaded; none otherwise (the page falls
-    back to humanised names)."""
+def _names(
+    session: Session, deployments: Deployments, row: Run, packaged: PackagedTools
+) -> dict[str, str]:
+    """The labels of the run's deployment (a served one, or an authored plan's compiled
+    conditions), when it can be loaded; none otherwise (the page falls back to humanised
+    names)."""
     try:
-        found = of_run(deployments, deployment, workflow)
+        found = run_deployment(session, deployments, row, packaged)
     except NotFound:
         return {}
     return names_of(found.ontology) if found.ontology is not None else {}
@@ -175,7 +183,8 @@ def replay(
     recorded = stored_recording(session, run_id)
     row = repo.get_run(session, run_id)
     assert row is not None  # stored_recording found it
-    ontology = served(of_run(deployments, row.deployment, row.workflow_iri))
+    packaged = running(request.app).tool_host.packaged
+    ontology = served(run_deployment(session, deployments, row, packaged))
     if options is not None and options.rehydrate:
         recorded = _rehydrated(session, ontology, recorded)
     report = replay_run(

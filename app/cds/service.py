@@ -100,14 +100,29 @@ class HookService:
             service_id, lambda: self._answer(service_id, body, authorization, audience, base_url)
         )
 
-    async def applied(self, service_id: str, body: Any, *, base_url: str) -> dict[str, Any]:
+    async def applied(
+        self,
+        service_id: str,
+        body: Any,
+        *,
+        base_url: str,
+        deployments: Deployments | None = None,
+    ) -> dict[str, Any]:
         """The answer of a served service to a hook request an ``$apply`` call built (its
         caller verified by the operation), within the same deadline: recorded like a hook
-        call, ``origin`` ``apply``."""
+        call, ``origin`` ``apply``. ``deployments``: those the service is looked up in instead
+        of the served ones (an authored plan's conditions, compiled for this call)."""
         return await self._within_deadline(
             service_id,
             lambda: self._on_active(
-                service_id, body, None, "", base_url, verified=True, origin="apply"
+                service_id,
+                body,
+                None,
+                "",
+                base_url,
+                verified=True,
+                origin="apply",
+                deployments=deployments,
             ),
         )
 
@@ -178,11 +193,13 @@ class HookService:
         *,
         verified: bool = False,
         origin: str | None = None,
+        deployments: Deployments | None = None,
     ) -> dict[str, Any]:
         """The call on the active version of its deployment: when an activation or rollback
         committed while it ran, nothing of the run was stored or sent, and it runs again on the
         version now active. ``verified``: the caller's JWT was checked already (a combined
-        service's call); ``origin``: the run's, when no CDS client made it (``runs.origin``)."""
+        service's call); ``origin``: the run's, when no CDS client made it (``runs.origin``);
+        ``deployments``: where the service is found, when not among the served ones."""
         for _attempt in range(_VERSION_ATTEMPTS):
             try:
                 return await self._call(
@@ -193,6 +210,7 @@ class HookService:
                     base_url,
                     verified=verified,
                     origin=origin,
+                    deployments=deployments,
                 )
             except VersionMoved as exc:
                 log.info("%s; the call to %s runs again on the new version", exc, service_id)
@@ -212,10 +230,12 @@ class HookService:
         ahead: bool = False,
         verified: bool = False,
         origin: str | None = None,
+        deployments: Deployments | None = None,
     ) -> dict[str, Any]:
         """The call's answer; with ``ahead``, the service's run computed ahead of an order-sign
         call (``app.cds.ahead``: sent by this service, not a client), its answer stored only;
-        ``verified``: the caller's JWT was checked already."""
+        ``verified``: the caller's JWT was checked already; ``deployments``: where the service
+        is found, when not among the served ones (no refresh of the catalog then)."""
         d = self.deps
         started = time.monotonic()
 
@@ -231,10 +251,10 @@ class HookService:
             )
 
         try:
-            call = await accepted(d.catalog.current())
+            call = await accepted(d.catalog.current() if deployments is None else deployments)
         except ServiceNotFound as missing:  # another worker's activation may have made it:
             # read the active versions again, at most once a second (unreadable: still a 404)
-            if not d.catalog.may_refresh():
+            if deployments is not None or not d.catalog.may_refresh():
                 raise
             try:
                 call = await accepted(await to_thread.run_sync(d.catalog.refresh, d.engine))

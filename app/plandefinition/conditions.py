@@ -2,8 +2,10 @@
 
 Each plan with FHIRPath applicability conditions is compiled into a deployment of the same
 Turtle model every bundled service is declared in (:func:`compile_plan`), loaded and verified
-as any deployment is, and run through the hook call's own stages for the subject
-(``app.population.decide.answer_in_process``: hydration, the interpreter, the proof):
+as any deployment is, and run as a hook call for the subject through the hook service itself
+(hydration, the interpreter, the proof), recorded in the run store like a served service's
+``$apply`` (``origin`` apply; ``app.plandefinition.recorded``), its compiled Turtle kept for
+replay:
 
 - each condition is a boolean property of the patient read from the Patient resource by its
   FHIRPath expression (``%subject.`` removed: the expression is evaluated on the subject), so a
@@ -27,26 +29,22 @@ instance).
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import re
 import tempfile
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rdflib import Literal
 
-from app.deployments import Deployment, Deployments, load_deployments
+from app.deployments import Deployment, load_deployments
 from app.ontology.request_kinds import FHIRPATH
 from app.plandefinition.activity import STRING_LITERAL, VARIABLE
 from app.plandefinition.apply import APPLY_USER
 from app.plandefinition.refusals import ApplyRefused
-from app.population.decide import answer_in_process
-from app.runtime.runner import Runner
 from app.tools.packaged import PackagedTools
 
 _CLOCK = re.compile(r"\b(now|today|timeOfDay)\s*\(")
@@ -379,19 +377,30 @@ def verify_conditions(plan: Mapping[str, Any], packaged: PackagedTools, where: s
         _deployment(text, packaged, where)
 
 
+class PlanRuns(Protocol):
+    """Runs the hook request deciding a compiled plan's conditions through the hook service,
+    recorded in the run store (``app.plandefinition.recorded``), and gives back the stored
+    run's outcome document (its ``runId``, ``terminal``, ``decision`` or ``undecided``,
+    ``proof``, and the facts under ``replay``). ``text`` is the compiled Turtle, kept for
+    replay under the deployment's IRI."""
+
+    def __call__(
+        self, deployment: Deployment, service_id: str, request: dict[str, Any], text: str
+    ) -> Mapping[str, Any]: ...
+
+
 def decide(
     plan: Mapping[str, Any],
     *,
     subject: str,
     patient: Mapping[str, Any] | None,
     practitioner: str | None,
-    at: datetime,
-    runner: Runner,
+    runs: PlanRuns,
     packaged: PackagedTools,
     where: str,
 ) -> Decided:
     """Run ``plan``'s conditions for ``subject`` (``Patient/id``), ``patient`` its resource
-    from the ``data`` Bundle, as a hook call would."""
+    from the ``data`` Bundle, as a hook call would, recorded as one (``runs``)."""
     text, service = compile_plan(plan, where)
     deployment = _deployment(text, packaged, where)
     kind, _, patient_id = subject.partition("/")
@@ -417,29 +426,20 @@ def decide(
         "context": {"patientId": patient_id, "userId": user},
         "prefetch": {"patient": dict(patient)},
     }
-    loop = asyncio.new_event_loop()
-    try:
-        answered = answer_in_process(
-            Deployments([deployment]), service, request, at=at, runner=runner, loop=loop
-        )
-    finally:
-        loop.close()
-    outcome = answered.outcome
+    outcome = runs(deployment, service, request, text)
+    facts = (outcome.get("replay") or {}).get("facts") or ()
     held = {
         str(name).removeprefix("applies_"): value
-        for _subject, name, value in outcome.facts
+        for _subject, name, value in facts
         if str(name).startswith("applies_")
     }
     applies = {
         path: held.get(path.replace(".", "_")) for path, _e, _a in _conditioned(plan.get("action"))
     }
-    decision: dict[str, Any] = {"terminal": outcome.terminal}
-    if outcome.decision is not None:
-        decision["decision"] = outcome.decision.to_json()
-    if outcome.undecided is not None:
-        decision["undecided"] = outcome.undecided.to_json()
-    if outcome.proof is not None:
-        decision["proof"] = outcome.proof
+    decision: dict[str, Any] = {"terminal": outcome.get("terminal"), "runId": outcome["runId"]}
+    for key in ("decision", "undecided", "proof"):
+        if outcome.get(key) is not None:
+            decision[key] = outcome[key]
     return Decided(
         applies={k: v if isinstance(v, bool) else None for k, v in applies.items()},
         extension=decision,
@@ -449,6 +449,7 @@ def decide(
 __all__ = [
     "TIMING_KINDS",
     "Decided",
+    "PlanRuns",
     "Served",
     "applicability",
     "compile_plan",

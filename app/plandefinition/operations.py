@@ -18,11 +18,10 @@ from app.plandefinition.activity import Call, apply_activity, checked
 from app.plandefinition.apply import ServedApply, apply
 from app.plandefinition.authored import Decider, expand
 from app.plandefinition.careplan import care_plan, wants_care_plan
-from app.plandefinition.conditions import decide
+from app.plandefinition.conditions import PlanRuns, decide
 from app.plandefinition.endpoint import Fetch
 from app.plandefinition.library import DefinitionSource
 from app.plandefinition.refusals import ApplyRefused, parameters
-from app.runtime.runner import Runner
 from app.tools.packaged import PackagedTools
 
 
@@ -42,16 +41,15 @@ def _held(
     return None
 
 
-def _decider(call: Call, runner: Runner, packaged: PackagedTools) -> Decider:
-    """Decides each plan's conditions for the call's subject, on its data, at its time."""
+def _decider(call: Call, runs: PlanRuns, packaged: PackagedTools) -> Decider:
+    """Decides each plan's conditions for the call's subject, on its data, in a recorded run."""
     subject = call.refs["subject"] or ""
     return lambda plan, where: decide(
         plan,
         subject=subject,
         patient=call.found.get(subject),
         practitioner=call.refs.get("practitioner"),
-        at=call.when,
-        runner=runner,
+        runs=runs,
         packaged=packaged,
         where=where,
     )
@@ -61,12 +59,12 @@ def _expand(
     plan: Mapping[str, Any],
     definitions: DefinitionSource,
     given: Mapping[str, Any],
-    runner: Runner,
+    runs: PlanRuns,
     packaged: PackagedTools,
     fetch: Fetch | None,
 ) -> dict[str, Any]:
     call = Call.of(given, fetch=fetch)
-    return expand(plan, definitions, call, _decider(call, runner, packaged))
+    return expand(plan, definitions, call, _decider(call, runs, packaged))
 
 
 def apply_plan(
@@ -76,7 +74,7 @@ def apply_plan(
     body: Any,
     *,
     base: str,
-    runner: Runner,
+    runs: PlanRuns,
     packaged: PackagedTools,
     r5: bool = False,
     fetch: Fetch | None = None,
@@ -84,8 +82,9 @@ def apply_plan(
 ) -> dict[str, Any] | ServedApply:
     """The ``$apply`` answer: the Bundle, or with ``returnCarePlan`` the CarePlan holding it
     (``r5``: ``$r5.apply``, whose answer is the Bundle, always); ``fetch`` reads the call's
-    resources from its ``dataEndpoint`` once the plan applied is an authored one. A served
-    service's is a :class:`ServedApply`, for the operation to run through the hook service."""
+    resources from its ``dataEndpoint`` once the plan applied is an authored one; ``runs``
+    makes and records the run deciding an authored plan's conditions. A served service's is a
+    :class:`ServedApply`, for the operation to run through the hook service."""
     given = parameters(body)
     wrapped = wants_care_plan(given)
     if wrapped and r5:
@@ -102,7 +101,7 @@ def apply_plan(
         given,
         body,
         base,
-        runner,
+        runs,
         packaged,
         fetch,
         allowed_fhir_servers,
@@ -119,7 +118,7 @@ def _apply_plan(
     given: Mapping[str, Any],
     body: Any,
     base: str,
-    runner: Runner,
+    runs: PlanRuns,
     packaged: PackagedTools,
     fetch: Fetch | None,
     allowed: Sequence[str],
@@ -134,7 +133,7 @@ def _apply_plan(
                 "planDefinition",
             )
         plan = checked(inline, "PlanDefinition", "planDefinition")
-        return _expand(plan, definitions, given, runner, packaged, fetch)
+        return _expand(plan, definitions, given, runs, packaged, fetch)
     url = given.get("url")
     served_prefix = f"{base}/fhir/PlanDefinition/"
     if plan_id is None and isinstance(url, str) and url.startswith(served_prefix):
@@ -157,7 +156,7 @@ def _apply_plan(
             "service's definitions",
             "id" if plan_id is not None else "url",
         )
-    return _expand(held, definitions, given, runner, packaged, fetch)
+    return _expand(held, definitions, given, runs, packaged, fetch)
 
 
 def apply_activity_definition(

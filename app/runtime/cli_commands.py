@@ -197,10 +197,11 @@ def replay_runs(
     rehydrate: bool = False,
 ) -> int:
     from app.cds.hook_input import HookInput, InputUnusable, rehydrated_recording
-    from app.deployments import load_deployments, of_run, served
+    from app.deployments import load_deployments, served
     from app.errors import HorismosError
     from app.ontology import OntologyError, default_ontology_paths, load_ontology
     from app.ontology.model import Ontology
+    from app.plandefinition.recorded import run_deployment
     from app.runtime.host import stored_input, stored_recording
     from app.runtime.replay import replay_run
     from app.settings import get_settings
@@ -232,7 +233,7 @@ def replay_runs(
                     row = repo.get_run(session, run_id)
                     assert row is not None  # stored_recording found it
                     ontology = given or served(
-                        of_run(deployments, row.deployment, row.workflow_iri)
+                        run_deployment(session, deployments, row, host.packaged)
                     )
                     raw = stored_input(session, run_id) if rehydrate else None
                 if rehydrate:

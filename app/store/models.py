@@ -383,3 +383,15 @@ class StoredDefinition(Base):
     content: Mapped[dict[str, Any]] = mapped_column(JsonDoc)
     author: Mapped[str | None] = mapped_column(String(200))
     stored_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class CompiledPlan(Base):
+    """The Turtle an authored PlanDefinition's applicability conditions compiled to, kept under
+    its deployment IRI (``https://horismos.dev/compiled-plan/{digest}``) when a ``$apply`` run
+    of it is recorded: replay and the run page load it again from here."""
+
+    __tablename__ = "compiled_plans"
+
+    iri: Mapped[str] = mapped_column(String(1000), primary_key=True)
+    text: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
