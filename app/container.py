@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from anyio import CapacityLimiter
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.applications import Starlette
@@ -81,6 +82,14 @@ class Running:
     definition_files: Definitions = field(default_factory=Definitions)
     #: told about each newly stored feedback item (``app.cds.routes``)
     feedback_listeners: list[FeedbackListener] = field(default_factory=list)
+    #: the worker threads ``$apply`` operations run in, apart from the shared pool: an
+    #: operation waits there for the hook runs it makes, whose own thread steps need the shared
+    #: pool free (``app.api.fhir``)
+    apply_threads: CapacityLimiter = field(default_factory=lambda: CapacityLimiter(APPLY_THREADS))
+
+
+#: How many ``$apply`` operations run at once (each in a worker thread of its own pool).
+APPLY_THREADS = 8
 
 
 @dataclass(kw_only=True)

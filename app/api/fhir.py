@@ -11,7 +11,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from anyio import from_thread
+from anyio import from_thread, to_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
@@ -208,7 +208,11 @@ async def _operation(
         )
 
     try:
-        result = await run_in_threadpool(answer, parts, body, base, fetch)
+        # in a pool of its own: an authored plan's conditions are decided by hook runs on this
+        # event loop that the thread waits for, and their own thread steps use the shared pool
+        result = await to_thread.run_sync(
+            partial(answer, parts, body, base, fetch), limiter=parts.apply_threads
+        )
         if isinstance(result, ServedApply):
             # on this event loop, as a hook call runs: its own thread hops never wait on ours
             response = await parts.hooks.applied(

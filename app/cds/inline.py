@@ -28,6 +28,8 @@ from app.runtime.runner import Runner
 from app.tools.invoker import scheme_of
 
 _MODEL_STEPS = (PerceptionStep, NarrationStep, ProposalStep)
+#: How many deployment versions' steps are kept before they are found again.
+_KEPT = 256
 
 
 class InlineRuns:
@@ -44,6 +46,8 @@ class InlineRuns:
         key = (call.deployment.digest, call.workflow.iri)
         steps = self._outside.get(key)
         if steps is None:
+            if len(self._outside) >= _KEPT:  # versions and compiled plans come and go
+                self._outside.clear()
             found = acts_outside(call.ontology, call.workflow.iri)
             steps = self._outside[key] = [step for _workflow, step, _why in found]
         return all(self._held_back(call, step) for step in steps)

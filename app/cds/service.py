@@ -112,19 +112,26 @@ class HookService:
         caller verified by the operation), within the same deadline: recorded like a hook
         call, ``origin`` ``apply``. ``deployments``: those the service is looked up in instead
         of the served ones (an authored plan's conditions, compiled for this call)."""
-        return await self._within_deadline(
-            service_id,
-            lambda: self._on_active(
+        try:
+            return await self._within_deadline(
                 service_id,
-                body,
-                None,
-                "",
-                base_url,
-                verified=True,
-                origin="apply",
-                deployments=deployments,
-            ),
-        )
+                lambda: self._on_active(
+                    service_id,
+                    body,
+                    None,
+                    "",
+                    base_url,
+                    verified=True,
+                    origin="apply",
+                    deployments=deployments,
+                ),
+            )
+        except HookDeadlinePassed:  # its caller never saw the hookInstance: say what to do
+            raise HookDeadlinePassed.one(
+                "timeout",
+                f"no decision within the service's {self.deps.deadline:g} s deadline; if the "
+                "run started it carries on and is recorded: call $apply again",
+            ) from None
 
     async def _within_deadline(
         self, service_id: str, answer: Callable[[], Awaitable[dict[str, Any]]]

@@ -27,7 +27,7 @@ from app.changes.new_deployment import NEW
 from app.deployments import Deployments
 from app.ontology.hooks import HOOKS
 from app.plandefinition.authored import check_plan
-from app.plandefinition.conditions import compile_plan
+from app.plandefinition.conditions import compile_plan, refuse_timing
 from app.plandefinition.library import HeldDefinitions
 from app.plandefinition.refusals import ApplyRefused
 from app.plandefinition.services import served_as, served_iri, trigger_hook
@@ -76,6 +76,7 @@ def plan_envelope(
             "someone else approves it",
             "planDefinition",
         )
+    refuse_timing(plan.get("action"))  # before the cards' own checks: the first reason
     check_plan(plan)
     text, _service = compile_plan(plan, "PlanDefinition", served_as(plan, hook, definitions))
     iri = served_iri(plan)

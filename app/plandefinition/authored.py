@@ -306,7 +306,9 @@ def check_plan(plan: Mapping[str, Any], where: str = "PlanDefinition") -> None:
                 )
             refuse_other_languages(action.get("dynamicValue"), here)
             for j, condition in enumerate(action.get("condition") or ()):
-                if condition.get("kind") in TIMING_KINDS:
+                # a start or stop condition is carried as written; one with an expression in
+                # another language than FHIRPath is refused (one without is carried)
+                if condition.get("kind") in TIMING_KINDS and condition.get("expression"):
                     fhirpath_of(condition, f"{here}.condition[{j}]")
             walk(action.get("action"), here)
 

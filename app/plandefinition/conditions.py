@@ -47,6 +47,8 @@ from app.plandefinition.apply import APPLY_USER
 from app.plandefinition.refusals import ApplyRefused
 from app.tools.packaged import PackagedTools
 
+#: The IRI an authored plan's compiled deployment has, before the digest of its text.
+COMPILED_PLAN = "https://horismos.dev/compiled-plan/"
 _CLOCK = re.compile(r"\b(now|today|timeOfDay)\s*\(")
 _FOLDER: list[Path] = []  # this process's own folder of compiled plans, made when first needed
 
@@ -55,8 +57,8 @@ def _folder() -> Path:
     """Where this process writes compiled plans, one file per distinct plan text (its digest):
     a folder of its own (``mkdtemp``: private to the service's user), so no other process can
     put a file where a compiled plan is looked for."""
-    if not _FOLDER:
-        _FOLDER.append(Path(tempfile.mkdtemp(prefix="horismos-plans-")))
+    if not _FOLDER or not _FOLDER[0].is_dir():  # first use, or removed by a /tmp cleaner
+        _FOLDER[:] = [Path(tempfile.mkdtemp(prefix="horismos-plans-"))]
     return _FOLDER[0]
 
 
@@ -117,7 +119,7 @@ def fhirpath_of(condition: Mapping[str, Any], at: str) -> str:
     return str(expression["expression"])
 
 
-def _refuse_timing(actions: Any, where: str) -> None:
+def refuse_timing(actions: Any, where: str = "PlanDefinition") -> None:
     """Refuse a start or stop condition on a plan served as a CDS service, naming it."""
     for i, action in enumerate(actions or ()):
         here = f"{where}.action[{i}]"
@@ -132,7 +134,7 @@ def _refuse_timing(actions: Any, where: str) -> None:
                     "which carries it onto the RequestGroup",
                     f"{at}.kind",
                 )
-        _refuse_timing(action.get("action"), here)
+        refuse_timing(action.get("action"), here)
 
 
 def has_conditions(plan: Mapping[str, Any]) -> bool:
@@ -217,7 +219,7 @@ def compile_plan(
     """The Turtle deployment deciding ``plan``'s applicability conditions, and its service id
     (``served``: the service it is, else a ``patient-view`` service of its own to run on)."""
     if served is not None:
-        _refuse_timing(plan.get("action"), where)
+        refuse_timing(plan.get("action"), where)
     conditioned = _conditioned(plan.get("action"))
     properties: list[str] = []
     for path, element, action in conditioned:
@@ -275,11 +277,6 @@ def compile_plan(
         )
         assigned = "[ horis:property :patientRead ; horis:is true ]"
     body = "\n".join(properties)
-    serving = "\n".join(served.cards) if served else ""
-    digest = hashlib.sha256(
-        f"{plan.get('url')}|{plan.get('version')}\n{body}\n{serving}".encode()
-    ).hexdigest()
-    service = served.service_id if served else f"plan-{digest[:16]}"
     hook = served.hook if served else "patient-view"
     shown = turtle_literal(served.title) if served else None
     description = turtle_literal(
@@ -294,10 +291,11 @@ def compile_plan(
         f" ,\n        [ horis:key {turtle_literal(key)} ; horis:query {turtle_literal(query)} ]"
         for key, query in (served.prefetch if served else ())
     )
-    iri = served.iri if served else f"https://horismos.dev/compiled-plan/{digest[:16]}"
     label = turtle_literal(str(plan.get("url") or plan.get("id") or "an authored PlanDefinition"))
     version = turtle_literal(str(plan.get("version") or "0"))
-    text = f"""# Compiled from the PlanDefinition {label}: its applicability conditions, decided
+
+    def write(service: str, iri: str) -> str:
+        return f"""# Compiled from the PlanDefinition {label}: its applicability conditions, decided
 # by rules. Generated: edit the PlanDefinition, not this file.
 @prefix :      <{iri}#> .
 @prefix horis: <https://horismos.dev/ns#> .
@@ -333,7 +331,14 @@ def compile_plan(
     horis:prefetch [ horis:key "patient" ;
                      horis:query "Patient/{{{{context.patientId}}}}" ]{prefetch}{cards} .
 {extra}"""
-    return text, service
+
+    if served is not None:
+        return write(served.service_id, served.iri), served.service_id
+    # an authored plan's deployment is named by a digest of its whole compiled text (written
+    # with blank names): one IRI always holds one text, whatever wrote it
+    digest = hashlib.sha256(write("plan-", COMPILED_PLAN).encode()).hexdigest()[:16]
+    service = f"plan-{digest}"
+    return write(service, f"{COMPILED_PLAN}{digest}"), service
 
 
 def plan_file(text: str) -> Path:
@@ -457,6 +462,7 @@ __all__ = [
     "fhirpath_of",
     "has_conditions",
     "plan_file",
+    "refuse_timing",
     "timing",
     "verify_conditions",
 ]

@@ -12,23 +12,28 @@ too.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from anyio import from_thread
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from app.cds.ahead import EXTENSION_KEY
+from app.cds.errors import RunFailed, StoreUnavailable
 from app.deployments import Deployment, Deployments, load_deployments, of_run
 from app.errors import NotFound
 from app.plandefinition.conditions import plan_file
 from app.store.compiled_plans import compiled_plan_text, keep_compiled_plan
-from app.store.db import session_scope
+from app.store.db import describe_error, session_scope
 from app.store.models import Run
 from app.store.repo import get_run
 from app.tools.packaged import PackagedTools
+
+log = logging.getLogger("horismos.plandefinition")
 
 #: The hook service's answer to a request on the deployments given (``HookService.applied``
 #: with the operation's base URL bound).
@@ -46,15 +51,28 @@ class StoredPlanRuns:
     def __call__(
         self, deployment: Deployment, service_id: str, request: dict[str, Any], text: str
     ) -> Mapping[str, Any]:
-        keep_compiled_plan(self.engine, deployment.iri, text)
+        try:
+            keep_compiled_plan(self.engine, deployment.iri, text)
+        except SQLAlchemyError as exc:  # said as a hook run's unreachable store is: a 503
+            raise _unavailable(exc) from None
         response = from_thread.run(self.answer, service_id, request, Deployments([deployment]))
         run_id = ((response.get("extension") or {}).get(EXTENSION_KEY) or {}).get("runId")
-        with session_scope(self.engine) as session:
-            row = get_run(session, run_id) if isinstance(run_id, str) else None
-            outcome = dict(row.outcome or {}) if row is not None else {}
+        try:
+            with session_scope(self.engine) as session:
+                row = get_run(session, run_id) if isinstance(run_id, str) else None
+                outcome = dict(row.outcome or {}) if row is not None else {}
+        except SQLAlchemyError as exc:
+            raise _unavailable(exc) from None
         if "runId" not in outcome:
-            raise RuntimeError(f"the run deciding {service_id}'s conditions was not stored")
+            raise RunFailed.one(
+                "exception", f"the run deciding the plan's conditions ({service_id}) was not stored"
+            )
         return outcome
+
+
+def _unavailable(exc: SQLAlchemyError) -> StoreUnavailable:
+    log.warning("an $apply run could not reach the run store: %s", describe_error(exc))
+    return StoreUnavailable.one("transient", "the decision store is unavailable; retry later")
 
 
 def run_deployment(

@@ -38,7 +38,13 @@ from app.ontology.card_text import SUMMARY_MAX_LENGTH, absolute_http, inert
 from app.ontology.errors import Problem
 from app.ontology.hooks import HOOKS
 from app.plandefinition.authored import check_plan
-from app.plandefinition.conditions import Served, compile_plan, plan_file, turtle_literal
+from app.plandefinition.conditions import (
+    Served,
+    compile_plan,
+    plan_file,
+    refuse_timing,
+    turtle_literal,
+)
 from app.plandefinition.export import PRIORITY
 from app.plandefinition.library import Definitions, DefinitionSource
 from app.plandefinition.refusals import ApplyRefused
@@ -201,6 +207,7 @@ def _service(
             f"its trigger names {hook!r}, not a CDS Hooks hook",
             "PlanDefinition.action.trigger",
         )
+    refuse_timing(plan.get("action"))  # before the cards' own checks: the first reason
     check_plan(plan)
     text, _service_id = compile_plan(plan, "PlanDefinition", served_as(plan, hook, definitions))
     deployment: Deployment

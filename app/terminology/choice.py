@@ -33,8 +33,10 @@ class TerminologyChoice:
         if self._server is not None:
             return self._server
         with self._lock:
-            found = self._embedded.get(ontology.digest)
-            if found is None:
+            found = self._embedded.pop(ontology.digest, None)
+            if found is not None:  # the most recent last: the oldest is the one let go
+                self._embedded[ontology.digest] = found
+            else:
                 found = CachedTerminology(port=EmbeddedTerminology.of(ontology, self.package))
                 if len(self._embedded) > 16:  # versions come and go; keep the recent ones
                     self._embedded.pop(next(iter(self._embedded)))

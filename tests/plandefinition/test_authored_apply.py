@@ -187,11 +187,12 @@ def test_start_and_stop_conditions_are_carried_onto_the_request_group_not_decide
         "expression": {"language": "text/fhirpath", "expression": "%context.status = 'finished'"},
     }
     stop = {"kind": "stop", "expression": {"language": "text/fhirpath", "expression": "false"}}
-    follow_up["condition"] += [start, stop]
+    unwritten = {"kind": "stop"}  # R4 lets a condition go without an expression: carried too
+    follow_up["condition"] += [start, stop, unwritten]
     answer = post(server, URL, body)
     assert _titles(answer) == ["Case management or referral", "Schedule follow-up visit"]
     [monitor] = answer.json()["entry"][0]["resource"]["action"]
-    assert monitor["action"][1]["condition"] == [start, stop]
+    assert monitor["action"][1]["condition"] == [start, stop, unwritten]
     assert "condition" not in monitor["action"][0]
     assert json.loads(_extensions(answer)["decision"][0])["decision"]["value"] == "Applied"
 

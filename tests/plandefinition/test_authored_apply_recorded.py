@@ -7,16 +7,18 @@ kept in the store. A plan with nothing to decide records nothing."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy.exc import OperationalError
 from typer.testing import CliRunner
 
 from app.cli import app as cli
-from app.plandefinition import conditions
+from app.plandefinition import conditions, recorded
 from tests.plandefinition.conftest import CPG
 from tests.plandefinition.test_authored_apply import _discharge, _with_condition
 
@@ -63,9 +65,9 @@ def test_the_run_deciding_a_plans_conditions_is_recorded_and_replayed(
     assert replayed.status_code == 200, replayed.text
     assert replayed.json()["same"] is True
 
-    # a process that never compiled the plan replays it from the Turtle the store kept
-    for compiled in conditions._folder().glob("*.ttl"):
-        compiled.unlink()
+    # a process that never compiled the plan replays it from the Turtle the store kept (its
+    # folder of compiled plans gone, as a /tmp cleaner leaves it)
+    shutil.rmtree(conditions._folder())
     again = client.post(f"/runs/{run_id}/replay")
     assert again.status_code == 200, again.text
     assert again.json()["same"] is True
@@ -88,3 +90,36 @@ def test_a_plan_with_nothing_to_decide_records_no_run(client: TestClient) -> Non
     assert answer.status_code == 200, answer.text
     group = answer.json()["entry"][0]["resource"]
     assert not [e for e in group.get("extension", []) if e["url"].endswith("/decision")]
+
+
+def test_plans_that_differ_only_in_their_id_are_kept_apart(client: TestClient) -> None:
+    """The compiled deployment is named by a digest of its whole text: two inline plans
+    without a url, the same conditions under other ids, are two deployments, each replayed on
+    its own text."""
+    runs = []
+    for ident in ("follow-up-a", "follow-up-b"):
+        body = _with_condition("%subject.name.given.first() = 'Alice'")
+        plan = next(p["resource"] for p in body["parameter"] if p["name"] == "planDefinition")
+        plan.pop("url", None)
+        plan["id"] = ident
+        runs.append(client.get(f"/runs/{_decision(client.post(URL, json=body))['runId']}").json())
+    first, second = runs
+    assert first["deployment"]["iri"] != second["deployment"]["iri"]
+    for run in runs:
+        assert client.post(f"/runs/{run['runId']}/replay").json()["same"] is True
+
+
+def test_a_run_store_out_of_reach_is_a_503_operation_outcome(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unreachable(*_args: Any) -> None:
+        raise OperationalError("INSERT", {}, Exception("connection refused"))
+
+    monkeypatch.setattr(recorded, "keep_compiled_plan", unreachable)
+    answer = client.post(URL, json=_with_condition("%subject.name.given.first() = 'Alice'"))
+    assert answer.status_code == 503
+    assert answer.headers["content-type"].startswith("application/fhir+json")
+    assert answer.headers["retry-after"] == "5"
+    [issue] = answer.json()["issue"]
+    assert issue["code"] == "transient"
+    assert "connection refused" not in issue["diagnostics"]  # the driver's words stay in the log

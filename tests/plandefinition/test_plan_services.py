@@ -75,8 +75,15 @@ def _definitions(folder: Path) -> None:
     (folder / "needs-cql.json").write_text(json.dumps(cql))
     later = _trigger(copy.deepcopy(education))
     later.update(id="starts-later", url="http://example.org/PlanDefinition/starts-later")
-    later["action"][0]["condition"] = [
-        {"kind": "start", "expression": {"language": "text/fhirpath", "expression": "true"}}
+    # a child of an all-or-none group, in CQL: refused for what it is, not for either of those
+    later["action"][0]["selectionBehavior"] = "all"
+    later["action"][0]["action"] = [
+        {
+            "title": "Start when discharged",
+            "condition": [
+                {"kind": "start", "expression": {"language": "text/cql", "expression": "Done"}}
+            ],
+        }
     ]
     (folder / "starts-later.json").write_text(json.dumps(later))
     clash = _trigger(copy.deepcopy(education))
@@ -171,7 +178,7 @@ def test_a_plan_that_cannot_be_served_is_refused_and_named(client: TestClient) -
     assert "starts-later" not in listed
     [later] = [d for d in deployments if d["id"] == "plandefinition-starts-later"]
     assert later["status"] == "refused"
-    assert "action[0].condition[0] is a start condition" in json.dumps(later["problems"])
+    assert "action[0].action[0].condition[0] is a start condition" in json.dumps(later["problems"])
 
 
 def test_a_plan_never_displaces_a_turtle_service(client: TestClient) -> None:
