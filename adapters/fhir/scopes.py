@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -67,8 +68,10 @@ class ResourceScope:
         )
 
 
+@lru_cache(maxsize=1024)
 def parse_scope(text: str) -> ResourceScope | None:
-    """The resource scope ``text`` denotes, or None when it is no (well-formed) resource scope."""
+    """The resource scope ``text`` denotes, or None when it is no (well-formed) resource scope
+    (read once per distinct text: every hook call's grant repeats the same few)."""
     match = _SCOPE.match(text.strip())
     if match is None or not match.group("perms"):
         return None

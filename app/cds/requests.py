@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 import httpx
@@ -259,8 +260,10 @@ def pydantic_issues(exc: ValidationError) -> list[Issue]:
     return issues
 
 
+@lru_cache(maxsize=256)
 def _valid_base_url(value: str) -> httpx.URL | None:
-    """``value`` as an http(s) URL with a host (and a numeric port if any), else None."""
+    """``value`` as an http(s) URL with a host (and a numeric port if any), else None (parsed
+    once per distinct address: an EHR names the same FHIR server on every call)."""
     if not re.match(r"^https?://[^\s/]+", value) or any(c.isspace() for c in value):
         return None
     try:
