@@ -162,6 +162,7 @@ class _Expansion:
             )
         applying = _Applying(plan=plan, nested=nested, decided=decided)
         actions = self._actions(applying, plan.get("action"), where=where, prefix="")
+        _drop_relations_to_absent(actions)
         extensions.extend({"url": UNDECIDED_ACTION, "valueString": u} for u in applying.undecided)
         if extensions:
             group["extension"] = extensions
@@ -267,6 +268,25 @@ class _Expansion:
             made = valid_result(made, where)
         self.made.append(made)
         return {"reference": f"{made['resourceType']}/{made['id']}"}, kind
+
+
+def _drop_relations_to_absent(actions: list[dict[str, Any]]) -> None:
+    """Leave out each ``relatedAction`` naming an action the RequestGroup does not hold (its
+    conditions ruled it out, or could not be decided): a relation to an action that will not be
+    carried out binds nothing, and the RequestGroup names only its own actions."""
+
+    def every(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [a for item in items for a in (item, *every(item.get("action") or []))]
+
+    held = {a["id"] for a in every(actions) if isinstance(a.get("id"), str)}
+    for action in every(actions):
+        related = action.get("relatedAction")
+        if related:
+            kept = [r for r in related if r.get("actionId") in held]
+            if kept:
+                action["relatedAction"] = kept
+            else:
+                del action["relatedAction"]
 
 
 def check_plan(plan: Mapping[str, Any], where: str = "PlanDefinition") -> None:

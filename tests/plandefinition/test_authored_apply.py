@@ -208,6 +208,42 @@ def test_start_and_stop_conditions_are_carried_onto_the_request_group_not_decide
     assert "decision" not in _extensions(answer)
 
 
+def _related(expression: str) -> dict[str, Any]:
+    """The follow-up plan, its case management to start after the follow-up visit (which has
+    an applicability condition) and with the monitoring itself."""
+    body = _with_condition(expression)
+    monitor = _plan(body)["action"][0]
+    monitor["id"] = "monitor"
+    case, visit = monitor["action"]
+    case["id"], visit["id"] = "case-management", "follow-up-visit"
+    case["relatedAction"] = [
+        {
+            "actionId": "follow-up-visit",
+            "relationship": "after-end",
+            "offsetDuration": {"value": 2, "unit": "d", "system": "http://unitsofmeasure.org"},
+        },
+        {"actionId": "monitor", "relationship": "concurrent-with-start"},
+    ]
+    return body
+
+
+def test_related_actions_are_carried_and_a_relation_to_an_action_left_out_goes(
+    server: LiveServer,
+) -> None:
+    body = _related("%subject.name.given.first() = 'Alice'")
+    written = _plan(body)["action"][0]["action"][0]["relatedAction"]
+    answer = post(server, URL, body)
+    assert _titles(answer) == ["Case management or referral", "Schedule follow-up visit"]
+    [monitor] = answer.json()["entry"][0]["resource"]["action"]
+    assert monitor["action"][0]["relatedAction"] == written  # as the plan wrote it
+
+    # the visit's condition false: the visit is not in the RequestGroup, nor a relation to it
+    answer = post(server, URL, _related("%subject.name.given.first() = 'Bob'"))
+    assert _titles(answer) == ["Case management or referral"]
+    [monitor] = answer.json()["entry"][0]["resource"]["action"]
+    assert monitor["action"][0]["relatedAction"] == [written[1]]
+
+
 def test_a_start_condition_in_cql_is_refused_naming_it(server: LiveServer) -> None:
     body = _discharge()
     _plan(body)["action"][0]["action"][1]["condition"] = [
