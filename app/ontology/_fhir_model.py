@@ -96,8 +96,11 @@ def type_info(name: str) -> TypeInfo | None:
         if type_name is None:
             continue
         targets = extra.get("enum_reference_types")
-        elements[field_name] = Element(
-            name=field_name,
+        # the element's JSON name: a Python keyword is a field under another name
+        # (``class_fhir`` is Encounter's ``class``)
+        json_name = field.alias or field_name
+        elements[json_name] = Element(
+            name=json_name,
             types=(type_name,),
             repeats=repeats,
             targets=tuple(t for t in targets or () if isinstance(t, str)),

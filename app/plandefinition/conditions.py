@@ -41,6 +41,7 @@ from typing import Any, Protocol
 from rdflib import Literal
 
 from app.deployments import Deployment, load_deployments
+from app.ontology.hooks import HOOKS
 from app.ontology.request_kinds import FHIRPATH
 from app.plandefinition.activity import STRING_LITERAL, VARIABLE
 from app.plandefinition.apply import APPLY_USER
@@ -141,9 +142,16 @@ def has_conditions(plan: Mapping[str, Any]) -> bool:
     return bool(_conditioned(plan.get("action")))
 
 
-def _on_subject(expression: str, where: str) -> str:
-    """The expression evaluated on the subject itself: each ``%subject.`` that starts a path at
-    the top level removed, refused where that would change its meaning."""
+#: The prefetch template of the encounter a condition reads (``%encounter``).
+ENCOUNTER_TEMPLATE = "Encounter/{{context.encounterId}}"
+#: The call's resources a condition may read, and the resource type each is.
+CONDITION_RESOURCES = {"subject": "Patient", "encounter": "Encounter"}
+
+
+def _on_resource(expression: str, where: str) -> tuple[str, str]:
+    """The resource type a condition reads (the subject's Patient, or the encounter) and the
+    expression evaluated on that resource itself: each ``%subject.`` (or ``%encounter.``) that
+    starts a path at the top level removed, refused where that would change its meaning."""
     # string literals masked (same length), so nothing inside one is read or rewritten
     bare = STRING_LITERAL.sub(lambda m: "'" + "_" * (len(m.group(0)) - 2) + "'", expression)
 
@@ -162,7 +170,7 @@ def _on_subject(expression: str, where: str) -> str:
     if "/*" in bare or "//" in bare or "`" in bare:
         raise refuse("holds a comment or a quoted identifier, which this host does not compile")
     depth = 0
-    cuts: list[int] = []
+    cuts: list[tuple[int, str]] = []
     for position, char in enumerate(bare):
         if char == "(":
             depth += 1
@@ -171,19 +179,27 @@ def _on_subject(expression: str, where: str) -> str:
         elif char == "%":
             match = VARIABLE.match(bare, position)
             name = match.group(1) if match else ""
-            if name != "subject" or depth > 0 or not bare.startswith("%subject.", position):
+            if (
+                name not in CONDITION_RESOURCES
+                or depth > 0
+                or not bare.startswith(f"%{name}.", position)
+            ):
                 raise refuse(
                     f"reads {('%' + name) if name else 'a variable'} in a way this host does not "
-                    "compile: a condition here reads the subject, as %subject.element outside "
-                    "any parentheses"
+                    "compile: a condition here reads the subject or the encounter, as "
+                    "%subject.element or %encounter.element outside any parentheses"
                 )
-            cuts.append(position)
+            cuts.append((position, name))
+    read = {name for _p, name in cuts}
+    if len(read) > 1:
+        raise refuse("reads both the subject and the encounter: write one condition for each")
+    name = read.pop() if read else "subject"
     out, last = [], 0
-    for position in cuts:
+    for position, _name in cuts:
         out.append(expression[last:position])
-        last = position + len("%subject.")
+        last = position + len(f"%{name}.")
     out.append(expression[last:])
-    return "".join(out)
+    return CONDITION_RESOURCES[name], "".join(out)
 
 
 def turtle_literal(text: str) -> str:
@@ -222,6 +238,8 @@ def compile_plan(
         refuse_timing(plan.get("action"), where)
     conditioned = _conditioned(plan.get("action"))
     properties: list[str] = []
+    #: the resource types the conditions read (the subject's Patient, the encounter)
+    reads: set[str] = set()
     for path, element, action in conditioned:
         name = path.replace(".", "_")
         title = str(action.get("title") or action.get("description") or f"action {path}")
@@ -237,14 +255,15 @@ def compile_plan(
                     f"{at}.kind",
                 )
             written = fhirpath_of(condition, at)
-            path_text = _on_subject(written, f"{at}.expression")
+            read_type, path_text = _on_resource(written, f"{at}.expression")
+            reads.add(read_type)
             conditions.append(f":condition_{name}_{j}")
             properties.append(
                 f""":condition_{name}_{j} a horis:Property ;
     rdfs:label {turtle_literal(f"{title}: {written}")} ;
     horis:domain :Patient ; horis:range xsd:boolean ; horis:cardinality "0..1" ;
     horis:absentMeans horis:Unknown ;
-    horis:fromFhir [ horis:resourceType "Patient" ;
+    horis:fromFhir [ horis:resourceType {turtle_literal(read_type)} ;
                      horis:fhirPath {turtle_literal(path_text)} ] ."""
             )
         whens = " ".join(f"[ horis:property {c} ; horis:is true ]" for c in conditions)
@@ -287,9 +306,20 @@ def compile_plan(
     if served and served.documentation:
         cards = f" ;\n    horis:documentation {turtle_literal(served.documentation)}{cards}"
     extra = served.extra if served else ""
+    templates = list(served.prefetch if served else ())
+    if "Encounter" in reads and all(key != "encounter" for key, _q in templates):
+        if served is not None and "encounterId" not in {f.name for f in HOOKS.get(served.hook, ())}:
+            raise ApplyRefused(
+                422,
+                "not-supported",
+                f"{where} has a condition reading %encounter, and its hook {served.hook} names "
+                "no encounter",
+                f"{where}.action.condition",
+            )
+        templates.append(("encounter", ENCOUNTER_TEMPLATE))
     prefetch = "".join(
         f" ,\n        [ horis:key {turtle_literal(key)} ; horis:query {turtle_literal(query)} ]"
-        for key, query in (served.prefetch if served else ())
+        for key, query in templates
     )
     label = turtle_literal(str(plan.get("url") or plan.get("id") or "an authored PlanDefinition"))
     version = turtle_literal(str(plan.get("version") or "0"))
@@ -403,9 +433,13 @@ def decide(
     runs: PlanRuns,
     packaged: PackagedTools,
     where: str,
+    encounter: str | None = None,
+    found_encounter: Mapping[str, Any] | None = None,
 ) -> Decided:
     """Run ``plan``'s conditions for ``subject`` (``Patient/id``), ``patient`` its resource
-    from the ``data`` Bundle, as a hook call would, recorded as one (``runs``)."""
+    from the ``data`` Bundle, as a hook call would, recorded as one (``runs``); ``encounter``
+    (``Encounter/id``) and ``found_encounter`` its resource, for conditions reading it (an
+    encounter not given, or not in the data, leaves them unknown: named, never false)."""
     text, service = compile_plan(plan, where)
     deployment = _deployment(text, packaged, where)
     kind, _, patient_id = subject.partition("/")
@@ -425,11 +459,17 @@ def decide(
     user = APPLY_USER
     if practitioner and practitioner.split("/", 1)[0] in ("Practitioner", "PractitionerRole"):
         user = practitioner
+    context = {"patientId": patient_id, "userId": user}
+    prefetch: dict[str, Any] = {"patient": dict(patient)}
+    if ENCOUNTER_TEMPLATE in text:  # a condition reads the encounter: what the call knows of it
+        if encounter is not None:
+            context["encounterId"] = encounter.removeprefix("Encounter/")
+        prefetch["encounter"] = dict(found_encounter) if found_encounter is not None else None
     request = {
         "hook": "patient-view",
         "hookInstance": str(uuid.uuid4()),
-        "context": {"patientId": patient_id, "userId": user},
-        "prefetch": {"patient": dict(patient)},
+        "context": context,
+        "prefetch": prefetch,
     }
     outcome = runs(deployment, service, request, text)
     facts = (outcome.get("replay") or {}).get("facts") or ()

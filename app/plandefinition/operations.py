@@ -44,6 +44,7 @@ def _held(
 def _decider(call: Call, runs: PlanRuns, packaged: PackagedTools) -> Decider:
     """Decides each plan's conditions for the call's subject, on its data, in a recorded run."""
     subject = call.refs["subject"] or ""
+    encounter = call.refs.get("encounter")
     return lambda plan, where: decide(
         plan,
         subject=subject,
@@ -52,6 +53,8 @@ def _decider(call: Call, runs: PlanRuns, packaged: PackagedTools) -> Decider:
         runs=runs,
         packaged=packaged,
         where=where,
+        encounter=encounter,
+        found_encounter=call.found.get(encounter) if encounter else None,
     )
 
 

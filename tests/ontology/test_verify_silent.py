@@ -160,6 +160,18 @@ def test_a_path_read_on_a_matching_component_must_exist_on_the_component(
     assert _problems(uncoded, tmp_path) == []
 
 
+def test_an_element_whose_name_is_a_python_keyword_is_an_element(tmp_path: Path) -> None:
+    # Encounter.class (the FHIR models hold it under another name): a real element, read
+    encounter = SOUND.replace(
+        HR_MAP,
+        'horis:fromFhir [ horis:resourceType "Encounter" ; '
+        'horis:where "class.code = \'IMP\'" ; horis:fhirPath "length.value" ] .',
+    )
+    assert _problems(encounter, tmp_path) == []
+    p = _only(_problems(encounter.replace("class.code", "klass.code"), tmp_path))
+    assert p.code == "fhir-path" and p.suggestion == "class"
+
+
 def test_what_a_path_yields_must_fit_the_property(tmp_path: Path) -> None:
     p = _only(_mapping(tmp_path, fhirPath='"valueString"'))
     assert p.code == "fhir-path" and "never fits hr" in p.message

@@ -148,6 +148,11 @@ def test_a_condition_the_data_cannot_answer_is_undecided_and_named(server: LiveS
     [
         ("%subject.birthDate < today() - 18 years", "applicability", "reads the clock"),
         ("%practitioner.active", "applicability", "%practitioner"),
+        (
+            "%subject.active and %encounter.status = 'finished'",
+            "applicability",
+            "reads both the subject and the encounter",
+        ),
         ("name.where(given = %subject.name.given.first()).exists()", "applicability", "%subject"),
         ("%subject.active", "when-ever", "R4 defines applicability, start and stop"),
         ("%subject.nickname.exists()", "applicability", "does not compile into rules"),
@@ -157,6 +162,7 @@ def test_a_condition_the_data_cannot_answer_is_undecided_and_named(server: LiveS
     ids=[
         "clock",
         "other-variable",
+        "subject-and-encounter",
         "subject-inside-a-function",
         "unknown-kind",
         "not-an-element",
@@ -206,6 +212,26 @@ def test_start_and_stop_conditions_are_carried_onto_the_request_group_not_decide
     answer = post(server, URL, body)
     assert _titles(answer) == ["Case management or referral", "Schedule follow-up visit"]
     assert "decision" not in _extensions(answer)
+
+
+def test_a_condition_reads_the_encounter_the_call_names(server: LiveServer) -> None:
+    """%encounter is the call's encounter from the data: an ambulatory visit is not an
+    inpatient stay (false drops the action), is an ambulatory one (true keeps it); without the
+    encounter in the data the condition is unknown and named, never false."""
+    ambulatory = post(server, URL, _with_condition("%encounter.class.code = 'AMB'"))
+    assert _titles(ambulatory) == ["Case management or referral", "Schedule follow-up visit"]
+    inpatient = post(server, URL, _with_condition("%encounter.class.code = 'IMP'"))
+    assert _titles(inpatient) == ["Case management or referral"]
+    assert "undecided-action" not in _extensions(inpatient)
+
+    body = _with_condition("%encounter.class.code = 'AMB'")
+    data = next(p["resource"] for p in body["parameter"] if p["name"] == "data")
+    data["entry"] = [e for e in data["entry"] if e["resource"]["resourceType"] != "Encounter"]
+    unknown = post(server, URL, body)
+    assert _titles(unknown) == ["Case management or referral"]
+    assert _extensions(unknown)["undecided-action"] == [
+        "PlanDefinition.action[0].action[1]: Schedule follow-up visit"
+    ]
 
 
 def _related(expression: str) -> dict[str, Any]:
