@@ -68,10 +68,19 @@ class ResourceScope:
         )
 
 
-@lru_cache(maxsize=1024)
 def parse_scope(text: str) -> ResourceScope | None:
     """The resource scope ``text`` denotes, or None when it is no (well-formed) resource scope
-    (read once per distinct text: every hook call's grant repeats the same few)."""
+    (read once per distinct text of a usual length: every hook call's grant repeats the same
+    few; a long one, which a client could vary to fill the cache, is read each time)."""
+    return _scope(text) if len(text) <= _CACHED_SCOPE_LENGTH else _scope.__wrapped__(text)
+
+
+#: Scopes up to this length are read once.
+_CACHED_SCOPE_LENGTH = 256
+
+
+@lru_cache(maxsize=1024)
+def _scope(text: str) -> ResourceScope | None:
     match = _SCOPE.match(text.strip())
     if match is None or not match.group("perms"):
         return None

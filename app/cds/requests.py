@@ -260,10 +260,19 @@ def pydantic_issues(exc: ValidationError) -> list[Issue]:
     return issues
 
 
-@lru_cache(maxsize=256)
 def _valid_base_url(value: str) -> httpx.URL | None:
     """``value`` as an http(s) URL with a host (and a numeric port if any), else None (parsed
-    once per distinct address: an EHR names the same FHIR server on every call)."""
+    once per distinct address of a usual length: an EHR names the same FHIR server on every
+    call; a long one, which a client could vary to fill the cache, is parsed each time)."""
+    return _base_url(value) if len(value) <= _CACHED_URL_LENGTH else _base_url.__wrapped__(value)
+
+
+#: Addresses up to this length are parsed once.
+_CACHED_URL_LENGTH = 512
+
+
+@lru_cache(maxsize=256)
+def _base_url(value: str) -> httpx.URL | None:
     if not re.match(r"^https?://[^\s/]+", value) or any(c.isspace() for c in value):
         return None
     try:

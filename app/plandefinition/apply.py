@@ -36,6 +36,7 @@ from sqlalchemy import Engine
 
 from app.cds.ahead import EXTENSION_KEY
 from app.deployments import Deployments
+from app.ontology.hooks import HOOKS
 from app.plandefinition.careplan import care_plan
 from app.plandefinition.endpoint import data_endpoint
 from app.plandefinition.export import ACTION_TYPE, ACTION_TYPES, PRIORITY
@@ -61,15 +62,15 @@ def _reference(value: Any, kind: str, name: str) -> str | None:
 
 def _context(hook: str, patient: str, encounter: str | None, user: str) -> dict[str, Any]:
     context: dict[str, Any] = {"patientId": patient, "userId": user}
-    if hook.startswith("encounter-"):
-        if encounter is None:
-            raise ApplyRefused(
-                400,
-                "required",
-                f"a {hook} PlanDefinition needs the encounter parameter",
-                "encounter",
-            )
-        context["encounterId"] = encounter
+    if hook.startswith("encounter-") and encounter is None:
+        raise ApplyRefused(
+            400,
+            "required",
+            f"a {hook} PlanDefinition needs the encounter parameter",
+            "encounter",
+        )
+    if encounter is not None and "encounterId" in {f.name for f in HOOKS.get(hook, ())}:
+        context["encounterId"] = encounter  # patient-view names one too, when there is one
     return context
 
 
@@ -273,10 +274,11 @@ def apply(
     else:
         try:
             request["prefetch"] = {
-                t.key: answer_template(
-                    t.query.replace(
-                        "{{context.encounterId}}", encounter or "{{context.encounterId}}"
-                    ),
+                # a template naming the encounter when the call names none: nothing to read
+                t.key: None
+                if encounter is None and "{{context.encounterId}}" in t.query
+                else answer_template(
+                    t.query.replace("{{context.encounterId}}", encounter or ""),
                     patient,
                     resources,
                     shared,

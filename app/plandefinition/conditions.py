@@ -307,6 +307,20 @@ def compile_plan(
         cards = f" ;\n    horis:documentation {turtle_literal(served.documentation)}{cards}"
     extra = served.extra if served else ""
     templates = list(served.prefetch if served else ())
+    searches = [
+        key
+        for key, query in templates
+        if query != ENCOUNTER_TEMPLATE and re.split(r"[/?]", query, maxsplit=1)[0] == "Encounter"
+    ]
+    if "Encounter" in reads and searches:
+        # hydration reads every Encounter the call carries: the condition could read another
+        raise ApplyRefused(
+            422,
+            "not-supported",
+            f"{where} has a condition reading %encounter beside an input that reads encounters "
+            f"({searches[0]}): the condition could read another encounter than the call's",
+            f"{where}.action.input",
+        )
     if "Encounter" in reads and all(key != "encounter" for key, _q in templates):
         if served is not None and "encounterId" not in {f.name for f in HOOKS.get(served.hook, ())}:
             raise ApplyRefused(
@@ -461,9 +475,16 @@ def decide(
         user = practitioner
     context = {"patientId": patient_id, "userId": user}
     prefetch: dict[str, Any] = {"patient": dict(patient)}
-    if ENCOUNTER_TEMPLATE in text:  # a condition reads the encounter: what the call knows of it
+    declared = deployment.ontology.services.values() if deployment.ontology else ()
+    if any(t.key == "encounter" for s in declared for t in s.prefetch):
+        # a condition reads the encounter: what the call knows of it
         if encounter is not None:
-            context["encounterId"] = encounter.removeprefix("Encounter/")
+            kind, _, encounter_id = encounter.partition("/")
+            if kind != "Encounter" or not encounter_id:
+                raise ApplyRefused(
+                    400, "value", "encounter must be a reference to an Encounter", "encounter"
+                )
+            context["encounterId"] = encounter_id
         prefetch["encounter"] = dict(found_encounter) if found_encounter is not None else None
     request = {
         "hook": "patient-view",

@@ -233,6 +233,16 @@ def test_a_condition_reads_the_encounter_the_call_names(server: LiveServer) -> N
         "PlanDefinition.action[0].action[1]: Schedule follow-up visit"
     ]
 
+    # an encounter parameter that names something else is the caller's mistake, named
+    body = _with_condition("%encounter.class.code = 'AMB'")
+    for parameter in body["parameter"]:
+        if parameter["name"] == "encounter":
+            parameter["valueString"] = "Observation/Inference1"
+    wrong = post(server, URL, body)
+    assert wrong.status_code == 400, wrong.text
+    [issue] = wrong.json()["issue"]
+    assert issue["expression"] == ["encounter"]
+
 
 def _related(expression: str) -> dict[str, Any]:
     """The follow-up plan, its case management to start after the follow-up visit (which has

@@ -86,6 +86,19 @@ def _definitions(folder: Path) -> None:
         }
     ]
     (folder / "starts-later.json").write_text(json.dumps(later))
+    inpatient = _trigger(copy.deepcopy(education))
+    inpatient.update(id="inpatient-only", url="http://example.org/PlanDefinition/inpatient-only")
+    inpatient["action"][0]["condition"] = [
+        {
+            "kind": "applicability",
+            "expression": {
+                "language": "text/fhirpath",
+                "expression": "%encounter.class.code = 'IMP'",
+            },
+        }
+    ]
+    inpatient["action"][0]["input"] = [{"type": "Encounter"}]  # every encounter of the patient
+    (folder / "inpatient-only.json").write_text(json.dumps(inpatient))
     clash = _trigger(copy.deepcopy(education))
     clash.update(id="horismos-triage", url="http://example.org/PlanDefinition/clash")
     (folder / "clash.json").write_text(json.dumps(clash))
@@ -179,6 +192,11 @@ def test_a_plan_that_cannot_be_served_is_refused_and_named(client: TestClient) -
     [later] = [d for d in deployments if d["id"] == "plandefinition-starts-later"]
     assert later["status"] == "refused"
     assert "action[0].action[0].condition[0] is a start condition" in json.dumps(later["problems"])
+    # a condition on the call's encounter beside a search of all the patient's encounters could
+    # read another one: refused, not guessed
+    [inpatient] = [d for d in deployments if d["id"] == "plandefinition-inpatient-only"]
+    assert inpatient["status"] == "refused"
+    assert "could read another encounter" in json.dumps(inpatient["problems"])
 
 
 def test_a_plan_never_displaces_a_turtle_service(client: TestClient) -> None:
