@@ -197,6 +197,9 @@ def _reference(value: Any, name: str) -> str | None:
         r"[A-Z][A-Za-z]+/[A-Za-z0-9\-.]{1,64}", value
     ):
         raise ApplyRefused(400, "value", f"{name} must be a reference Type/id", name)
+    if name == "encounter" and not value.startswith("Encounter/"):
+        # checked before anything is read for it (a dataEndpoint would be asked for it)
+        raise ApplyRefused(400, "value", "encounter must be a reference to an Encounter", name)
     return value
 
 

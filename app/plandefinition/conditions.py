@@ -8,8 +8,10 @@ as any deployment is, and run as a hook call for the subject through the hook se
 replay:
 
 - each condition is a boolean property of the patient read from the Patient resource by its
-  FHIRPath expression (``%subject.`` removed: the expression is evaluated on the subject), so a
-  subject without the element it reads leaves the condition **unknown**, never false;
+  FHIRPath expression (``%subject.`` removed: the expression is evaluated on the subject), or
+  from the call's Encounter for one reading ``%encounter.`` (the compiled service declaring the
+  ``encounter`` prefetch), so a resource without the element it reads leaves the condition
+  **unknown**, never false;
 - each action with conditions has an ``applies`` property: true when every condition is true,
   false when one is false (two rules each);
 - the workflow decides ``plan`` once every ``applies`` is assigned; a run that cannot (an
@@ -21,7 +23,8 @@ written (``app.plandefinition.authored``), and refused on a plan served as a CDS
 has no place for it).
 
 What is refused, with the condition named: an expression not in FHIRPath, one that reads
-anything but the subject (another ``%variable``, ``%subject`` inside a function's argument), one
+anything but the subject or the encounter (another ``%variable``, both in one condition,
+``%subject`` or ``%encounter`` inside a function's argument), one
 that reads the clock (``now()``, ``today()``, ``timeOfDay()``: its answer would change on
 replay), and a compiled deployment that does not verify (an element R4 does not define, for
 instance).
