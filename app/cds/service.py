@@ -112,30 +112,30 @@ class HookService:
         caller verified by the operation), within the same deadline: recorded like a hook
         call, ``origin`` ``apply``. ``deployments``: those the service is looked up in instead
         of the served ones (an authored plan's conditions, compiled for this call)."""
-        try:
-            return await self._within_deadline(
+        return await self._within_deadline(
+            service_id,
+            lambda: self._on_active(
                 service_id,
-                lambda: self._on_active(
-                    service_id,
-                    body,
-                    None,
-                    "",
-                    base_url,
-                    verified=True,
-                    origin="apply",
-                    deployments=deployments,
-                ),
-            )
-        except HookDeadlinePassed:  # its caller never saw the hookInstance: say what to do
-            raise HookDeadlinePassed.one(
-                "timeout",
-                f"no decision within the service's {self.deps.deadline:g} s deadline; if the "
-                "run started it carries on and is recorded: call $apply again",
-            ) from None
+                body,
+                None,
+                "",
+                base_url,
+                verified=True,
+                origin="apply",
+                deployments=deployments,
+            ),
+            retry="call $apply again",  # its caller never saw the hookInstance
+        )
 
     async def _within_deadline(
-        self, service_id: str, answer: Callable[[], Awaitable[dict[str, Any]]]
+        self,
+        service_id: str,
+        answer: Callable[[], Awaitable[dict[str, Any]]],
+        *,
+        retry: str = "send the same hookInstance again to get its answer",
     ) -> dict[str, Any]:
+        """``answer()``, or past the deadline :class:`HookDeadlinePassed` telling the caller
+        how to get the answer (``retry``)."""
         deadline = self.deps.deadline
         if deadline is None:
             return await answer()
@@ -146,7 +146,7 @@ class HookService:
         raise HookDeadlinePassed.one(
             "timeout",
             f"no decision within the service's {deadline:g} s deadline; if the run started it "
-            "carries on and is recorded: send the same hookInstance again to get its answer",
+            f"carries on and is recorded: {retry}",
         )
 
     async def _answer(

@@ -229,14 +229,22 @@ def _inequality(node: Mapping[str, Any]) -> _Predicate:
     return ordered
 
 
-def _number(node: Mapping[str, Any]) -> Decimal | None:
-    """The value of a plain number literal term (``21``, ``0.5``), else None."""
+def _literal(node: Mapping[str, Any], kind: str) -> str | None:
+    """The text of a literal term of ``kind`` (``NumberLiteral``, ``StringLiteral``), else
+    None."""
     if node.get("type") != "TermExpression":
         return None
     term = _only(node)
-    if term.get("type") != "LiteralTerm" or _only(term).get("type") != "NumberLiteral":
+    if term.get("type") != "LiteralTerm" or _only(term).get("type") != kind:
         return None
-    text = str(_only(term).get("text"))
+    return str(_only(term).get("text"))
+
+
+def _number(node: Mapping[str, Any]) -> Decimal | None:
+    """The value of a plain number literal term (``21``, ``0.5``), else None."""
+    text = _literal(node, "NumberLiteral")
+    if text is None:
+        return None
     if not re.fullmatch(r"[0-9]+(\.[0-9]+)?", text):
         raise _Unsupported
     return Decimal(text)
@@ -256,12 +264,9 @@ def _junction(decisive: bool, left: _Predicate, right: _Predicate, item: Any) ->
 
 def _string(node: Mapping[str, Any]) -> str | None:
     """The value of a plain string literal term (no escapes), else None."""
-    if node.get("type") != "TermExpression":
+    text = _literal(node, "StringLiteral")
+    if text is None:
         return None
-    term = _only(node)
-    if term.get("type") != "LiteralTerm" or _only(term).get("type") != "StringLiteral":
-        return None
-    text = str(_only(term).get("text"))
     if len(text) < 2 or text[0] != "'" or text[-1] != "'" or "\\" in text or "'" in text[1:-1]:
         raise _Unsupported
     return text[1:-1]

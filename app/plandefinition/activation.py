@@ -26,11 +26,9 @@ from app.changes.envelope import ChangedFile, ChangeEnvelope
 from app.changes.new_deployment import NEW
 from app.deployments import Deployments
 from app.ontology.hooks import HOOKS
-from app.plandefinition.authored import check_plan
-from app.plandefinition.conditions import compile_plan, refuse_timing
 from app.plandefinition.library import HeldDefinitions
 from app.plandefinition.refusals import ApplyRefused
-from app.plandefinition.services import served_as, served_iri, trigger_hook
+from app.plandefinition.services import compiled_service, served_iri, trigger_hook
 from app.store.definitions import stored_author
 
 
@@ -76,9 +74,7 @@ def plan_envelope(
             "someone else approves it",
             "planDefinition",
         )
-    refuse_timing(plan.get("action"))  # before the cards' own checks: the first reason
-    check_plan(plan)
-    text, _service = compile_plan(plan, "PlanDefinition", served_as(plan, hook, definitions))
+    text = compiled_service(plan, hook, definitions)
     iri = served_iri(plan)
     active = deployments.find(iri)
     base: Any = active.digest if active is not None and active.digest else NEW

@@ -171,15 +171,22 @@ class ServedApply:
         return care_plan(bundle) if self.care_plan else bundle
 
 
+def stored_outcome(engine: Engine, response: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The outcome document stored for the run a hook answer names (``runId``), or None."""
+    run_id = ((response.get("extension") or {}).get(EXTENSION_KEY) or {}).get("runId")
+    if not isinstance(run_id, str):
+        return None
+    with session_scope(engine) as session:
+        stored = get_run(session, run_id)
+        return dict(stored.outcome or {}) if stored is not None else None
+
+
 def stored_undecided(engine: Engine, response: Mapping[str, Any]) -> dict[str, Any] | None:
     """The stored run's full account of what kept it from deciding (a hook answer carries its
     summary), or None when the run decided."""
-    run = (response.get("extension") or {}).get(EXTENSION_KEY) or {}
-    if "undecided" not in run or not isinstance(run.get("runId"), str):
+    if "undecided" not in ((response.get("extension") or {}).get(EXTENSION_KEY) or {}):
         return None
-    with session_scope(engine) as session:
-        stored = get_run(session, run["runId"])
-        found = (stored.outcome or {}).get("undecided") if stored is not None else None
+    found = (stored_outcome(engine, response) or {}).get("undecided")
     return dict(found) if isinstance(found, dict) else None
 
 
@@ -297,4 +304,4 @@ def apply(
     )
 
 
-__all__ = ["APPLY_HOOKS", "ServedApply", "apply", "stored_undecided"]
+__all__ = ["APPLY_HOOKS", "ServedApply", "apply", "stored_outcome", "stored_undecided"]

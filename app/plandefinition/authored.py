@@ -278,8 +278,9 @@ def _drop_relations_to_absent(actions: list[dict[str, Any]]) -> None:
     def every(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [a for item in items for a in (item, *every(item.get("action") or []))]
 
-    held = {a["id"] for a in every(actions) if isinstance(a.get("id"), str)}
-    for action in every(actions):
+    everyone = every(actions)
+    held = {a["id"] for a in everyone if isinstance(a.get("id"), str)}
+    for action in everyone:
         related = action.get("relatedAction")
         if related:
             kept = [r for r in related if r.get("actionId") in held]

@@ -236,9 +236,9 @@ def compile_plan(
     plan: Mapping[str, Any], where: str, served: Served | None = None
 ) -> tuple[str, str]:
     """The Turtle deployment deciding ``plan``'s applicability conditions, and its service id
-    (``served``: the service it is, else a ``patient-view`` service of its own to run on)."""
-    if served is not None:
-        refuse_timing(plan.get("action"), where)
+    (``served``: the service it is, else a ``patient-view`` service of its own to run on; a
+    served plan's start and stop conditions are refused before, by
+    ``app.plandefinition.services.compiled_service``)."""
     conditioned = _conditioned(plan.get("action"))
     properties: list[str] = []
     #: the resource types the conditions read (the subject's Patient, the encounter)
@@ -481,13 +481,8 @@ def decide(
     declared = deployment.ontology.services.values() if deployment.ontology else ()
     if any(t.key == "encounter" for s in declared for t in s.prefetch):
         # a condition reads the encounter: what the call knows of it
-        if encounter is not None:
-            kind, _, encounter_id = encounter.partition("/")
-            if kind != "Encounter" or not encounter_id:
-                raise ApplyRefused(
-                    400, "value", "encounter must be a reference to an Encounter", "encounter"
-                )
-            context["encounterId"] = encounter_id
+        if encounter is not None:  # an Encounter reference (checked when the call was read)
+            context["encounterId"] = encounter.removeprefix("Encounter/")
         prefetch["encounter"] = dict(found_encounter) if found_encounter is not None else None
     request = {
         "hook": "patient-view",

@@ -22,15 +22,14 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from app.cds.ahead import EXTENSION_KEY
 from app.cds.errors import RunFailed, StoreUnavailable
 from app.deployments import Deployment, Deployments, load_deployments, of_run
 from app.errors import NotFound
+from app.plandefinition.apply import stored_outcome
 from app.plandefinition.conditions import plan_file
 from app.store.compiled_plans import compiled_plan_text, keep_compiled_plan
-from app.store.db import describe_error, session_scope
+from app.store.db import describe_error
 from app.store.models import Run
-from app.store.repo import get_run
 from app.tools.packaged import PackagedTools
 
 log = logging.getLogger("horismos.plandefinition")
@@ -56,11 +55,8 @@ class StoredPlanRuns:
         except SQLAlchemyError as exc:  # said as a hook run's unreachable store is: a 503
             raise _unavailable(exc) from None
         response = from_thread.run(self.answer, service_id, request, Deployments([deployment]))
-        run_id = ((response.get("extension") or {}).get(EXTENSION_KEY) or {}).get("runId")
         try:
-            with session_scope(self.engine) as session:
-                row = get_run(session, run_id) if isinstance(run_id, str) else None
-                outcome = dict(row.outcome or {}) if row is not None else {}
+            outcome = stored_outcome(self.engine, response) or {}
         except SQLAlchemyError as exc:
             raise _unavailable(exc) from None
         if "runId" not in outcome:

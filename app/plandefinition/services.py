@@ -207,12 +207,21 @@ def _service(
             f"its trigger names {hook!r}, not a CDS Hooks hook",
             "PlanDefinition.action.trigger",
         )
-    refuse_timing(plan.get("action"))  # before the cards' own checks: the first reason
+    deployment: Deployment
+    [deployment] = list(
+        load_deployments([plan_file(compiled_service(plan, hook, definitions))], packaged)
+    )
+    return deployment
+
+
+def compiled_service(plan: Mapping[str, Any], hook: str, definitions: DefinitionSource) -> str:
+    """The Turtle deployment serving ``plan`` as a CDS service on ``hook``, or the refusal
+    saying why a card cannot carry it: a start or stop condition first, then what ``$apply``
+    itself refuses, then the cards' own checks."""
+    refuse_timing(plan.get("action"))
     check_plan(plan)
     text, _service_id = compile_plan(plan, "PlanDefinition", served_as(plan, hook, definitions))
-    deployment: Deployment
-    [deployment] = list(load_deployments([plan_file(text)], packaged))
-    return deployment
+    return text
 
 
 def plan_services(definitions: Definitions, packaged: PackagedTools) -> list[Deployment]:
