@@ -12,7 +12,7 @@ the writes to the EHR that were possible and did not succeed, and the refused in
 A suggestion's resource comes from the graph: the premises of the decision's own justifications
 reached through the cited property, mapped back to the FHIR resource each instance was read from,
 never from generated text. The service's ``horis:systemAction`` declarations cite resources the
-same way (``build_system_actions``). A suggestion with ``horis:alternative`` carries the cited
+same way (``app.cds.system_actions``). A suggestion with ``horis:alternative`` carries the cited
 draft order with the declared alternative swapped in (``app.cds.suggestions``).
 """
 
@@ -122,7 +122,7 @@ def _label(ontology: Ontology, iri: str) -> str:
     return humanise(local_name(iri))
 
 
-def _matches(decl: CardDecl | SystemActionDecl, world: World, run: RunView) -> bool:
+def matches(decl: CardDecl | SystemActionDecl, world: World, run: RunView) -> bool:
     if decl.terminal is not None and local_name(decl.terminal) != run.terminal:
         return False
     return not decl.when or world.holds(run.focus_id, decl.when)
@@ -281,7 +281,7 @@ def cited_action(
     return None
 
 
-def _unknown(world: World, focus_id: str, when: Sequence[Condition]) -> bool:
+def unknown_in(world: World, focus_id: str, when: Sequence[Condition]) -> bool:
     """Whether a condition of ``when`` reads a property the focus has no value of."""
     return any(world.value(focus_id, c.path[0]) is None for c in when)
 
@@ -299,7 +299,7 @@ def _suggestions(
     could have made and did not (its conditions unknown, its request not buildable)."""
     label = fill(decl.label)
     if decl.when and not world.holds(run.focus_id, decl.when):
-        if _unknown(world, run.focus_id, decl.when):
+        if unknown_in(world, run.focus_id, decl.when):
             notes.append(f"Not offered, not checked: {label} (the record lacks what it reads).")
         return []
     if decl.action_type == "none":  # acknowledged: it changes no record
@@ -495,7 +495,7 @@ def declared_cards(
     cards: list[tuple[CardDecl, dict[str, Any]]] = []
     run_detail: str | None = None
     for decl in sorted(service.cards, key=lambda d: d.order):
-        if not _matches(decl, world, run):
+        if not matches(decl, world, run):
             continue
         if run_detail is None:
             run_detail = _detail(ontology, workflow, world, run)
@@ -564,19 +564,3 @@ def _orders_of(
             if s.cites is not None:
                 refs.update(dict.fromkeys(cited_resources(world, workflow, run.focus_id, s.cites)))
     return [ref for ref in refs if ref in run.drafts]
-
-
-def build_system_actions(
-    *, service: CdsServiceDef, workflow: WorkflowDef, world: World, run: RunView
-) -> list[dict[str, Any]]:
-    """The response's ``systemActions``: for every matching ``horis:systemAction``, in document
-    order, one action per resource the decision's proof cites (duplicates dropped)."""
-    out: list[dict[str, Any]] = []
-    for decl in sorted(service.system_actions, key=lambda d: d.order):
-        if decl.cites is None or not _matches(decl, world, run):
-            continue
-        for ref in cited_resources(world, workflow, run.focus_id, decl.cites):
-            action = cited_action(decl.action_type, decl.description, ref, run.resources)
-            if action is not None and action not in out:
-                out.append(action)
-    return out

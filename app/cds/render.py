@@ -10,7 +10,7 @@ under which declaration and rules, for feedback and analytics to be stored again
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import tzinfo
 from typing import Any
 
@@ -20,13 +20,13 @@ from app.cds.card_parts import unread_order_cards
 from app.cds.cards import (
     ProofCache,
     RunView,
-    build_system_actions,
     declared_cards,
 )
 from app.cds.errors import RunFailed
 from app.cds.issued import card_issues, rule_names
 from app.cds.response_check import check_response
 from app.cds.run_story import by_reference, context_resources, detours, failed_actions, narration
+from app.cds.system_actions import build_system_actions
 from app.cds.unsent import unsent_notices
 from app.plandefinition.declared import call_refs
 from app.runtime.outcome import Outcome
@@ -79,6 +79,13 @@ def render(
         refs=call_refs(req.context),
         now=world.now,
     )
+    # the requests sent without the clinician first: one not sent is said on every card
+    unsent: list[str] = []
+    actions = build_system_actions(
+        service=service, workflow=workflow, world=world, run=view, notes=unsent
+    )
+    if unsent:
+        view = replace(view, notices=[*view.notices, *unsent])
     proofs = ProofCache(world, focus_id, workflow.decides, outcome.proof)
     # while a drug is being chosen (order-select), an order that names none yet has nothing to
     # check: no card (its note stays on the run); signed so, it is said
@@ -105,7 +112,6 @@ def render(
     if proof is None and workflow.decides is not None and declared:
         proof = dict(proofs.of(workflow.decides))
     response: dict[str, Any] = {"cards": cards}
-    actions = build_system_actions(service=service, workflow=workflow, world=world, run=view)
     if actions:
         response["systemActions"] = actions
     response["extension"] = {EXTENSION_KEY: _extension(outcome)}

@@ -390,9 +390,16 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
             self.inputs.refused(self.o.properties[prop], source_of(r).reference, why)
         return known
 
+    def _is_user(self, r: Mapping[str, Any]) -> bool:
+        """Whether ``r`` is the hook's user (``context.userId``): about no patient, and read for
+        the call it acts in (a plan's condition on ``%practitioner``)."""
+        return self.context.get("userId") == f"{r.get('resourceType')}/{r.get('id')}"
+
     def _check_subject(self, r: Mapping[str, Any], prop: str | None) -> bool:
         focus = f"{FOCUS_TYPE}/{self.focus_id}"
         whom = about(r)
+        if whom is None and self._is_user(r):
+            return True
         ok = whom is not None and refers_to(whom, focus)
         if not ok and whom is not None and whom in self._by_url:
             target = self._by_url[whom]  # a Bundle entry's fullUrl, as transactions write them
@@ -432,7 +439,9 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
     def _is_about_focus_quietly(self, r: Mapping[str, Any]) -> bool:
         whom = about(r)
         focus = f"{FOCUS_TYPE}/{self.focus_id}"
-        return whom is not None and (refers_to(whom, focus) or whom == self.focus_id)
+        if whom is None:
+            return self._is_user(r)
+        return refers_to(whom, focus) or whom == self.focus_id
 
     def run(self, texts: Iterable[TextSource]) -> Hydration:
         texts = tuple(texts)

@@ -106,7 +106,14 @@ class LiteralReading:
             if not self._about_focus(r, prop.iri):
                 continue
             for node, origin in self._linked(m, r, targets, prop):
-                values = evaluate(node, m.fhir_path)
+                try:
+                    values = evaluate(node, m.fhir_path)
+                except Exception as exc:  # the engine's error: said, not raised
+                    # the FHIRPath engine cannot evaluate the reading on this record (a value
+                    # of another type than the expression compares with): refused, named
+                    why = f"its reading ({m.fhir_path}) cannot be evaluated on it: {exc}"
+                    self.inputs.refused(prop, source_of(r).reference, why)
+                    continue
                 if not values and (other := other_value(node, m.fhir_path)) is not None:
                     values = [other]  # a number written another way: parsed, or refused
                 if not values and node is r and values_in_components(r, m.fhir_path):

@@ -474,6 +474,7 @@ class FlowCompiler(ServicePartsCompiler):
             action_type=self._action_type(node),
             description=self.string(node, H("description"), required=True) or "",
             cites=self.ref(node, H("cites"), r.one(node, H("cites")), ("property",)),
+            activity=self.string(node, H("activity")),
             when=self.conditions(node, H("when")),
             terminal=self._edge(node, "terminal"),
             order=order,

@@ -184,12 +184,25 @@ class ServiceChecker(ForEachChecker):
     def _system_action(self, s: CdsServiceDef, w: WorkflowDef, a: SystemActionDecl) -> None:
         where = f"horis:systemAction[{a.order + 1}]"
         self._match(s, w, a.terminal, a.when, where)
+        if a.activity is not None:
+            for problem in activity_problems(a.activity):
+                self.add("service", s.iri, f"horis:activity: {problem}", where)
+            if a.action_type != "create" or a.cites is not None:
+                self.add(
+                    "service",
+                    s.iri,
+                    "a system action with horis:activity creates the request it defines: "
+                    'actionType "create", without horis:cites',
+                    where,
+                )
+            return
         if a.action_type == "create":
             self.add(
                 "service",
                 s.iri,
                 'a "create" system action needs a new resource, which the service cannot build '
-                'from the graph: use "delete" or "update" with horis:cites P',
+                "from the graph: declare the request it creates (horis:activity), or use "
+                '"delete" or "update" with horis:cites P',
                 where,
             )
             return

@@ -124,18 +124,22 @@ class CardDecl:
 @dataclass(frozen=True, kw_only=True)
 class SystemActionDecl:
     """``horis:systemAction [ horis:when [ … ] | horis:terminal S ; horis:actionType "delete" ;
-    horis:description "…" ; horis:cites P ]`` on a CDS service.
+    horis:description "…" ; horis:cites P ]`` on a CDS service, or one creating a request
+    ``[ horis:actionType "create" ; horis:description "…" ; horis:activity "…" ]``.
 
     Matched like a card (``terminal`` and ``when`` both hold when given) after the run ends; a
     matching declaration yields one CDS Hooks Action in the response's ``systemActions`` per
     resource the decision's proof reaches through ``cites`` (the FHIR source of the cited
     instance, never generated text). ``delete`` carries ``resourceId``; ``update`` carries
     ``resourceId`` and the resource as it was read (the service builds no changed content).
+    With ``activity`` (an ActivityDefinition, as on a suggestion): one ``create`` action, the
+    request it defines built for the call's patient (``app.plandefinition.declared``).
     """
 
     action_type: ActionType
     description: str
     cites: str | None = None
+    activity: str | None = None  # horis:activity: the request a create builds
     when: tuple[Condition, ...] = ()
     terminal: str | None = None
     order: int = 0

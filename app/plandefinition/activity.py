@@ -30,7 +30,7 @@ import copy
 import re
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -47,6 +47,7 @@ from app.ontology.request_kinds import (
     check_activity,
     refuse_other_languages,
 )
+from app.plandefinition.condition_values import typed_entries
 from app.plandefinition.endpoint import Fetch
 from app.plandefinition.refusals import ApplyRefused, parameters
 
@@ -270,6 +271,9 @@ class Call:
     found: dict[str, dict[str, Any]]
     user: dict[str, Any]
     when: datetime
+    #: each ``parameters`` entry by name: the key its value is under and the value
+    #: (``app.plandefinition.condition_values``: what an applicability condition reads)
+    parameters: dict[str, tuple[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -325,7 +329,13 @@ class Call:
             # what the caller sent stands: only the references it did not send are read
             wanted = [ref for ref in refs.values() if ref is not None and ref not in found]
             found = {**fetch(given, wanted), **found}
-        return cls(refs=refs, found=found, user=user, when=at or datetime.now(UTC))
+        return cls(
+            refs=refs,
+            found=found,
+            user=user,
+            when=at or datetime.now(UTC),
+            parameters=typed_entries(extra),
+        )
 
     def reference(self, name: str) -> dict[str, str] | None:
         ref = self.refs.get(name)

@@ -14,6 +14,8 @@ become the RequestGroup's actions:
   links, ``selectionBehavior`` as the card's;
 - each suggestion a child action (``type`` create, update or remove), the resource it would
   create or update in the Bundle and referenced from the action;
+- each of the answer's ``systemActions`` (sent without the clinician) an action with
+  ``requiredBehavior`` must, after the cards' (its resource in the Bundle, or the one it names);
 - the decision (or the inputs that kept the run from deciding) in the RequestGroup's
   ``extension``.
 
@@ -92,26 +94,33 @@ def _action(card: Mapping[str, Any], generated: list[dict[str, Any]]) -> dict[st
     )
     if docs:
         action["documentation"] = docs
-    children = []
-    for s in card.get("suggestions") or ():
-        for a in s.get("actions") or [{}]:
-            child: dict[str, Any] = {"title": s["label"]}
-            if a.get("description"):
-                child["description"] = a["description"]
-            if a.get("type") in ACTION_TYPE:
-                code = ACTION_TYPE[a["type"]]
-                child["type"] = {"coding": [{"system": ACTION_TYPES, "code": code}]}
-            resource = a.get("resource")
-            if isinstance(resource, dict) and resource.get("resourceType"):
-                made = {**resource, "id": resource.get("id") or str(uuid.uuid4())}
-                generated.append(made)
-                child["resource"] = {"reference": f"{made['resourceType']}/{made['id']}"}
-            elif isinstance(a.get("resourceId"), str):
-                child["resource"] = {"reference": a["resourceId"]}
-            children.append(child)
+    children = [
+        _request(a, generated, {"title": s["label"]})
+        for s in card.get("suggestions") or ()
+        for a in s.get("actions") or [{}]
+    ]
     if children:
         action["selectionBehavior"] = card.get("selectionBehavior", "any")
         action["action"] = children
+    return action
+
+
+def _request(
+    a: Mapping[str, Any], generated: list[dict[str, Any]], action: dict[str, Any]
+) -> dict[str, Any]:
+    """``action`` with what the CDS Hooks Action ``a`` does: its description, type and the
+    resource it creates (added to ``generated``, for the Bundle) or names."""
+    if a.get("description"):
+        action["description"] = a["description"]
+    if a.get("type") in ACTION_TYPE:
+        action["type"] = {"coding": [{"system": ACTION_TYPES, "code": ACTION_TYPE[a["type"]]}]}
+    resource = a.get("resource")
+    if isinstance(resource, dict) and resource.get("resourceType"):
+        made = {**resource, "id": resource.get("id") or str(uuid.uuid4())}
+        generated.append(made)
+        action["resource"] = {"reference": f"{made['resourceType']}/{made['id']}"}
+    elif isinstance(a.get("resourceId"), str):
+        action["resource"] = {"reference": a["resourceId"]}
     return action
 
 
@@ -160,6 +169,11 @@ class ServedApply:
         if self.encounter:
             group["encounter"] = {"reference": f"Encounter/{self.encounter}"}
         actions = [_action(card, generated) for card in response.get("cards") or ()]
+        # what the service sends without the clinician: an action no one may leave out
+        actions += [
+            _request(a, generated, {"requiredBehavior": "must"})
+            for a in response.get("systemActions") or ()
+        ]
         if actions:
             group["action"] = actions
         bundle = {

@@ -9,9 +9,12 @@ replay:
 
 - each condition is a boolean property of the patient read from the Patient resource by its
   FHIRPath expression (``%subject.`` removed: the expression is evaluated on the subject), or
-  from the call's Encounter for one reading ``%encounter.`` (the compiled service declaring the
-  ``encounter`` prefetch), so a resource without the element it reads leaves the condition
-  **unknown**, never false;
+  from the call's Encounter (``%encounter.``) or Practitioner (``%practitioner.``, the hook's
+  user), the compiled service declaring their prefetch, so a resource without the element it
+  reads leaves the condition **unknown**, never false; each ``$apply`` parameter it reads
+  (``%name``) is written into it as a literal of the call's value
+  (``app.plandefinition.condition_reads``, ``app.plandefinition.condition_values``), so the
+  compiled deployment kept for replay says which value decided;
 - each action with conditions has an ``applies`` property: true when every condition is true,
   false when one is false (two rules each);
 - the workflow decides ``plan`` once every ``applies`` is assigned; a run that cannot (an
@@ -22,12 +25,10 @@ action, after ``$apply``: it is not decided here but carried onto the RequestGro
 written (``app.plandefinition.authored``), and refused on a plan served as a CDS service (a card
 has no place for it).
 
-What is refused, with the condition named: an expression not in FHIRPath, one that reads
-anything but the subject or the encounter (another ``%variable``, both in one condition,
-``%subject`` or ``%encounter`` inside a function's argument), one
-that reads the clock (``now()``, ``today()``, ``timeOfDay()``: its answer would change on
-replay), and a compiled deployment that does not verify (an element R4 does not define, for
-instance).
+What is refused, with the condition named: an expression not in FHIRPath, one reading what
+``app.plandefinition.condition_reads`` does not compile (another variable, two call resources
+in one condition, the clock …), and a compiled deployment that does not verify (an element R4
+does not define, for instance).
 """
 
 from __future__ import annotations
@@ -44,16 +45,14 @@ from typing import Any, Protocol
 from rdflib import Literal
 
 from app.deployments import Deployment, load_deployments
-from app.ontology.hooks import HOOKS
 from app.ontology.request_kinds import FHIRPATH
-from app.plandefinition.activity import STRING_LITERAL, VARIABLE
 from app.plandefinition.apply import APPLY_USER
+from app.plandefinition.condition_reads import call_templates, reading
 from app.plandefinition.refusals import ApplyRefused
 from app.tools.packaged import PackagedTools
 
 #: The IRI an authored plan's compiled deployment has, before the digest of its text.
 COMPILED_PLAN = "https://horismos.dev/compiled-plan/"
-_CLOCK = re.compile(r"\b(now|today|timeOfDay)\s*\(")
 _FOLDER: list[Path] = []  # this process's own folder of compiled plans, made when first needed
 
 
@@ -145,66 +144,6 @@ def has_conditions(plan: Mapping[str, Any]) -> bool:
     return bool(_conditioned(plan.get("action")))
 
 
-#: The prefetch template of the encounter a condition reads (``%encounter``).
-ENCOUNTER_TEMPLATE = "Encounter/{{context.encounterId}}"
-#: The call's resources a condition may read, and the resource type each is.
-CONDITION_RESOURCES = {"subject": "Patient", "encounter": "Encounter"}
-
-
-def _on_resource(expression: str, where: str) -> tuple[str, str]:
-    """The resource type a condition reads (the subject's Patient, or the encounter) and the
-    expression evaluated on that resource itself: each ``%subject.`` (or ``%encounter.``) that
-    starts a path at the top level removed, refused where that would change its meaning."""
-    # string literals masked (same length), so nothing inside one is read or rewritten
-    bare = STRING_LITERAL.sub(lambda m: "'" + "_" * (len(m.group(0)) - 2) + "'", expression)
-
-    def refuse(why: str) -> ApplyRefused:
-        return ApplyRefused(422, "not-supported", f"{where} {why} ({expression!r})", where)
-
-    if _CLOCK.search(bare):
-        raise refuse(
-            "reads the clock: its answer would change when the run is replayed; state the "
-            "date it compares with"
-        )
-    if re.search(r"\bsingle\s*\(", bare):
-        # the FHIRPath engine answers single() on several items with an error object that a
-        # comparison then reads as false: a confident no where the record has two values
-        raise refuse("uses single(), whose error on several values would read as false")
-    if "/*" in bare or "//" in bare or "`" in bare:
-        raise refuse("holds a comment or a quoted identifier, which this host does not compile")
-    depth = 0
-    cuts: list[tuple[int, str]] = []
-    for position, char in enumerate(bare):
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        elif char == "%":
-            match = VARIABLE.match(bare, position)
-            name = match.group(1) if match else ""
-            if (
-                name not in CONDITION_RESOURCES
-                or depth > 0
-                or not bare.startswith(f"%{name}.", position)
-            ):
-                raise refuse(
-                    f"reads {('%' + name) if name else 'a variable'} in a way this host does not "
-                    "compile: a condition here reads the subject or the encounter, as "
-                    "%subject.element or %encounter.element outside any parentheses"
-                )
-            cuts.append((position, name))
-    read = {name for _p, name in cuts}
-    if len(read) > 1:
-        raise refuse("reads both the subject and the encounter: write one condition for each")
-    name = read.pop() if read else "subject"
-    out, last = [], 0
-    for position, _name in cuts:
-        out.append(expression[last:position])
-        last = position + len(f"%{name}.")
-    out.append(expression[last:])
-    return CONDITION_RESOURCES[name], "".join(out)
-
-
 def turtle_literal(text: str) -> str:
     """``text`` as a Turtle string literal (rdflib's own escaping)."""
     return str(Literal(text).n3())
@@ -230,18 +169,27 @@ class Served:
     extra: str = ""
     #: prefetch templates beside ``patient`` (key, query)
     prefetch: tuple[tuple[str, str], ...] = ()
+    #: Turtle ``horis:systemAction`` nodes: the requests sent without the clinician
+    system_actions: tuple[str, ...] = ()
 
 
 def compile_plan(
-    plan: Mapping[str, Any], where: str, served: Served | None = None
+    plan: Mapping[str, Any],
+    where: str,
+    served: Served | None = None,
+    *,
+    values: Mapping[str, tuple[str, Any]] | None = None,
 ) -> tuple[str, str]:
     """The Turtle deployment deciding ``plan``'s applicability conditions, and its service id
     (``served``: the service it is, else a ``patient-view`` service of its own to run on; a
     served plan's start and stop conditions are refused before, by
-    ``app.plandefinition.services.compiled_service``)."""
+    ``app.plandefinition.services.compiled_service``). ``values``: the ``$apply`` call's
+    parameters (``app.plandefinition.condition_values.typed_entries``) its conditions read as
+    ``%name``; none given reads each as absent; a served plan's conditions read none."""
     conditioned = _conditioned(plan.get("action"))
     properties: list[str] = []
-    #: the resource types the conditions read (the subject's Patient, the encounter)
+    given = None if served is not None else (values or {})
+    #: the call resources the conditions read (the subject, the encounter, the practitioner)
     reads: set[str] = set()
     for path, element, action in conditioned:
         name = path.replace(".", "_")
@@ -258,16 +206,19 @@ def compile_plan(
                     f"{at}.kind",
                 )
             written = fhirpath_of(condition, at)
-            read_type, path_text = _on_resource(written, f"{at}.expression")
-            reads.add(read_type)
+            read = reading(written, f"{at}.expression", given)
+            reads.add(read.resource)
             conditions.append(f":condition_{name}_{j}")
+            said = f"{title}: {written}"
+            if read.parameters:  # the values the call gave: which ones decided
+                said += " (" + ", ".join(f"%{n} = {v[1:-1]}" for n, v in read.parameters) + ")"
             properties.append(
                 f""":condition_{name}_{j} a horis:Property ;
-    rdfs:label {turtle_literal(f"{title}: {written}")} ;
+    rdfs:label {turtle_literal(said)} ;
     horis:domain :Patient ; horis:range xsd:boolean ; horis:cardinality "0..1" ;
     horis:absentMeans horis:Unknown ;
-    horis:fromFhir [ horis:resourceType {turtle_literal(read_type)} ;
-                     horis:fhirPath {turtle_literal(path_text)} ] ."""
+    horis:fromFhir [ horis:resourceType {turtle_literal(read.resource_type)} ;
+                     horis:fhirPath {turtle_literal(read.path)} ] ."""
             )
         whens = " ".join(f"[ horis:property {c} ; horis:is true ]" for c in conditions)
         properties.append(
@@ -306,34 +257,14 @@ def compile_plan(
     )
     joined = " ,\n               ".join(served.cards) if served else ""
     cards = f" ;\n    horis:card {joined}" if joined else ""
+    if served and served.system_actions:
+        cards += " ;\n    horis:systemAction " + " ,\n               ".join(served.system_actions)
     if served and served.documentation:
         cards = f" ;\n    horis:documentation {turtle_literal(served.documentation)}{cards}"
     extra = served.extra if served else ""
-    templates = list(served.prefetch if served else ())
-    searches = [
-        key
-        for key, query in templates
-        if query != ENCOUNTER_TEMPLATE and re.split(r"[/?]", query, maxsplit=1)[0] == "Encounter"
-    ]
-    if "Encounter" in reads and searches:
-        # hydration reads every Encounter the call carries: the condition could read another
-        raise ApplyRefused(
-            422,
-            "not-supported",
-            f"{where} has a condition reading %encounter beside an input that reads encounters "
-            f"({searches[0]}): the condition could read another encounter than the call's",
-            f"{where}.action.input",
-        )
-    if "Encounter" in reads and all(key != "encounter" for key, _q in templates):
-        if served is not None and "encounterId" not in {f.name for f in HOOKS.get(served.hook, ())}:
-            raise ApplyRefused(
-                422,
-                "not-supported",
-                f"{where} has a condition reading %encounter, and its hook {served.hook} names "
-                "no encounter",
-                f"{where}.action.condition",
-            )
-        templates.append(("encounter", ENCOUNTER_TEMPLATE))
+    templates = call_templates(
+        list(served.prefetch if served else ()), reads, served.hook if served else None, where
+    )
     prefetch = "".join(
         f" ,\n        [ horis:key {turtle_literal(key)} ; horis:query {turtle_literal(query)} ]"
         for key, query in templates
@@ -451,13 +382,16 @@ def decide(
     packaged: PackagedTools,
     where: str,
     encounter: str | None = None,
-    found_encounter: Mapping[str, Any] | None = None,
+    found: Mapping[str, Mapping[str, Any]] | None = None,
+    values: Mapping[str, tuple[str, Any]] | None = None,
 ) -> Decided:
     """Run ``plan``'s conditions for ``subject`` (``Patient/id``), ``patient`` its resource
     from the ``data`` Bundle, as a hook call would, recorded as one (``runs``); ``encounter``
-    (``Encounter/id``) and ``found_encounter`` its resource, for conditions reading it (an
-    encounter not given, or not in the data, leaves them unknown: named, never false)."""
-    text, service = compile_plan(plan, where)
+    (``Encounter/id``) and ``practitioner`` (``Practitioner/id``) for conditions reading them,
+    their resources in ``found`` (the call's resources by reference: one not given, or not in
+    the data, leaves the conditions reading it unknown, named, never false); ``values`` the
+    call's parameters the conditions read as ``%name``."""
+    text, service = compile_plan(plan, where, values=values)
     deployment = _deployment(text, packaged, where)
     kind, _, patient_id = subject.partition("/")
     if kind != "Patient":
@@ -479,11 +413,19 @@ def decide(
     context = {"patientId": patient_id, "userId": user}
     prefetch: dict[str, Any] = {"patient": dict(patient)}
     declared = deployment.ontology.services.values() if deployment.ontology else ()
-    if any(t.key == "encounter" for s in declared for t in s.prefetch):
+    keys = {t.key for s in declared for t in s.prefetch}
+    resources = found or {}
+    if "encounter" in keys:
         # a condition reads the encounter: what the call knows of it
         if encounter is not None:  # an Encounter reference (checked when the call was read)
             context["encounterId"] = encounter.removeprefix("Encounter/")
-        prefetch["encounter"] = dict(found_encounter) if found_encounter is not None else None
+        given = resources.get(encounter) if encounter else None
+        prefetch["encounter"] = dict(given) if given is not None else None
+    if "practitioner" in keys:
+        # a condition reads the practitioner: the call's, when it is a Practitioner
+        mine = user != APPLY_USER and user.startswith("Practitioner/")
+        given = resources.get(user) if mine else None
+        prefetch["practitioner"] = dict(given) if given is not None else None
     request = {
         "hook": "patient-view",
         "hookInstance": str(uuid.uuid4()),

@@ -54,7 +54,8 @@ def _decider(call: Call, runs: PlanRuns, packaged: PackagedTools) -> Decider:
         packaged=packaged,
         where=where,
         encounter=encounter,
-        found_encounter=call.found.get(encounter) if encounter else None,
+        found=call.found,
+        values=call.parameters,
     )
 
 

@@ -23,7 +23,8 @@ A plan that cannot be served — logic in CQL, a trigger naming no CDS Hooks hoo
 that do not compile — is a refused deployment, named by ``/readyz`` and
 ``horismos deployments`` like a Turtle deployment that does not verify; the others serve.
 A card's suggestions are its action's requests and child actions
-(``app.plandefinition.suggestions``), built for the patient when the card is.
+(``app.plandefinition.suggestions``), built for the patient when the card is; those the
+clinician may not leave out (``requiredBehavior`` must) are the response's ``systemActions``.
 """
 
 from __future__ import annotations
@@ -106,7 +107,24 @@ def served_as(plan: Mapping[str, Any], hook: str, definitions: DefinitionSource)
     title = str(plan.get("title") or plan.get("name") or plan["id"])
     offered, reads = card_suggestions(plan, definitions)
     cards = []
+    actions = []
     for i, (action, suggestions) in enumerate(zip(plan.get("action") or (), offered, strict=True)):
+        for description, activity, child in suggestions.system:
+            # sent when its card shows: its action applies (and, a child, it applies too)
+            whens = [f"applies_{i}"] if action.get("condition") else []
+            whens += [f"applies_{child}"] if child is not None else []
+            actions.append(
+                "[ "
+                + " ;\n                 ".join(
+                    [
+                        'horis:actionType "create"',
+                        f"horis:description {turtle_literal(description)}",
+                        f"horis:activity {turtle_literal(activity)}",
+                        *(f"horis:when [ horis:property :{w} ; horis:is true ]" for w in whens),
+                    ]
+                )
+                + " ]"
+            )
         summary = inert(
             action.get("title") or action.get("description") or title, SUMMARY_MAX_LENGTH
         )
@@ -146,6 +164,7 @@ def served_as(plan: Mapping[str, Any], hook: str, definitions: DefinitionSource)
         title=inert(title),
         description=inert(plan.get("description") or title),
         cards=tuple(cards),
+        system_actions=tuple(actions),
         prefetch=plan_prefetch(plan, hook, reads),
     )
 

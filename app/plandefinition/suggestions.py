@@ -12,6 +12,11 @@ A card is a top-level action (``app.plandefinition.services``). Its suggestions,
   definition (the clinician acknowledges it); a child with applicability conditions is offered
   only when the rules decide they hold (unknown: not offered, and the card says so).
 
+An action the clinician may not leave out (``requiredBehavior`` must: the top-level action's
+own definition, or a child's) is not a suggestion the clinician could decline: its request is
+one of the service's ``systemActions`` (``app.cds.system_actions``), sent when its card shows
+and, a child with conditions, when they hold.
+
 The action's ``selectionBehavior`` becomes what CDS Hooks allows (``at-most-one`` or ``any``):
 ``any`` and ``one-or-more`` → ``any`` (a client cannot require one); ``at-most-one`` and
 ``exactly-one`` → ``at-most-one``; ``all`` and ``all-or-none`` → **one** suggestion holding every
@@ -43,6 +48,7 @@ from app.ontology._fhir_model import is_resource_type
 from app.ontology.card_text import inert
 from app.ontology.hooks import HOOKS
 from app.plandefinition.activity import CALL_RESOURCES, check_activity, variables
+from app.plandefinition.condition_reads import ENCOUNTER_TEMPLATE, PRACTITIONER_TEMPLATE
 from app.plandefinition.conditions import turtle_literal
 from app.plandefinition.library import DefinitionSource, resolve
 from app.plandefinition.refusals import ApplyRefused
@@ -69,6 +75,10 @@ class CardSuggestions:
     nodes: tuple[str, ...] = ()
     selection: str | None = None
     reads: frozenset[str] = frozenset()
+    #: the requests the system sends (``requiredBehavior`` must): (description, its
+    #: ``horis:activity``, the ``applies`` property of the child it is, if a child with
+    #: conditions)
+    system: tuple[tuple[str, str, str | None], ...] = ()
 
 
 def _refused(message: str, element: str) -> ApplyRefused:
@@ -119,10 +129,15 @@ class _Builder:
     def card(self, action: Mapping[str, Any], index: int) -> CardSuggestions:
         where = f"PlanDefinition.action[{index}]"
         items: list[tuple[str, list[str], str | None]] = []  # label, activities, condition
+        #: what the clinician may not leave out (requiredBehavior must): sent by the system
+        system: list[tuple[str, str, str | None]] = []
         own = self.activity(action, where)
         if own is not None:
             label = _label(action) or f"Create the {json.loads(own)['activityDefinition']['kind']}"
-            items.append((label, [own], None))
+            if action.get("requiredBehavior") == "must":
+                system.append((label, own, None))
+            else:
+                items.append((label, [own], None))
         for j, child in enumerate(action.get("action") or ()):
             at = f"{where}.action[{j}]"
             if child.get("action"):
@@ -138,9 +153,12 @@ class _Builder:
                 )
             made = self.activity(child, at)
             condition = f"{index}_{j}" if child.get("condition") else None
-            items.append((named, [made] if made else [], condition))
+            if made is not None and child.get("requiredBehavior") == "must":
+                system.append((named, made, condition))
+            else:
+                items.append((named, [made] if made else [], condition))
         if not items:
-            return CardSuggestions()
+            return CardSuggestions(system=tuple(system))
         behavior = action.get("selectionBehavior")
         selection = SELECTION.get(behavior, "any") if isinstance(behavior, str) else "any"
         if selection is None:  # all, all-or-none: every request taken as one
@@ -170,7 +188,7 @@ class _Builder:
             if condition is not None:
                 parts.append(f"horis:when [ horis:property :applies_{condition} ; horis:is true ]")
             nodes.append("[ " + " ;\n                   ".join(parts) + " ]")
-        return CardSuggestions(nodes=tuple(nodes), selection=selection)
+        return CardSuggestions(nodes=tuple(nodes), selection=selection, system=tuple(system))
 
 
 def card_suggestions(
@@ -197,10 +215,10 @@ def plan_prefetch(
     """The prefetch templates beyond ``patient`` the served plan declares (key, query)."""
     out: list[tuple[str, str]] = []
     if "practitioner" in reads:
-        out.append(("practitioner", "Practitioner/{{userPractitionerId}}"))
+        out.append(("practitioner", PRACTITIONER_TEMPLATE))
     fields = {f.name for f in HOOKS.get(hook, ())}
     if "encounter" in reads and "encounterId" in fields:
-        out.append(("encounter", "Encounter/{{context.encounterId}}"))
+        out.append(("encounter", ENCOUNTER_TEMPLATE))
     taken = {"patient", *(key for key, _q in out)}
     for where, requirement in _inputs(plan.get("action"), "PlanDefinition"):
         kind = requirement.get("type")

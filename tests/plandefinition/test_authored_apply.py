@@ -147,7 +147,7 @@ def test_a_condition_the_data_cannot_answer_is_undecided_and_named(server: LiveS
     ("expression", "kind", "words"),
     [
         ("%subject.birthDate < today() - 18 years", "applicability", "reads the clock"),
-        ("%practitioner.active", "applicability", "%practitioner"),
+        ("%organization.active", "applicability", "%organization"),
         (
             "%subject.active and %encounter.status = 'finished'",
             "applicability",

@@ -99,6 +99,19 @@ def _definitions(folder: Path) -> None:
     ]
     inpatient["action"][0]["input"] = [{"type": "Encounter"}]  # every encounter of the patient
     (folder / "inpatient-only.json").write_text(json.dumps(inpatient))
+    for ident, expression in (
+        ("prescriber-led", "%practitioner.active = true"),  # the hook's user: served
+        ("given-cutoff", "%subject.birthDate < %cutoff"),  # an $apply parameter: refused
+    ):
+        conditioned = _trigger(copy.deepcopy(education))
+        conditioned.update(id=ident, url=f"http://example.org/PlanDefinition/{ident}")
+        conditioned["action"][0]["condition"] = [
+            {
+                "kind": "applicability",
+                "expression": {"language": "text/fhirpath", "expression": expression},
+            }
+        ]
+        (folder / f"{ident}.json").write_text(json.dumps(conditioned))
     clash = _trigger(copy.deepcopy(education))
     clash.update(id="horismos-triage", url="http://example.org/PlanDefinition/clash")
     (folder / "clash.json").write_text(json.dumps(clash))
@@ -177,6 +190,34 @@ def test_the_collections_discharge_plan_answers_with_its_card(client: TestClient
     patient = {"resourceType": "Patient", "id": "d"}
     body = _call(client, "DischargeInstructionsPlan", patient, practitioner=practitioner)
     assert _cards(body) == [("info", "Send message with discharge instructions")]
+
+
+def test_a_served_plans_condition_reads_the_user_and_no_apply_parameter(
+    client: TestClient,
+) -> None:
+    """%practitioner in a served plan's condition is the hook's user, prefetched: an active
+    prescriber sees the card, an inactive one does not, and a record that does not say leaves
+    the condition unknown (a not-checked card), never false. A condition reading an $apply
+    parameter cannot be served: a hook call gives none."""
+    listed = {s["id"]: s for s in client.get("/cds-services").json()["services"]}
+    assert listed["prescriber-led"]["prefetch"]["practitioner"] == (
+        "Practitioner/{{userPractitionerId}}"
+    )
+    patient = {"resourceType": "Patient", "id": "e"}
+    active = {"resourceType": "Practitioner", "id": "p1", "active": True}
+    shown = _call(client, "prescriber-led", patient, practitioner=active)
+    assert _cards(shown) == [("info", "CKD Patient Education")]
+    inactive = _call(client, "prescriber-led", patient, practitioner={**active, "active": False})
+    assert _cards(inactive) == []
+    unsaid = {"resourceType": "Practitioner", "id": "p1"}
+    unknown = _call(client, "prescriber-led", patient, practitioner=unsaid)
+    assert _cards(unknown) == [("warning", "PlanDefinition CKDEducationPlan: not checked")]
+
+    assert "given-cutoff" not in listed
+    deployments = client.get("/deployments").json()["deployments"]
+    [cutoff] = [d for d in deployments if d["id"] == "plandefinition-given-cutoff"]
+    assert cutoff["status"] == "refused"
+    assert "%cutoff, a parameter of $apply" in json.dumps(cutoff["problems"])
 
 
 def test_a_plan_that_cannot_be_served_is_refused_and_named(client: TestClient) -> None:

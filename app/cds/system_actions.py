@@ -1,0 +1,57 @@
+"""The response's ``systemActions``: what a CDS service asks the EHR to do without the
+clinician, from its ``horis:systemAction`` declarations matched against the finished run — an
+action on each resource the decision's proof cites (``update``, ``delete``), or the request a
+declaration's ``horis:activity`` defines, built for the call's patient (``create``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.cds.cards import RunView, cited_action, cited_resources, matches, unknown_in
+from app.ontology.model import CdsServiceDef, WorkflowDef
+from app.plandefinition.declared import created_request
+from app.world.world import World
+
+
+def build_system_actions(
+    *,
+    service: CdsServiceDef,
+    workflow: WorkflowDef,
+    world: World,
+    run: RunView,
+    notes: list[str] | None = None,
+) -> list[dict[str, Any]]:
+    """The response's ``systemActions``: for every matching ``horis:systemAction``, in document
+    order, one action per resource the decision's proof cites (duplicates dropped), or the
+    request its ``horis:activity`` defines; ``notes`` gets a sentence for each request not sent
+    (its conditions unknown, or the request not buildable for this call)."""
+    out: list[dict[str, Any]] = []
+    for decl in sorted(service.system_actions, key=lambda d: d.order):
+        if decl.activity is not None:
+            if not matches(decl, world, run):
+                if notes is not None and decl.when and unknown_in(world, run.focus_id, decl.when):
+                    notes.append(
+                        f"Not sent, not checked: {decl.description} (the record lacks what "
+                        "it reads)."
+                    )
+                continue
+            made, why = created_request(
+                decl.activity, refs=run.refs, resources=run.resources, now=run.now
+            )
+            if made is not None:
+                out.append({"type": "create", "description": decl.description, "resource": made})
+            elif notes is not None:
+                notes.append(
+                    f"Not sent: {decl.description} (its request could not be built: {why})."
+                )
+            continue
+        if decl.cites is None or not matches(decl, world, run):
+            continue
+        for ref in cited_resources(world, workflow, run.focus_id, decl.cites):
+            action = cited_action(decl.action_type, decl.description, ref, run.resources)
+            if action is not None and action not in out:
+                out.append(action)
+    return out
+
+
+__all__ = ["build_system_actions"]
