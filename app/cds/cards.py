@@ -281,7 +281,7 @@ def cited_action(
     return None
 
 
-def unknown_in(world: World, focus_id: str, when: Sequence[Condition]) -> bool:
+def _unknown(world: World, focus_id: str, when: Sequence[Condition]) -> bool:
     """Whether a condition of ``when`` reads a property the focus has no value of."""
     return any(world.value(focus_id, c.path[0]) is None for c in when)
 
@@ -299,7 +299,7 @@ def _suggestions(
     could have made and did not (its conditions unknown, its request not buildable)."""
     label = fill(decl.label)
     if decl.when and not world.holds(run.focus_id, decl.when):
-        if unknown_in(world, run.focus_id, decl.when):
+        if _unknown(world, run.focus_id, decl.when):
             notes.append(f"Not offered, not checked: {label} (the record lacks what it reads).")
         return []
     if decl.action_type == "none":  # acknowledged: it changes no record

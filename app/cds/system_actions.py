@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.cds.cards import RunView, cited_action, cited_resources, matches, unknown_in
+from app.cds.cards import RunView, cited_action, cited_resources, matches
 from app.ontology.model import CdsServiceDef, WorkflowDef
 from app.plandefinition.declared import created_request
 from app.world.world import World
@@ -29,7 +29,11 @@ def build_system_actions(
     for decl in sorted(service.system_actions, key=lambda d: d.order):
         if decl.activity is not None:
             if not matches(decl, world, run):
-                if notes is not None and decl.when and unknown_in(world, run.focus_id, decl.when):
+                # said only when an unknown condition kept it back: one decided false (its
+                # card not shown, its action not applying) would never have sent it
+                pending = [c for c in decl.when if not world.holds(run.focus_id, (c,))]
+                unknown = all(world.value(run.focus_id, c.path[0]) is None for c in pending)
+                if notes is not None and pending and unknown:
                     notes.append(
                         f"Not sent, not checked: {decl.description} (the record lacks what "
                         "it reads)."

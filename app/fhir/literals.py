@@ -8,6 +8,7 @@ own properties (``app.fhir.instances``) assert their values through it too.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
@@ -34,6 +35,8 @@ from app.ontology.model import XSD, FhirMapping, PropertyDef
 from app.ucum import UnitError, annotations_of, convert
 from app.ucum import display as unit_display
 from app.world.facts import Assert, Source, Violation, ViolationCode
+
+log = logging.getLogger("horismos.hydration")
 
 if TYPE_CHECKING:
     from app.fhir.codes import CodeClassifier
@@ -110,7 +113,15 @@ class LiteralReading:
                     values = evaluate(node, m.fhir_path)
                 except Exception as exc:  # the engine's error: said, not raised
                     # the FHIRPath engine cannot evaluate the reading on this record (a value
-                    # of another type than the expression compares with): refused, named
+                    # of another type than the expression compares with): refused, named on
+                    # the run's record, and logged whole (it may be an engine's own bug)
+                    log.warning(
+                        "reading %s of %s failed on %s",
+                        m.fhir_path,
+                        prop.name,
+                        r.get("id"),
+                        exc_info=True,
+                    )
                     why = f"its reading ({m.fhir_path}) cannot be evaluated on it: {exc}"
                     self.inputs.refused(prop, source_of(r).reference, why)
                     continue

@@ -21,11 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.ontology.hooks import HOOKS
-from app.plandefinition.activity import STRING_LITERAL, VARIABLE
+from app.plandefinition.activity import STRING_LITERAL
 from app.plandefinition.condition_values import RESERVED, literal
 from app.plandefinition.refusals import ApplyRefused
 
 _CLOCK = re.compile(r"\b(now|today|timeOfDay)\s*\(")
+#: A FHIRPath external constant: ``%name`` or ``%`any name```
+_CONSTANT = re.compile(r"%(?:`([^`]+)`|([A-Za-z_][A-Za-z0-9_]*))")
 
 
 #: The prefetch template of each call resource a condition reads beside the subject
@@ -90,8 +92,8 @@ def reading(expression: str, where: str, values: Mapping[str, tuple[str, Any]] |
         elif char == "`":
             raise refuse("holds a quoted identifier, which this host does not compile")
         elif char == "%":
-            match = VARIABLE.match(bare, position)
-            name = match.group(1) if match else ""
+            match = _CONSTANT.match(bare, position)
+            name = (match.group(1) or match.group(2)) if match else ""
             if (
                 match is None
                 or name in RESERVED

@@ -13,10 +13,11 @@ read as false. The entry's type decides the literal:
 - ``valueInteger``, ``valueUnsignedInt``, ``valuePositiveInt``, ``valueDecimal``: the number
   in decimal notation;
 - ``valueString``, ``valueCode``, ``valueId``, ``valueUri``, ``valueUrl``, ``valueCanonical``,
-  ``valueOid``, ``valueUuid``, ``valueMarkdown``: a quoted string, quotes and backslashes
-  escaped;
+  ``valueOid``, ``valueUuid``, ``valueMarkdown``: a quoted string, quotes escaped (a value
+  holding a backslash is refused: the FHIRPath engine reads ``\\n``, ``\\u0041`` … before
+  ``\\\\``, so no escaping compares it exactly);
 - ``valueDate``, ``valueDateTime``, ``valueInstant``: ``@`` and the date or time as written
-  (R4's own pattern);
+  (R4's own pattern, and a day and a second the calendar has);
 - ``valueTime``: ``@T`` and the time.
 
 Any other type (a Quantity, a Coding, a CodeableConcept, a resource …) is refused when a
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import date, datetime, time
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -37,10 +39,29 @@ from app.plandefinition.refusals import ApplyRefused
 
 #: The literal a parameter the call does not give reads as: FHIRPath's empty collection.
 ABSENT = "{}"
-#: FHIRPath's own environment variables, and the call resources a condition does not read:
-#: never an ``$apply`` parameter's name
+#: FHIRPath's own environment variables, the call resources a condition does not read, and the
+#: names ``$apply`` and the hooks give what a condition here does not read (a slip for
+#: ``%subject`` or a context value, refused rather than read as an absent parameter): never an
+#: ``$apply`` parameter's name
 RESERVED = frozenset(
-    {"context", "resource", "rootResource", "ucum", "sct", "loinc", "organization", "action"}
+    {
+        "context",
+        "resource",
+        "rootResource",
+        "ucum",
+        "sct",
+        "loinc",
+        "organization",
+        "action",
+        "patient",
+        "user",
+        "userType",
+        "userLanguage",
+        "userTaskContext",
+        "setting",
+        "settingContext",
+        "location",
+    }
 )
 
 _TEXT = frozenset(
@@ -95,6 +116,8 @@ def _number(value: Any, name: str, key: str) -> str:
         raise _not_a(name, key, value)
     if key in _WHOLE and not (isinstance(value, int) or float(value).is_integer()):
         raise _not_a(name, key, value)
+    if (key == "valueUnsignedInt" and value < 0) or (key == "valuePositiveInt" and value < 1):
+        raise _not_a(name, key, value)
     try:
         written = Decimal(str(value))
     except InvalidOperation as exc:  # nan, inf
@@ -114,8 +137,38 @@ def _not_a(name: str, key: str, value: Any) -> ApplyRefused:
     )
 
 
-def _quoted(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+def _quoted(text: str, name: str, key: str) -> str:
+    if "\\" in text:
+        # the FHIRPath engine reads \n, \t, \uXXXX … before \\: no escaping of a backslash
+        # reads back as written, and a changed value would decide (a confident wrong answer)
+        raise ApplyRefused(
+            400,
+            "value",
+            f"the parameters entry {name!r} holds a backslash, which a condition here cannot "
+            f"compare exactly ({key.removeprefix('value')} {text!r})",
+            "parameters",
+        )
+    return "'" + text.replace("'", "\\'") + "'"
+
+
+def _moment(value: str, name: str, key: str) -> str:
+    """``value`` when it is the date, time or date and time its pattern says and the calendar
+    has (R4's pattern lets 2020-02-30 and a 60th second through, which the engine then cannot
+    read: the caller's value, named, not the record's)."""
+    try:
+        if key == "valueTime":
+            if not _TIME.fullmatch(value):
+                raise ValueError(value)
+            time.fromisoformat(value)
+        elif not _DATE_TIME.fullmatch(value):
+            raise ValueError(value)
+        elif "T" in value:
+            datetime.fromisoformat(value.replace("Z", "+00:00"))
+        elif len(value) == 10:
+            date.fromisoformat(value)
+    except ValueError as exc:
+        raise _not_a(name, key, value) from exc
+    return value
 
 
 def literal(name: str, given: Mapping[str, tuple[str, Any]]) -> str:
@@ -129,15 +182,11 @@ def literal(name: str, given: Mapping[str, tuple[str, Any]]) -> str:
     if key in _WHOLE or key == "valueDecimal":
         return f"({_number(value, name, key)})"
     if key in _TEXT and isinstance(value, str):
-        return f"({_quoted(value)})"
+        return f"({_quoted(value, name, key)})"
     if key in ("valueDate", "valueDateTime", "valueInstant") and isinstance(value, str):
-        if not _DATE_TIME.fullmatch(value):
-            raise _not_a(name, key, value)
-        return f"(@{value})"
+        return f"(@{_moment(value, name, key)})"
     if key == "valueTime" and isinstance(value, str):
-        if not _TIME.fullmatch(value):
-            raise _not_a(name, key, value)
-        return f"(@T{value})"
+        return f"(@T{_moment(value, name, key)})"
     if key in _SUPPORTED:  # a supported type holding something else
         raise _not_a(name, key, value)
     kind = "a resource" if key == "resource" else f"of type {key.removeprefix('value') or 'none'}"

@@ -126,6 +126,29 @@ class _Builder:
             literal.update(dynamicValue=own, context=dict(self.plan), action=dict(action))
         return json.dumps(literal, sort_keys=True, separators=(",", ":"))
 
+    @staticmethod
+    def check_required(action: Mapping[str, Any], where: str, every: bool) -> None:
+        """Children the clinician may not leave out (sent by the system) in a group whose
+        selection says otherwise are refused: a required member of a pick-one group, or of an
+        all-or-none group whose other members stay a choice (the unit would be split)."""
+        behavior = action.get("selectionBehavior")
+        if behavior in ("at-most-one", "exactly-one"):
+            raise _refused(
+                f"{where} selects its actions {behavior}, and an action of it is required "
+                "(requiredBehavior must): sent without the clinician, it would be one picked "
+                "beside the one the clinician picks",
+                f"{where}.selectionBehavior",
+            )
+        if behavior in ("all", "all-or-none"):
+            conditioned = any(c.get("condition") for c in action.get("action") or ())
+            if not every or conditioned:
+                raise _refused(
+                    f"{where} selects its actions {behavior}, and an action of it is required "
+                    "(requiredBehavior must): taken as a unit, the group is sent whole only "
+                    "when every action of it is required and none has conditions",
+                    f"{where}.selectionBehavior",
+                )
+
     def card(self, action: Mapping[str, Any], index: int) -> CardSuggestions:
         where = f"PlanDefinition.action[{index}]"
         items: list[tuple[str, list[str], str | None]] = []  # label, activities, condition
@@ -138,7 +161,9 @@ class _Builder:
                 system.append((label, own, None))
             else:
                 items.append((label, [own], None))
-        for j, child in enumerate(action.get("action") or ()):
+        children = list(action.get("action") or ())
+        required = 0  # children sent by the system
+        for j, child in enumerate(children):
             at = f"{where}.action[{j}]"
             if child.get("action"):
                 raise _refused(
@@ -155,11 +180,14 @@ class _Builder:
             condition = f"{index}_{j}" if child.get("condition") else None
             if made is not None and child.get("requiredBehavior") == "must":
                 system.append((named, made, condition))
+                required += 1
             else:
                 items.append((named, [made] if made else [], condition))
+        behavior = action.get("selectionBehavior")
+        if required:
+            self.check_required(action, where, required == len(children))
         if not items:
             return CardSuggestions(system=tuple(system))
-        behavior = action.get("selectionBehavior")
         selection = SELECTION.get(behavior, "any") if isinstance(behavior, str) else "any"
         if selection is None:  # all, all-or-none: every request taken as one
             if any(not activities for _label_, activities, _c in items):

@@ -155,6 +155,38 @@ def test_a_value_of_another_type_than_compared_is_refused_input_not_an_error(
     assert [i["state"] for i in json.loads(decision)["undecided"]["inputs"]] == ["refused"]
 
 
+@pytest.mark.parametrize(
+    ("entry", "words"),
+    [
+        ({"valueString": "C:\\new"}, "backslash"),
+        ({"valueDate": "2020-02-30"}, "not a Date"),
+        ({"valueDateTime": "2020-02-01T10:00:60Z"}, "not a DateTime"),
+        ({"valuePositiveInt": 0}, "not a PositiveInt"),
+    ],
+    ids=["backslash", "no-such-day", "leap-second", "not-positive"],
+)
+def test_a_value_the_engine_would_misread_is_the_callers_mistake(
+    server: LiveServer, entry: dict[str, Any], words: str
+) -> None:
+    """A value the FHIRPath engine would read otherwise than written (a backslash escape) or
+    not at all (a day the calendar lacks) is a 400 naming parameters, not the record's fault."""
+    answer = post(server, URL, _given("%value.exists()", {"name": "value", **entry}))
+    assert answer.status_code == 400, answer.text
+    [issue] = answer.json()["issue"]
+    assert words in issue["diagnostics"]
+    assert issue["expression"] == ["parameters"]
+
+
+def test_a_parameter_is_read_as_fhirpath_names_it(server: LiveServer) -> None:
+    """``%visits-1`` is %visits minus one, as FHIRPath reads it; a name FHIRPath cannot write
+    bare is quoted."""
+    visits = {"name": "visits", "valueInteger": 3}
+    assert _titles(post(server, URL, _given("%visits-1 > 1", visits))) == BOTH
+    assert _titles(post(server, URL, _given("%visits-1 > 2", visits))) == FIRST
+    quoted = {"name": "follow-up", "valueBoolean": True}
+    assert _titles(post(server, URL, _given("%`follow-up`", quoted))) == BOTH
+
+
 def test_a_parameter_no_condition_reads_is_not_checked(server: LiveServer) -> None:
     """A Coding the plan's dynamic values might read is no business of the conditions."""
     body = _given(
@@ -168,6 +200,8 @@ def test_what_is_not_a_parameter_is_still_refused(server: LiveServer) -> None:
         ("%organization.active", "%organization"),
         ("%context.status = 'active'", "%context"),
         ("%`vs-condition`.exists()", "%vs-condition"),
+        ("%patient.active", "%patient"),
+        ("%visits` > 1", "quoted identifier"),
         ("%subject.active and %practitioner.active", "reads both the subject and the practitioner"),
     ):
         answer = post(server, URL, _with_condition(expression))

@@ -61,9 +61,50 @@ def _definitions(folder: Path) -> None:
                 },
             ],
         ),
+        _plan(
+            "adult-checks",
+            [
+                {
+                    **_condition("Adults", "%subject.birthDate < @2008-01-01"),
+                    "action": [
+                        _must(
+                            {**_condition("Active", "%subject.active"), **_order("HbA1c", "hba1c")}
+                        )
+                    ],
+                },
+                {"title": "Everyone"},
+            ],
+        ),
     ]
+    # a required member of a group the clinician picks from: refused, naming the group
+    for behavior, members in (
+        ("at-most-one", [_must(_order("HbA1c", "hba1c")), _order("Lipids", "lipids")]),
+        ("all-or-none", [_must(_order("HbA1c", "hba1c")), _order("Lipids", "lipids")]),
+        (
+            "all",
+            [_must(_order("HbA1c", "hba1c")), _must({**_female("L"), **_order("L", "lipids")})],
+        ),
+    ):
+        resources.append(
+            _plan(
+                f"required-in-{behavior}",
+                [{"title": "Orders", "selectionBehavior": behavior, "action": members}],
+            )
+        )
     for resource in resources:
         (folder / f"{resource['id']}.json").write_text(json.dumps(resource))
+
+
+def _condition(title: str, expression: str) -> dict[str, Any]:
+    return {
+        "title": title,
+        "condition": [
+            {
+                "kind": "applicability",
+                "expression": {"language": "text/fhirpath", "expression": expression},
+            }
+        ],
+    }
 
 
 @pytest.fixture
@@ -182,3 +223,29 @@ def test_a_served_services_system_actions_are_request_group_actions_no_one_may_l
     }
     assert group["action"][1]["resource"] == {"reference": "Flag/f1"}
     assert group["action"][1]["type"]["coding"][0]["code"] == "remove"
+
+
+def test_a_required_child_of_an_action_that_does_not_apply_is_not_said_to_wait(
+    client: TestClient,
+) -> None:
+    """A child kept back because its action is decided not to apply would never be sent:
+    nothing is said of it, though its own condition is unknown."""
+    child = {"resourceType": "Patient", "id": "k1", "birthDate": "2015-01-01"}
+    body = _call(client, "adult-checks", child)
+    assert "systemActions" not in body
+    assert [c["summary"] for c in body["cards"]] == ["Everyone"]
+    assert "Not sent" not in json.dumps(body)
+    adult = {**child, "id": "k2", "birthDate": "1980-01-01", "active": True}
+    assert _codes(_call(client, "adult-checks", adult)["systemActions"]) == ["4548-4"]
+
+
+@pytest.mark.parametrize("behavior", ["at-most-one", "all-or-none", "all"])
+def test_a_required_member_of_a_group_the_clinician_picks_from_is_refused(
+    client: TestClient, behavior: str
+) -> None:
+    deployments = client.get("/deployments").json()["deployments"]
+    [refused] = [d for d in deployments if d["id"] == f"plandefinition-required-in-{behavior}"]
+    assert refused["status"] == "refused"
+    assert f"selects its actions {behavior}, and an action of it is required" in json.dumps(
+        refused["problems"]
+    )
