@@ -95,24 +95,29 @@ def _female(title: str) -> dict[str, Any]:
 BEHAVIORS = ("any", "one-or-more", "at-most-one", "exactly-one", "all", "all-or-none")
 
 
+def _named_priority(ident: str) -> dict[str, Any]:
+    """A glucose test whose priority its dynamic value takes from the patient's name: of the
+    wrong type for the element whenever the patient has a name, never a request to offer."""
+    return _activity(
+        ident,
+        "2345-7",
+        dynamicValue=[
+            {
+                "path": "priority",
+                "expression": {
+                    "language": "text/fhirpath",
+                    "expression": "%subject.name.first()",
+                },
+            }
+        ],
+    )
+
+
 def _definitions(folder: Path) -> None:
     resources: list[dict[str, Any]] = [
         _activity("hba1c", "4548-4"),
         _activity("lipids", "57698-3"),
-        # a dynamic value of the wrong type for its element: never a request to offer
-        _activity(
-            "bad-priority",
-            "2345-7",
-            dynamicValue=[
-                {
-                    "path": "priority",
-                    "expression": {
-                        "language": "text/fhirpath",
-                        "expression": "%subject.name.first()",
-                    },
-                }
-            ],
-        ),
+        _named_priority("bad-priority"),
         json.loads((CPG / "definitions/SendMessageActivity.json").read_text()),
         _plan(
             "behaviors",

@@ -19,7 +19,14 @@ from fhir.resources.R4B.servicerequest import ServiceRequest
 
 from app.plandefinition.apply import ServedApply
 from tests.plandefinition.conftest import patient_view as _call
-from tests.plandefinition.test_plan_suggestions import OpenClient, _activity, _female, _order, _plan
+from tests.plandefinition.test_plan_suggestions import (
+    OpenClient,
+    _activity,
+    _female,
+    _named_priority,
+    _order,
+    _plan,
+)
 
 MUST = "must"
 
@@ -32,19 +39,7 @@ def _definitions(folder: Path) -> None:
     resources = [
         _activity("hba1c", "4548-4"),
         _activity("lipids", "57698-3"),
-        _activity(
-            "needs-a-name",
-            "2345-7",
-            dynamicValue=[
-                {
-                    "path": "priority",
-                    "expression": {
-                        "language": "text/fhirpath",
-                        "expression": "%subject.name.first()",
-                    },
-                }
-            ],
-        ),
+        _named_priority("needs-a-name"),
         _plan(
             "standing-orders",
             [
