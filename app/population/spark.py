@@ -187,9 +187,11 @@ def population_run(
         )
         schema = StructType([StructField(c, StringType(), True) for c in COLUMNS])
         frame = spark.createDataFrame(rows.map(lambda r: tuple(r[c] for c in COLUMNS)), schema)
-        frame = frame.cache()
         frame.write.mode("overwrite").parquet(str(out / "decisions"))
-        counted = frame.select("decision", "undecided", "error").collect()
+        # the summary from what was written (columns read alone), not from the rows held in
+        # memory: each patient is decided once, and no copy of the cards is cached to count them
+        written = spark.read.parquet(str(out / "decisions"))
+        counted = written.select("decision", "undecided", "error").collect()
         summary = _summary(service_id, at, counted, unreadable, orphans)
     finally:
         spark.stop()
