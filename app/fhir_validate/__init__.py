@@ -43,7 +43,7 @@ from fhir.resources.R4B import get_fhir_model_class
 
 from app.fhir_time import parse_datetime
 
-__all__ = ["Problem", "known_type", "prepare", "problems", "required_codes"]
+__all__ = ["Problem", "known_type", "prepare", "primitive_problem", "problems", "required_codes"]
 
 #: (element path relative to the resource, e.g. ``.valueQuantity.value``; the rule it breaks)
 Problem = tuple[str, str]
@@ -150,7 +150,7 @@ def _calendar(text: str) -> bool:
     return parse_datetime(text) is not None
 
 
-def _primitive(kind: str, value: Any) -> str | None:
+def primitive_problem(kind: str, value: Any) -> str | None:
     """Why ``value`` (JSON) is not a valid R4 ``kind``, or None."""
     if kind == "boolean":
         return None if value is True or value is False else "must be true or false"
@@ -465,7 +465,7 @@ class _Check:
 
     def one(self, spec: _Field, item: Any, at: _At, depth: int) -> None:
         if spec.primitive is not None:
-            why = _primitive(spec.primitive, item)
+            why = primitive_problem(spec.primitive, item)
             if why is not None:
                 self.say(at, why)
             elif spec.codes is not None and item not in spec.codes:

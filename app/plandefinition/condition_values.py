@@ -16,9 +16,12 @@ read as false. The entry's type decides the literal:
   ``valueOid``, ``valueUuid``, ``valueMarkdown``: a quoted string, quotes escaped (a value
   holding a backslash is refused: the FHIRPath engine reads ``\\n``, ``\\u0041`` … before
   ``\\\\``, so no escaping compares it exactly);
-- ``valueDate``, ``valueDateTime``, ``valueInstant``: ``@`` and the date or time as written
-  (R4's own pattern, and a day and a second the calendar has);
+- ``valueDate``, ``valueDateTime``, ``valueInstant``: ``@`` and the date or time as written;
 - ``valueTime``: ``@T`` and the time.
+
+Each value is first checked as R4 checks the primitive (``app.fhir_validate.primitive_problem``:
+its form, its range, a day the calendar has), and a 60th second, which R4 admits and the FHIRPath
+engine cannot read, is refused too: a malformed value is the caller's 400 naming ``parameters``.
 
 Any other type (a Quantity, a Coding, a CodeableConcept, a resource …) is refused when a
 condition reads it (422 naming ``parameters``): a condition here compares with one of these
@@ -31,10 +34,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import date, datetime, time
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
+from app.fhir_validate import primitive_problem
 from app.plandefinition.refusals import ApplyRefused
 
 #: The literal a parameter the call does not give reads as: FHIRPath's empty collection.
@@ -64,39 +67,32 @@ RESERVED = frozenset(
     }
 )
 
-_TEXT = frozenset(
-    {
-        "valueString",
-        "valueCode",
-        "valueId",
-        "valueUri",
-        "valueUrl",
-        "valueCanonical",
-        "valueOid",
-        "valueUuid",
-        "valueMarkdown",
-    }
-)
-_WHOLE = frozenset({"valueInteger", "valueUnsignedInt", "valuePositiveInt"})
-#: R4's regular expressions for date, dateTime and instant, time
-_DATE_TIME = re.compile(
-    r"([0-9]([0-9]([0-9][1-9]|[1-9]0)|[1-9]00)|[1-9]000)(-(0[1-9]|1[0-2])(-(0[1-9]|[1-2][0-9]|"
-    r"3[0-1])(T([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?(Z|(\+|-)((0[0-9]|1[0-3])"
-    r":[0-5][0-9]|14:00)))?)?)?"
-)
-_TIME = re.compile(r"([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?")
-_SUPPORTED = (
-    _TEXT
-    | _WHOLE
-    | {
-        "valueBoolean",
-        "valueDecimal",
-        "valueDate",
-        "valueDateTime",
-        "valueInstant",
-        "valueTime",
-    }
-)
+#: A ``parameters`` entry's value key → the R4 primitive it holds, for the types a condition
+#: compares with
+_KINDS = {
+    "valueBoolean": "boolean",
+    "valueInteger": "integer",
+    "valueUnsignedInt": "unsignedInt",
+    "valuePositiveInt": "positiveInt",
+    "valueDecimal": "decimal",
+    "valueString": "string",
+    "valueMarkdown": "string",
+    "valueCode": "code",
+    "valueId": "id",
+    "valueUri": "uri",
+    "valueUrl": "uri",
+    "valueCanonical": "uri",
+    "valueOid": "oid",
+    "valueUuid": "uuid",
+    "valueDate": "date",
+    "valueDateTime": "dateTime",
+    "valueInstant": "instant",
+    "valueTime": "time",
+}
+_NUMBERS = frozenset({"integer", "unsignedInt", "positiveInt", "decimal"})
+_TEXTS = frozenset({"string", "code", "id", "uri", "oid", "uuid"})
+#: a 60th second, which R4 admits and the FHIRPath engine cannot read
+_LEAP_SECOND = re.compile(r":60(?=[.Z+-]|$)")
 
 
 def typed_entries(parameters: Any) -> dict[str, tuple[str, Any]]:
@@ -111,28 +107,12 @@ def typed_entries(parameters: Any) -> dict[str, tuple[str, Any]]:
     return out
 
 
-def _number(value: Any, name: str, key: str) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _not_a(name, key, value)
-    if key in _WHOLE and not (isinstance(value, int) or float(value).is_integer()):
-        raise _not_a(name, key, value)
-    if (key == "valueUnsignedInt" and value < 0) or (key == "valuePositiveInt" and value < 1):
-        raise _not_a(name, key, value)
-    try:
-        written = Decimal(str(value))
-    except InvalidOperation as exc:  # nan, inf
-        raise _not_a(name, key, value) from exc
-    if not written.is_finite():
-        raise _not_a(name, key, value)
-    return format(written, "f")
-
-
-def _not_a(name: str, key: str, value: Any) -> ApplyRefused:
+def _not_a(name: str, key: str, value: Any, why: str) -> ApplyRefused:
     return ApplyRefused(
         400,
         "value",
         f"the parameters entry {name!r} holds {value!r}, which is not a "
-        f"{key.removeprefix('value')}",
+        f"{key.removeprefix('value')}: {why}",
         "parameters",
     )
 
@@ -151,52 +131,37 @@ def _quoted(text: str, name: str, key: str) -> str:
     return "'" + text.replace("'", "\\'") + "'"
 
 
-def _moment(value: str, name: str, key: str) -> str:
-    """``value`` when it is the date, time or date and time its pattern says and the calendar
-    has (R4's pattern lets 2020-02-30 and a 60th second through, which the engine then cannot
-    read: the caller's value, named, not the record's)."""
-    try:
-        if key == "valueTime":
-            if not _TIME.fullmatch(value):
-                raise ValueError(value)
-            time.fromisoformat(value)
-        elif not _DATE_TIME.fullmatch(value):
-            raise ValueError(value)
-        elif "T" in value:
-            datetime.fromisoformat(value.replace("Z", "+00:00"))
-        elif len(value) == 10:
-            date.fromisoformat(value)
-    except ValueError as exc:
-        raise _not_a(name, key, value) from exc
-    return value
-
-
 def literal(name: str, given: Mapping[str, tuple[str, Any]]) -> str:
     """The FHIRPath literal (parenthesised) a condition reads for ``%name``; ``{}`` when the
     call gives no such parameter."""
     if name not in given:
         return f"({ABSENT})"
     key, value = given[name]
-    if key == "valueBoolean" and isinstance(value, bool):
+    kind = _KINDS.get(key)
+    if kind is None:
+        held = (
+            "a resource" if key == "resource" else f"of type {key.removeprefix('value') or 'none'}"
+        )
+        raise ApplyRefused(
+            422,
+            "not-supported",
+            f"a condition reads %{name}, and the parameters entry {name!r} is {held}"
+            ": a condition here compares with a boolean, a number, a string, a date or a time",
+            "parameters",
+        )
+    # R4's own check of the value (its form, its range, a day the calendar has)
+    wrong = primitive_problem(kind, value)
+    if wrong is None and kind in ("dateTime", "instant", "time") and _LEAP_SECOND.search(value):
+        wrong = "a 60th second, which the FHIRPath engine cannot read"
+    if wrong is not None:
+        raise _not_a(name, key, value, wrong)
+    if kind == "boolean":
         return "(true)" if value else "(false)"
-    if key in _WHOLE or key == "valueDecimal":
-        return f"({_number(value, name, key)})"
-    if key in _TEXT and isinstance(value, str):
+    if kind in _NUMBERS:
+        return f"({format(Decimal(str(value)), 'f')})"
+    if kind in _TEXTS:
         return f"({_quoted(value, name, key)})"
-    if key in ("valueDate", "valueDateTime", "valueInstant") and isinstance(value, str):
-        return f"(@{_moment(value, name, key)})"
-    if key == "valueTime" and isinstance(value, str):
-        return f"(@T{_moment(value, name, key)})"
-    if key in _SUPPORTED:  # a supported type holding something else
-        raise _not_a(name, key, value)
-    kind = "a resource" if key == "resource" else f"of type {key.removeprefix('value') or 'none'}"
-    raise ApplyRefused(
-        422,
-        "not-supported",
-        f"a condition reads %{name}, and the parameters entry {name!r} is {kind}"
-        ": a condition here compares with a boolean, a number, a string, a date or a time",
-        "parameters",
-    )
+    return f"(@T{value})" if kind == "time" else f"(@{value})"
 
 
 __all__ = ["ABSENT", "RESERVED", "literal", "typed_entries"]
