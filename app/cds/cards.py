@@ -281,6 +281,12 @@ def cited_action(
     return None
 
 
+def created_for(activity: str, run: RunView) -> tuple[dict[str, Any] | None, str | None]:
+    """The request the ``horis:activity`` literal defines, built for this run's call (its
+    patient, user, encounter, what it carried, its time), or None and why it cannot be."""
+    return created_request(activity, refs=run.refs, resources=run.resources, now=run.now)
+
+
 def _unknown(world: World, focus_id: str, when: Sequence[Condition]) -> bool:
     """Whether a condition of ``when`` reads a property the focus has no value of."""
     return any(world.value(focus_id, c.path[0]) is None for c in when)
@@ -307,7 +313,7 @@ def _suggestions(
     if decl.activities:
         actions = []
         for text in decl.activities:  # taken together: one that cannot be built, none offered
-            made, why = created_request(text, refs=run.refs, resources=run.resources, now=run.now)
+            made, why = created_for(text, run)
             if made is None:
                 notes.append(f"Not offered: {label} (its request could not be built: {why}).")
                 return []

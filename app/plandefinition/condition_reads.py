@@ -49,10 +49,13 @@ class Reading:
     evaluated there (``%subject.`` removed, each parameter a literal), the call resource it
     reads, and each ``$apply`` parameter it reads with the literal it reads."""
 
-    resource_type: str
     path: str
     resource: str
     parameters: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def resource_type(self) -> str:
+        return CONDITION_RESOURCES[self.resource][0]
 
 
 def reading(expression: str, where: str, values: Mapping[str, tuple[str, Any]] | None) -> Reading:
@@ -137,9 +140,7 @@ def reading(expression: str, where: str, values: Mapping[str, tuple[str, Any]] |
         out.append(put)
         last = end
     out.append(expression[last:])
-    return Reading(
-        CONDITION_RESOURCES[name][0], "".join(out), name, tuple(sorted(parameters.items()))
-    )
+    return Reading("".join(out), name, tuple(sorted(parameters.items())))
 
 
 def call_templates(

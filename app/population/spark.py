@@ -75,6 +75,21 @@ def _deployments(paths: tuple[str, ...], service_id: str) -> Any:
     return load_deployments(found[0].paths if found else files, ToolHost().packaged)
 
 
+def _decider(compiled: tuple[Any, Any], service_id: str, at: str) -> PatientDecider:
+    """An executor's decider, on the deployment and terminology the driver shipped."""
+    from app.runtime.runner import Runner
+    from app.tools.host import ToolHost
+
+    deployments, terminology = compiled
+    return PatientDecider(
+        deployments=deployments,
+        service_id=service_id,
+        at=datetime.fromisoformat(at),
+        runner=Runner(invoker=ToolHost().invoker),
+        terminology=terminology,
+    )
+
+
 def _decide_partition(
     rows: Iterable[tuple[str, Iterable[dict[str, Any]]]],
     *,
@@ -83,17 +98,7 @@ def _decide_partition(
     at: str,
     shared: dict[str, dict[str, Any]],
 ) -> Iterator[dict[str, Any]]:
-    from app.runtime.runner import Runner
-    from app.tools.host import ToolHost
-
-    deployments, terminology = compiled
-    decider = PatientDecider(
-        deployments=deployments,
-        service_id=service_id,
-        at=datetime.fromisoformat(at),
-        runner=Runner(invoker=ToolHost().invoker),
-        terminology=terminology,
-    )
+    decider = _decider(compiled, service_id, at)
     try:
         for patient, resources in rows:
             yield decider.decide(patient, list(resources), shared)
@@ -104,17 +109,7 @@ def _decide_partition(
 def _ready(compiled: tuple[Any, Any], service_id: str, at: str) -> None:
     """A Python worker made ready to decide: the decider's modules imported and the shipped
     deployment read (what its first patient would otherwise pay)."""
-    from app.runtime.runner import Runner
-    from app.tools.host import ToolHost
-
-    deployments, terminology = compiled
-    PatientDecider(
-        deployments=deployments,
-        service_id=service_id,
-        at=datetime.fromisoformat(at),
-        runner=Runner(invoker=ToolHost().invoker),
-        terminology=terminology,
-    ).close()
+    _decider(compiled, service_id, at).close()
 
 
 def population_run(
