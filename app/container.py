@@ -18,7 +18,6 @@ typed where it is read; nothing else is kept on ``app.state``.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -40,6 +39,7 @@ from app.changes.shadow import ShadowRunner
 from app.cors import log_cors_origins
 from app.deployments import Deployment, Deployments
 from app.deployments.catalog import Catalog
+from app.heap import freeze_startup_heap
 from app.metrics import Metrics
 from app.plandefinition.library import (
     Definitions,
@@ -60,25 +60,6 @@ from app.tools.host import ToolHost
 from app.ucum import warm
 
 log = logging.getLogger("horismos")
-
-
-def freeze_startup_heap() -> None:
-    """Leave what the service started with (the deployments, their compiled rules and shapes,
-    the terminology, the modules: most of the process's objects) out of the cyclic garbage
-    collector's full passes, once per process.
-
-    A full pass visits every object the collector tracks; on the loaded service that is ~400,000
-    objects and 100-200 ms, paid by whichever call's allocations trigger it, and by every call in
-    flight beside it. Frozen, the loaded objects are not visited; a call's own garbage is
-    collected as before. They are still freed by reference counting when nothing holds them; a
-    cycle among them that becomes garbage is kept, which is only the process's start-up state
-    (a deployment version built later from a change is not frozen). A second lifespan in the
-    same process (tests) neither collects nor freezes again."""
-    if gc.get_freeze_count():
-        return
-    gc.collect()
-    gc.freeze()
-    log.info("start-up heap frozen: %d objects left out of full collections", gc.get_freeze_count())
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -77,17 +77,21 @@ def _deployments(paths: tuple[str, ...], service_id: str) -> Any:
 
 def _decider(compiled: tuple[Any, Any], service_id: str, at: str) -> PatientDecider:
     """An executor's decider, on the deployment and terminology the driver shipped."""
+    from app.heap import freeze_startup_heap
     from app.runtime.runner import Runner
     from app.tools.host import ToolHost
 
     deployments, terminology = compiled
-    return PatientDecider(
+    decider = PatientDecider(
         deployments=deployments,
         service_id=service_id,
         at=datetime.fromisoformat(at),
         runner=Runner(invoker=ToolHost().invoker),
         terminology=terminology,
     )
+    # the worker's loaded deployment, out of the collector's full passes as in the service
+    freeze_startup_heap()
+    return decider
 
 
 def _decide_partition(

@@ -1,4 +1,5 @@
-"""The service's start-up state is left out of the garbage collector's full passes.
+"""The service's start-up state, and a population worker's, is left out of the garbage
+collector's full passes.
 
 A full collection visits every tracked object; on the loaded service that is hundreds of
 thousands of them, and the call whose allocations trigger it (and every call in flight beside
@@ -56,3 +57,33 @@ def test_a_started_service_has_its_loaded_state_frozen(
     # the deployments, their rules and shapes: far more than the interpreter's own start
     assert seen["frozen"] > 100_000
     assert seen["freed"] >= 2  # the two nodes of the cycle made after the start
+
+
+_WORKER = """
+import gc, json
+from app.fhir.systems import installed_terminology
+from app.ontology import default_ontology_paths
+from app.population.spark import _deployments, _ready
+
+service = "opioidcds-12-patient-view"
+paths = tuple(str(p) for p in default_ontology_paths())
+compiled = (_deployments(paths, service), installed_terminology())
+before = gc.get_freeze_count()
+_ready(compiled, service, "2026-12-01T12:00:00+00:00")  # what each Spark worker does first
+print(json.dumps({"before": before, "frozen": gc.get_freeze_count()}))
+"""
+
+
+def test_a_population_worker_has_its_shipped_deployment_frozen() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _WORKER],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["before"] == 0
+    assert seen["frozen"] > 100_000  # the deployment a worker decides every patient on
