@@ -17,6 +17,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
+
+def _probe(code: str, *args: str) -> dict[str, int]:
+    """Run ``code`` in a fresh interpreter (no earlier freeze) and read the JSON it prints."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen: dict[str, int] = json.loads(done.stdout.strip().splitlines()[-1])
+    return seen
+
+
 _PROBE = """
 import gc, json, sys
 from fastapi.testclient import TestClient
@@ -42,16 +58,7 @@ def test_a_started_service_has_its_loaded_state_frozen(
 ) -> None:
     database = tmp_path / "horismos.db"
     shutil.copyfile(sqlite_template, database)
-    done = subprocess.run(
-        [sys.executable, "-c", _PROBE, f"sqlite:///{database}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    seen = _probe(_PROBE, f"sqlite:///{database}")
     assert seen["ready"] == 200
     assert seen["before"] == 0
     # the deployments, their rules and shapes: far more than the interpreter's own start
@@ -75,15 +82,6 @@ print(json.dumps({"before": before, "frozen": gc.get_freeze_count()}))
 
 
 def test_a_population_worker_has_its_shipped_deployment_frozen() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _WORKER],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    seen = _probe(_WORKER)
     assert seen["before"] == 0
     assert seen["frozen"] > 100_000  # the deployment a worker decides every patient on
