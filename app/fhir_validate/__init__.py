@@ -86,13 +86,16 @@ def required_codes() -> dict[str, frozenset[str]]:
 # --- primitive forms (the regular expressions of the R4 datatypes page) ---------------------
 
 _YEAR = r"([0-9]([0-9]([0-9][1-9]|[1-9]0)|[1-9]00)|[1-9]000)"
-_DATE = rf"{_YEAR}(-(0[1-9]|1[0-2])(-(0[1-9]|[1-2][0-9]|3[0-1]))?)?"
+_MONTH = r"(0[1-9]|1[0-2])"
+_DAY = r"(0[1-9]|[1-2][0-9]|3[0-1])"
+_DATE = rf"{_YEAR}(-{_MONTH}(-{_DAY})?)?"
 _TIME = r"([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?"
 _ZONE = r"(Z|(\+|-)((0[0-9]|1[0-3]):[0-5][0-9]|14:00))"
 _FORMS: dict[str, re.Pattern[str]] = {
     "date": re.compile(_DATE),
-    "dateTime": re.compile(rf"{_DATE}(T{_TIME}{_ZONE})?"),
-    "instant": re.compile(rf"{_YEAR}-(0[1-9]|1[0-2])-(0[1-9]|[1-2][0-9]|3[0-1])T{_TIME}{_ZONE}"),
+    # a time only after a whole date, as R4's own expression nests it (not ``2024T10:00:00Z``)
+    "dateTime": re.compile(rf"{_YEAR}(-{_MONTH}(-{_DAY}(T{_TIME}{_ZONE})?)?)?"),
+    "instant": re.compile(rf"{_YEAR}-{_MONTH}-{_DAY}T{_TIME}{_ZONE}"),
     "time": re.compile(_TIME),
     "id": re.compile(r"[A-Za-z0-9\-.]{1,64}"),
     "code": re.compile(r"[^\s]+( [^\s]+)*"),

@@ -218,6 +218,8 @@ def test_a_number_given_as_a_string_is_unread() -> None:
         ({"valueString": "72"}, ".valueString", "value[x] is given more than once"),
         ({"effectiveDateTime": "2024-02-30"}, ".effectiveDateTime", "calendar"),
         ({"effectiveDateTime": "2024-05-01T10:00:00"}, ".effectiveDateTime", "offset"),
+        # a time needs a whole date before it (said as the form it breaks, not as a bad day)
+        ({"effectiveDateTime": "2024T10:00:00Z"}, ".effectiveDateTime", "a date, or a date and"),
         ({"category": [None]}, ".category[0]", "must not be null"),
         ({"status": "final "}, ".status", "a code"),
         ({"valueInteger": 2**31, "valueQuantity": None}, ".valueQuantity", "null"),
