@@ -77,21 +77,37 @@ def _deployments(paths: tuple[str, ...], service_id: str) -> Any:
 
 def _decider(compiled: tuple[Any, Any], service_id: str, at: str) -> PatientDecider:
     """An executor's decider, on the deployment and terminology the driver shipped."""
-    from app.heap import freeze_startup_heap
     from app.runtime.runner import Runner
     from app.tools.host import ToolHost
 
     deployments, terminology = compiled
-    decider = PatientDecider(
+    return PatientDecider(
         deployments=deployments,
         service_id=service_id,
         at=datetime.fromisoformat(at),
         runner=Runner(invoker=ToolHost().invoker),
         terminology=terminology,
     )
-    # the worker's loaded deployment, out of the collector's full passes as in the service
+
+
+def _settled(compiled: tuple[Any, Any]) -> None:
+    """What a worker builds for itself besides the deployment it is shipped, built now and then
+    left out of the garbage collector's full passes with it, once per worker process (as the
+    service does at its start): the R4 shapes of what the deployments read and their rule
+    indexes (per process, not pickled with them) and the UCUM registry."""
+    from app.fhir_validate import prepare
+    from app.heap import freeze_startup_heap
+    from app.ucum import warm
+    from app.world.world import ontology_index
+
+    deployments, _terminology = compiled
+    warm()
+    for deployment in deployments.serving:  # a refused one is never run
+        if deployment.ontology is not None:
+            ontology = deployment.ontology
+            prepare(m.resource_type for p in ontology.properties.values() for m in p.from_fhir)
+            ontology_index(ontology)
     freeze_startup_heap()
-    return decider
 
 
 def _decide_partition(
@@ -102,6 +118,7 @@ def _decide_partition(
     at: str,
     shared: dict[str, dict[str, Any]],
 ) -> Iterator[dict[str, Any]]:
+    _settled(compiled)  # done by _ready on a worker made ready: nothing left to build then
     decider = _decider(compiled, service_id, at)
     try:
         for patient, resources in rows:
@@ -111,9 +128,11 @@ def _decide_partition(
 
 
 def _ready(compiled: tuple[Any, Any], service_id: str, at: str) -> None:
-    """A Python worker made ready to decide: the decider's modules imported and the shipped
-    deployment read (what its first patient would otherwise pay)."""
+    """A Python worker made ready to decide: the decider's modules imported, the shipped
+    deployment read, its shapes, rule indexes and units built and the whole settled out of the
+    collector's full passes (what its first patient would otherwise pay)."""
     _decider(compiled, service_id, at).close()
+    _settled(compiled)
 
 
 def population_run(
