@@ -161,9 +161,8 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
             if id(r) not in self._from_context:
                 self._records_of.setdefault(str(r.get("resourceType")), []).append(r)
         #: per call, memoised: a concept's codings (by the concept's identity: every concept
-        #: read lives in the data for the whole call) and the systems a mapping recognises
+        #: read lives in the data for the whole call)
         self._codings_of: dict[int, list[str]] = {}
-        self._systems_of: dict[int, set[str]] = {}
         self._systems_in: dict[int, frozenset[str]] = {}
         #: per resource read, memoised for every property that looks at it: whether it is a
         #: record (its status), whether it is about the focus, and when it was taken
@@ -213,19 +212,23 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
         if key in self._not_coded:
             return False
         codes = self._concept_codings(concept)
-        if set(m.codings).intersection(codes) or self._coded_slowly(m, codes, record):
+        if not self.o.mapping_codes(m).codes.isdisjoint(codes) or self._coded_earlier(
+            m, codes, record
+        ):
             return True
         self._not_coded.add(key)  # a False has no side effect: remembered
         return False
 
-    def _coded_slowly(
-        self, m: FhirMapping, codes: list[str], record: Mapping[str, Any] | None
+    def _coded_earlier(
+        self, m: FhirMapping, codes: Iterable[str], record: Mapping[str, Any] | None
     ) -> bool:
-        """``_coded`` through the mapping's value sets, current and earlier expansions."""
+        """``_coded`` through an earlier expansion of one of the mapping's value sets, asked of
+        codes none of whose current expansions lists (``record``: the record selected, named
+        in the note the run carries)."""
+        if not m.value_sets:
+            return False
         for c in codes:
             for vs in m.value_sets:
-                if self.o.in_value_set(c, vs):
-                    return True
                 if self.o.in_value_set(c, vs, earlier=True):
                     if record is not None:  # a record selected: the run says why
                         self.codes.note_earlier(c, vs, source_of(record).reference)
@@ -277,12 +280,12 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
         key = (id(prop), id(m), sig)
         found = self._passed.get(key)
         if found is None:
-            systems = self._systems(m)
-            named = [c for c in sig if c.split("|", 1)[0] in systems]
+            recognised = self.o.mapping_codes(m)
+            named = [c for c in sig if c.split("|", 1)[0] in recognised.systems]
             found = (
                 any(c.split("|", 1)[0] in prop.closed_over for c in named)
-                and not set(m.codings).intersection(sig)
-                and not self._coded_slowly(m, list(sig), None)
+                and recognised.codes.isdisjoint(sig)
+                and not self._coded_earlier(m, sig, None)
             )
             self._passed[key] = found
         return found
@@ -315,18 +318,10 @@ class _Hydrator(LiteralReading, ObjectReading, InstanceReading):
             self._systems_in[id(r)] = found
         return found
 
-    def _systems(self, m: FhirMapping) -> set[str]:
-        """The code systems a mapping's codings and value sets are written in, once per call."""
-        found = self._systems_of.get(id(m))
-        if found is None:
-            found = {c.split("|", 1)[0] for c in m.codings} | {
-                c.split("|", 1)[0]
-                for vs in m.value_sets
-                if (d := self.o.value_sets.get(vs)) is not None
-                for c in d.codes
-            }
-            self._systems_of[id(m)] = found
-        return found
+    def _systems(self, m: FhirMapping) -> frozenset[str]:
+        """The code systems a mapping's codings and value sets are written in (indexed with the
+        ontology)."""
+        return self.o.mapping_codes(m).systems
 
     def _targets(self, m: FhirMapping, r: dict[str, Any]) -> list[Mapping[str, Any]]:
         if not self._record_facts(r)[0] or (m.where is not None and evaluate(r, m.where) != [True]):

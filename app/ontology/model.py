@@ -89,6 +89,7 @@ __all__ = [
     "Individual",
     "MapTarget",
     "MappedCode",
+    "MappingCodes",
     "Ontology",
     "OntologyPart",
     "Operator",
@@ -221,6 +222,15 @@ class Ontology:
         ``EarlierMember`` with an empty ``class_iri``): what ``horis:inValueSet`` conditions
         and mapping filters count too, with a note."""
         return self._index.earlier_any.get(coding, ())
+
+    def mapping_codes(self, m: FhirMapping) -> MappingCodes:
+        """The codings ``m`` recognises (its ``horis:coding`` values and the current members of
+        its value sets) and their code systems: indexed when the ontology is built, for each
+        of its properties' mappings; computed here for a mapping made later."""
+        found = self._index.mapping_codes.get(id(m))
+        if found is not None and found.mapping is m:  # the same object, not a reused id
+            return found
+        return MappingCodes.of(m, self.value_sets)
 
     def translations(self, coding: str) -> tuple[MappedCode, ...]:
         """What the deployment's concept maps translate ``"system|code"`` to."""
@@ -357,6 +367,24 @@ def _conditions_by_property(
     return {k: tuple(v) for k, v in found.items()}
 
 
+@dataclass(frozen=True, slots=True)
+class MappingCodes:
+    """What one ``horis:fromFhir`` mapping recognises a record by (``Ontology.mapping_codes``)."""
+
+    mapping: FhirMapping
+    #: its ``horis:coding`` values and the current members of its ``horis:inValueSet`` sets
+    codes: frozenset[str]
+    #: the code systems of ``codes``
+    systems: frozenset[str]
+
+    @staticmethod
+    def of(m: FhirMapping, value_sets: Mapping[str, ValueSetDef]) -> MappingCodes:
+        codes = frozenset(m.codings).union(
+            *(value_sets[url].codes for url in m.value_sets if url in value_sets)
+        )
+        return MappingCodes(m, codes, frozenset(c.split("|", 1)[0] for c in codes))
+
+
 @dataclass(frozen=True)
 class _Index:
     """Lookup tables computed once from an Ontology's fields."""
@@ -387,6 +415,9 @@ class _Index:
     #: per value set, the ingredient names of each product it lists
     #: (``app.ontology.product_names``) → one listed display with them
     products: dict[str, dict[frozenset[str], str]] = field(default_factory=dict)
+    #: each property's ``horis:fromFhir`` mappings by identity → what it recognises a record by
+    #: (``Ontology.mapping_codes``): asked for every record a mapping looks at
+    mapping_codes: dict[int, MappingCodes] = field(default_factory=dict)
     #: derived JSON Schemas by extracted classes (filled by ``app.ontology.schema``)
     schemas: dict[tuple[str, ...], dict[str, object]] = field(default_factory=dict)
 
@@ -509,6 +540,11 @@ class _Index:
             known_codes=known,
             code_systems=frozenset(code.split("|", 1)[0] for code in known),
             products=_products(o, outside),
+            mapping_codes={
+                id(m): MappingCodes.of(m, o.value_sets)
+                for p in o.properties.values()
+                for m in p.from_fhir
+            },
             conditions_on=_conditions_by_property(o, steps),
             names={k: tuple(v) for k, v in names.items()},
             all_iris=frozenset(iris),
