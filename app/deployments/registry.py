@@ -296,6 +296,12 @@ def build_deployment(source: DeploymentSource, packaged: PackagedTools) -> Deplo
     )
 
 
+def prepare_reads(ontology: Ontology) -> None:
+    """The R4 shapes of what ``ontology``'s mappings read, compiled now (once per process)
+    rather than in the first call that validates one."""
+    prepare_shapes(m.resource_type for p in ontology.properties.values() for m in p.from_fhir)
+
+
 @lru_cache(maxsize=64)
 def _load_checked(
     files: tuple[tuple[str, int, int], ...], packaged: PackagedTools
@@ -303,8 +309,7 @@ def _load_checked(
     # The compiled Ontology is immutable, so apps in one process (tests, several workers of one
     # interpreter) may share it; a changed file has a new fingerprint and is loaded again.
     ontology = load_ontology([Path(name) for name, _, _ in files], registry=packaged.registry)
-    # the R4 shapes of what the mappings read, compiled now rather than in the first hook call
-    prepare_shapes(m.resource_type for p in ontology.properties.values() for m in p.from_fhir)
+    prepare_reads(ontology)
     problems = list(verify(ontology))
     bindings = {iri: tool.binding for iri, tool in ontology.tools.items()}
     problems += [
@@ -351,6 +356,7 @@ __all__ = [
     "for_workflow",
     "load_deployments",
     "of_run",
+    "prepare_reads",
     "problem_json",
     "run_columns",
     "run_deployment_json",

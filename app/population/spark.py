@@ -95,7 +95,7 @@ def _settled(compiled: tuple[Any, Any]) -> None:
     left out of the garbage collector's full passes with it, once per worker process (as the
     service does at its start): the R4 shapes of what the deployments read and their rule
     indexes (per process, not pickled with them) and the UCUM registry."""
-    from app.fhir_validate import prepare
+    from app.deployments.registry import prepare_reads
     from app.heap import freeze_startup_heap
     from app.ucum import warm
     from app.world.world import ontology_index
@@ -104,9 +104,8 @@ def _settled(compiled: tuple[Any, Any]) -> None:
     warm()
     for deployment in deployments.serving:  # a refused one is never run
         if deployment.ontology is not None:
-            ontology = deployment.ontology
-            prepare(m.resource_type for p in ontology.properties.values() for m in p.from_fhir)
-            ontology_index(ontology)
+            prepare_reads(deployment.ontology)
+            ontology_index(deployment.ontology)
     freeze_startup_heap()
 
 
